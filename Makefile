@@ -1,0 +1,34 @@
+# Two entry points: `make run` (the main job) and `make test` (the tests).
+# Each creates or reuses the virtual environment in .venv and installs what it needs.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.primsel-installed
+export OMP_WAIT_POLICY ?= PASSIVE
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: run test install bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, pinned to the CPU build, or sentence-transformers pulls a multi-GB CUDA build
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dense,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/primsel run experiments/retrieval_ablation.toml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/verify_speed.py
+	$(BIN)/python benchmarks/retrieval_speed.py
+
+clean:
+	rm -rf $(VENV) runs

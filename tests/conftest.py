@@ -1,0 +1,26 @@
+"""Shared fixtures. Tests that need the Asper-Bench archive read PRIMSEL_ASPER_BENCH and skip otherwise."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def asper_path() -> Path:
+    """Path of the Asper-Bench archive; skips the test when PRIMSEL_ASPER_BENCH is unset or missing."""
+    value = os.environ.get("PRIMSEL_ASPER_BENCH")
+    if not value:
+        pytest.skip("PRIMSEL_ASPER_BENCH is not set: the Asper-Bench archive is not available")
+    path = Path(value)
+    if not path.is_file():
+        pytest.skip(f"PRIMSEL_ASPER_BENCH points to a missing file: {path}")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own primsel cache directory (nothing is read from or written to the user's)."""
+    monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
