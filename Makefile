@@ -1,6 +1,6 @@
 # Two entry points: `make run` (the main job) and `make test` (the tests).
 # Each creates or reuses the virtual environment in .venv and installs what it needs.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.primsel-installed

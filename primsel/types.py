@@ -66,6 +66,9 @@ class Primitive:
         if view == "signature":
             return self.signature
         if view == "full":
+            if not self.signature.startswith(("def ", "class ")):
+                # an alias is an assignment: its docstring follows it at the same level
+                return f'{self.signature}\n"""\n{self.doc}\n"""'
             body = "\n".join(("    " + line) if line.strip() else "" for line in self.doc.splitlines())
             return f'{self.signature}:\n    """\n{body}\n    """'
         raise ValueError(f"unknown view {view!r}; expected one of {TEXT_VIEWS}")

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from primsel.datasets.asper_bench import load_asper_bench
+from primsel.datasets.asperbench import load_asper_bench
 from primsel.simulator.apps import company_directory, room_booking, time_utils, work_calendar
 from primsel.simulator.setup_tools.company_directory import simulate_org_structure
 from primsel.simulator.state import ExecutionContext, new_context

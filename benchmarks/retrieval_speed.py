@@ -1,0 +1,61 @@
+"""Fit and search time of every registered retriever (LLM-based ones excluded).
+
+Prints, per retriever, the seconds to ``fit`` (learned retrievers on 200 training tasks) and to
+``search`` 250 queries ranking the whole library. Uses the Asper-Bench archive when
+``PRIMSEL_ASPER_BENCH`` is set, else the built-in tasks' queries repeated to 250. The embedding
+cache is a fresh temporary directory, so dense figures include encoding (cold cache) and the
+model load (once per process: the first dense retriever pays it).
+
+Targets: dense fit < 10 s; search of 250 queries < 2 s for every retriever.
+
+    python benchmarks/retrieval_speed.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+
+
+def main() -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ["PRIMSEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="primsel-bench-")
+
+    from primsel.datasets import load_tasks
+    from primsel.library import Library, with_gold
+    from primsel.registry import available, build, resolve
+    from primsel.retrieval import DEFAULT_RETRIEVER
+    from primsel.retrieval.base import SeesGold
+
+    library = Library.from_simulator()
+    tasks = with_gold(load_tasks(), library)
+    source = tasks[0].source
+    if len(tasks) < 250:
+        tasks = [dataclasses.replace(tasks[i % len(tasks)], id=str(i + 1)) for i in range(250)]
+    train, queries = tasks[:200], {t.id: t.query for t in tasks[:250]}
+    print(f"{len(queries)} queries ({source}), library of {len(library)} primitives")
+    print(f"{'retriever':12s} {'fit s':>8s} {'search s':>9s}")
+    specs = {name: name for name in available("retriever") if not callable(getattr(resolve(name), "usage", None))}
+    specs["default"] = DEFAULT_RETRIEVER
+    for name, spec in specs.items():
+        retriever = build(spec)
+        start = time.perf_counter()
+        retriever.fit(library, train)
+        fit = time.perf_counter() - start
+        if isinstance(retriever, SeesGold):
+            retriever.set_gold({t.id: t.gold for t in tasks})
+        start = time.perf_counter()
+        run = retriever.search(queries, len(library))
+        search = time.perf_counter() - start
+        if len(run) != len(queries):
+            raise RuntimeError(f"{name}: {len(run)} of {len(queries)} queries answered")
+        print(f"{name:12s} {fit:8.2f} {search:9.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Evaluation: retrieval metrics of rankings and ASPERA's set metrics of selections."""
+
+from primsel.eval.metrics import (
+    RANKING_METRICS,
+    SET_METRIC_KEYS,
+    evaluate,
+    gold_sets,
+    parse_metric,
+    per_task,
+    ranking,
+    set_metrics,
+    set_metrics_per_task,
+    set_scores,
+    to_qrels,
+)
+
+__all__ = [
+    "RANKING_METRICS",
+    "SET_METRIC_KEYS",
+    "evaluate",
+    "gold_sets",
+    "parse_metric",
+    "per_task",
+    "ranking",
+    "set_metrics",
+    "set_metrics_per_task",
+    "set_scores",
+    "to_qrels",
+]

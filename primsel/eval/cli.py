@@ -1,0 +1,34 @@
+"""``primsel report``: (re)write the Markdown report and plots of an experiment directory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``primsel report``."""
+    parser.add_argument("directory", metavar="DIR", help="experiment directory, <out>/<name> (e.g. runs/retrieval_ablation)")
+    parser.add_argument("--export", metavar="DIR", default=None,
+                        help="also write <DIR>/<name>.md and its PNG plots there (aggregate tables only), "
+                             "e.g. experiments/")
+    parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
+                        help="sign flips of the paired randomisation test (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Write the report; exit 2 when the directory holds no experiment."""
+    from primsel.cli import UsageError
+    from primsel.eval.report import ReportError, write_report
+
+    if args.n_resamples < 1:
+        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")
+    try:
+        path = write_report(args.directory, export=args.export, n_resamples=args.n_resamples, seed=args.seed)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"primsel report: wrote {path}" + (f" and exported to {args.export}" if args.export else ""),
+          file=sys.stderr)
+    print(path)
+    return 0

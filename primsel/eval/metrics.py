@@ -1,0 +1,259 @@
+"""Retrieval metrics of a ranking and ASPERA's set metrics of a selection.
+
+Ranking metrics read a :data:`primsel.types.Run` (``{task_id: {primitive_id: score}}``) against
+gold sets (a :data:`primsel.types.Qrels` or ``{task_id: iterable of primitive ids}``). Metric names
+follow ranx: ``recall@k``, ``precision@k``, ``ndcg@k``, ``mrr`` (or ``mrr@k``), plus
+``complete@k`` (1 when every gold primitive is in the first k, else 0; averaged it is the
+fraction of tasks whose gold set is fully retrieved).
+
+Conventions (the same for every function here)
+-----------------------------------------------
+* Every task of the gold sets is counted. A task missing from the run, or with an empty
+  ranking, scores 0 on every ranking metric. Tasks of the run that have no gold entry are ignored.
+* A ranking is the run entry sorted by score, descending, ties broken by primitive id
+  (ascending, as strings). A run is a dict per task, so a primitive appears once.
+* Relevance is binary: any primitive id in the gold set with relevance > 0 is relevant.
+* Ranking metrics are undefined for an empty gold set: a task with no gold primitive raises
+  ``ValueError`` (Asper-Bench tasks have 2 to 18). The set metrics define that case (below).
+* Task ids and primitive ids live in separate namespaces; they may coincide.
+
+The values agree with ranx (``ranx.evaluate``) for runs without tied scores; this module does
+not call ranx, so evaluating needs no JIT compilation and never mutates its inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+#: Ranking metrics understood by :func:`evaluate` (``name@k``; ``mrr`` also without cut-off).
+RANKING_METRICS = ("recall", "precision", "ndcg", "mrr", "complete")
+#: Keys returned by :func:`set_metrics`.
+SET_METRIC_KEYS = (
+    "set_precision_micro", "set_recall_micro", "set_f1_micro",
+    "set_precision_macro", "set_recall_macro", "set_f1_macro",
+)
+_METRIC = re.compile(r"^(recall|precision|ndcg|mrr|complete)(?:@(\d+))?$")
+
+
+def parse_metric(name: str) -> tuple[str, int | None]:
+    """Split a metric name into (base, cut-off).
+
+    Parameters
+    ----------
+    name : ``"recall@10"``, ``"precision@5"``, ``"ndcg@10"``, ``"mrr"``, ``"mrr@10"``, ``"complete@20"``.
+
+    Returns
+    -------
+    (base name, k or None); only ``mrr`` may omit k.
+
+    Raises
+    ------
+    ValueError : unknown metric, missing cut-off, or k < 1.
+    """
+    m = _METRIC.match(name.strip().lower())
+    if m is None:
+        known = ", ".join(b + "@k" for b in RANKING_METRICS)
+        raise ValueError(f"unknown metric {name!r}; expected one of {known} or 'mrr'")
+    base, k = m.group(1), m.group(2)
+    if k is None:
+        if base != "mrr":
+            raise ValueError(f"metric {name!r} needs a cut-off, e.g. {base}@10")
+        return base, None
+    if int(k) < 1:
+        raise ValueError(f"metric {name!r}: cut-off must be >= 1")
+    return base, int(k)
+
+
+def gold_sets(qrels: Mapping[str, Mapping[str, float] | Iterable[str]]) -> dict[str, frozenset[str]]:
+    """Normalise qrels (``{task: {id: rel}}``) or gold sets (``{task: ids}``) to ``{task: frozenset}``.
+
+    In a qrels mapping only ids with relevance > 0 are gold.
+    """
+    out: dict[str, frozenset[str]] = {}
+    for task_id, gold in qrels.items():
+        if isinstance(gold, Mapping):
+            out[str(task_id)] = frozenset(str(p) for p, rel in gold.items() if rel > 0)
+        elif isinstance(gold, str):
+            raise TypeError(f"gold of task {task_id!r} is a string; give a set of primitive ids")
+        else:
+            out[str(task_id)] = frozenset(str(p) for p in gold)
+    return out
+
+
+def to_qrels(gold: Mapping[str, Iterable[str]]) -> dict[str, dict[str, int]]:
+    """``{task: {primitive_id: 1}}`` from ``{task: gold ids}`` (the ranx / TREC qrels shape)."""
+    return {str(t): {str(p): 1 for p in sorted(ids)} for t, ids in gold.items()}
+
+
+def ranking(scores: Mapping[str, float] | None) -> list[str]:
+    """Primitive ids of one run entry, best first: score descending, ties by primitive id.
+
+    Parameters
+    ----------
+    scores : ``{primitive_id: score}`` (None or empty gives ``[]``).
+    """
+    if not scores:
+        return []
+    return [p for p, _ in sorted(scores.items(), key=lambda item: (-float(item[1]), item[0]))]
+
+
+def _dedupe(ids: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+def _value(base: str, k: int | None, ranked: Sequence[str], gold: frozenset[str]) -> float:
+    top = ranked if k is None else ranked[:k]
+    if base == "recall":
+        return sum(1 for p in top if p in gold) / len(gold)
+    if base == "precision":
+        return sum(1 for p in top if p in gold) / k  # type: ignore[operator]
+    if base == "complete":
+        return 1.0 if gold.issubset(top) else 0.0
+    if base == "mrr":
+        for i, p in enumerate(top, start=1):
+            if p in gold:
+                return 1.0 / i
+        return 0.0
+    if base == "ndcg":
+        dcg = sum(1.0 / math.log2(i + 1) for i, p in enumerate(top, start=1) if p in gold)
+        ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), k) + 1))  # type: ignore[type-var]
+        return dcg / ideal
+    raise ValueError(f"unknown metric {base!r}")  # pragma: no cover (parse_metric guards)
+
+
+def per_task(
+    run: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, float] | Iterable[str]],
+    metrics: Sequence[str],
+) -> dict[str, dict[str, float]]:
+    """Metric values of every task of ``qrels``.
+
+    Parameters
+    ----------
+    run : ``{task_id: {primitive_id: score}}``.
+    qrels : ``{task_id: {primitive_id: relevance}}`` or ``{task_id: gold ids}``.
+    metrics : metric names (see :func:`parse_metric`).
+
+    Returns
+    -------
+    ``{task_id: {metric name: value}}`` for every task of ``qrels``, in its order; the metric
+    names are returned as given.
+
+    Raises
+    ------
+    ValueError : unknown metric, or a task with an empty gold set.
+    """
+    parsed = [(name, *parse_metric(name)) for name in metrics]
+    gold = gold_sets(qrels)
+    empty = [t for t, g in gold.items() if not g]
+    if empty:
+        raise ValueError(f"ranking metrics are undefined for tasks without gold primitives: {empty[:10]}")
+    out: dict[str, dict[str, float]] = {}
+    for task_id, g in gold.items():
+        ranked = ranking(run.get(task_id))
+        out[task_id] = {name: _value(base, k, ranked, g) for name, base, k in parsed}
+    return out
+
+
+def evaluate(
+    run: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, float] | Iterable[str]],
+    metrics: Sequence[str],
+) -> dict[str, float]:
+    """Mean of each metric over every task of ``qrels`` (see :func:`per_task`).
+
+    Returns
+    -------
+    ``{metric name: mean value}``; 0.0 for every metric when ``qrels`` is empty.
+
+    Raises
+    ------
+    ValueError : unknown metric, or a task with an empty gold set.
+    """
+    rows = per_task(run, qrels, metrics)
+    n = len(rows)
+    return {name: (sum(r[name] for r in rows.values()) / n if n else 0.0) for name in metrics}
+
+
+def set_scores(selected: Iterable[str], gold: Iterable[str]) -> dict[str, float]:
+    """ASPERA's precision, recall and F1 of one task's selection (Asper-Bench PS metric).
+
+    Duplicates in ``selected`` count once. Edge cases: both empty -> 1, 1, 1; gold empty and
+    selection non-empty -> precision 0, recall 1, F1 0; selection empty and gold non-empty ->
+    0, 0, 0. F1 is 0 when precision + recall is 0.
+
+    Returns
+    -------
+    ``{"precision", "recall", "f1", "tp", "n_selected", "n_gold"}``.
+    """
+    sel, g = set(_dedupe(selected)), set(gold)
+    tp = len(sel & g)
+    if not sel and not g:
+        p = r = f1 = 1.0
+    elif not g:
+        p, r = 0.0, 1.0
+        f1 = 0.0
+    elif not sel:
+        p = r = f1 = 0.0
+    else:
+        p, r = tp / len(sel), tp / len(g)
+        f1 = 2 * p * r / (p + r) if p + r > 0 else 0.0
+    return {"precision": p, "recall": r, "f1": f1, "tp": float(tp),
+            "n_selected": float(len(sel)), "n_gold": float(len(g))}
+
+
+def set_metrics_per_task(
+    selections: Mapping[str, Sequence[str]],
+    gold: Mapping[str, Mapping[str, float] | Iterable[str]],
+) -> dict[str, dict[str, float]]:
+    """:func:`set_scores` of every task of ``gold`` (a task missing from ``selections`` selected nothing)."""
+    g = gold_sets(gold)
+    return {t: set_scores(selections.get(t, ()), ids) for t, ids in g.items()}
+
+
+def set_metrics(
+    selections: Mapping[str, Sequence[str]],
+    gold: Mapping[str, Mapping[str, float] | Iterable[str]],
+) -> dict[str, float]:
+    """ASPERA's set precision, recall and F1 of selections, micro and macro averaged.
+
+    Parameters
+    ----------
+    selections : ``{task_id: selected primitive ids}``; duplicates count once; a task of
+        ``gold`` missing here selected nothing.
+    gold : ``{task_id: gold ids}`` or qrels. Every task of ``gold`` is counted.
+
+    Returns
+    -------
+    ``{key: value}`` with the keys of :data:`SET_METRIC_KEYS`.
+
+    * macro: the mean over tasks of the per-task precision, recall and F1 of
+      :func:`set_scores` (F1 is the mean of per-task F1, as ASPERA computes it);
+    * micro: precision = sum of true positives / sum of selection sizes, recall = sum of true
+      positives / sum of gold sizes, F1 their harmonic mean; with no selected id at all
+      precision is 0 (1 if there is no gold id either), with no gold id at all recall is 1.
+
+    All values are 0.0 (micro and macro) when ``gold`` is empty.
+    """
+    rows = set_metrics_per_task(selections, gold)
+    n = len(rows)
+    if n == 0:
+        return dict.fromkeys(SET_METRIC_KEYS, 0.0)
+    tp = sum(r["tp"] for r in rows.values())
+    n_sel = sum(r["n_selected"] for r in rows.values())
+    n_gold = sum(r["n_gold"] for r in rows.values())
+    if n_sel == 0 and n_gold == 0:
+        p = r = 1.0
+    else:
+        p = tp / n_sel if n_sel else 0.0
+        r = tp / n_gold if n_gold else 1.0
+    return {
+        "set_precision_micro": p,
+        "set_recall_micro": r,
+        "set_f1_micro": 2 * p * r / (p + r) if p + r > 0 else 0.0,
+        "set_precision_macro": sum(x["precision"] for x in rows.values()) / n,
+        "set_recall_macro": sum(x["recall"] for x in rows.values()) / n,
+        "set_f1_macro": sum(x["f1"] for x in rows.values()) / n,
+    }

@@ -1,0 +1,539 @@
+"""The report of an experiment: one Markdown table row per cell, significance, plots.
+
+:func:`write_report` reads an experiment directory written by
+:func:`primsel.experiments.runner.run_experiment` (``experiment.json`` and, per finished cell,
+``config.json``, ``report.json`` and ``tasks.jsonl``) and writes
+
+* ``report.md``: a row per finished cell (retriever, k, closure, recall@5/10/15/20,
+  complete@10/15/20, nDCG@10, MRR, set precision / recall / F1 micro and macro, documentation
+  tokens selected, task success when a generator ran) and the p-values of paired tests of the
+  cell against its baseline cell on per-task recall@k (and on per-task success when a
+  generator ran);
+* ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
+* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected.
+
+The report holds aggregates only (never per-task rows), so it can be exported
+(``export=...``) next to the experiment declaration and committed.
+
+Baseline: every cell is compared with the cell of the baseline retriever that agrees with it
+on everything else (k, closure, folds, seed, generator, ...). The baseline retriever is the
+experiment's ``baseline`` (a retriever label or a cell id), else the retriever of the first cell.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from primsel.eval.significance import N_RESAMPLES, compare
+
+#: The table's metric columns: (report.json key, header).
+COLUMNS = (
+    ("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15"), ("recall@20", "R@20"),
+    ("complete@10", "C@10"), ("complete@15", "C@15"), ("complete@20", "C@20"),
+    ("ndcg@10", "nDCG@10"), ("mrr", "MRR"),
+    ("set_precision_micro", "P mi"), ("set_recall_micro", "R mi"), ("set_f1_micro", "F1 mi"),
+    ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"), ("set_f1_macro", "F1 ma"),
+    ("docs_tokens", "tokens"),
+)
+
+
+class ReportError(ValueError):
+    """The directory is not an experiment directory (nothing to report)."""
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One cell of an experiment as read from disk.
+
+    Parameters
+    ----------
+    id : cell id (its directory name).
+    label : readable label.
+    settings : resolved settings (``retriever``, ``k``, ``closure``, ...).
+    report : report.json (empty when the cell is not finished).
+    directory : the cell's directory.
+    """
+
+    id: str
+    label: str
+    settings: Mapping[str, Any]
+    report: Mapping[str, float]
+    directory: Path
+
+    @property
+    def finished(self) -> bool:
+        """True when the cell's report.json exists."""
+        return bool(self.report)
+
+    @property
+    def retriever(self) -> str:
+        """Readable label of the cell's retriever."""
+        from primsel.experiments.config import spec_label
+
+        return spec_label(self.settings.get("retriever", "?"))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment directory: its name, description, baseline, dataset summary and cells."""
+
+    name: str
+    directory: Path
+    cells: tuple[CellResult, ...]
+    description: str = ""
+    baseline: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: unreadable: {exc}") from None
+
+
+def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
+    """Read an experiment directory.
+
+    The cells and their order come from ``experiment.json``; without it, every sub-directory
+    holding a ``config.json`` is a cell (sorted by label).
+
+    Raises
+    ------
+    ReportError : no such directory, or neither ``experiment.json`` nor any cell in it, or an
+        unreadable JSON file (the message names the file).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: no such experiment directory")
+    manifest = _read_json(directory / "experiment.json")
+    entries: list[dict[str, Any]] = []
+    if manifest is not None:
+        entries = list(manifest.get("cells", []))
+    else:
+        for sub in sorted(p for p in directory.iterdir() if (p / "config.json").is_file()):
+            config = _read_json(sub / "config.json")
+            entries.append({"id": sub.name, "label": config.get("label", sub.name),
+                            "settings": config.get("settings", {})})
+        entries.sort(key=lambda e: e["label"])
+        manifest = {"name": directory.name}
+    if not entries:
+        raise ReportError(f"{directory}: not an experiment directory (no experiment.json and no cells)")
+    cells = []
+    for e in entries:
+        report = _read_json(directory / e["id"] / "report.json") or {}
+        cells.append(CellResult(id=e["id"], label=e.get("label", e["id"]), settings=e.get("settings", {}),
+                                report=report, directory=directory / e["id"]))
+    return Experiment(name=manifest.get("name", directory.name), directory=directory, cells=tuple(cells),
+                      description=manifest.get("description", "") or "", baseline=manifest.get("baseline"),
+                      data=manifest.get("data", {}) or {})
+
+
+# ---------------------------------------------------------------------------------------------
+# Significance against the baseline
+# ---------------------------------------------------------------------------------------------
+def _others(settings: Mapping[str, Any]) -> str:
+    from primsel.experiments.config import canonical_json
+
+    return canonical_json({k: v for k, v in settings.items() if k != "retriever"})
+
+
+def baseline_pairs(experiment: Experiment) -> dict[str, str | None]:
+    """The baseline cell of every finished cell: cell id -> baseline cell id (None when the
+    baseline retriever has no finished cell with the same other settings).
+
+    Raises
+    ------
+    ReportError : the experiment's ``baseline`` names neither a retriever label nor a cell id of it.
+    """
+    finished = [c for c in experiment.cells if c.finished]
+    if not finished:
+        return {}
+    wanted = experiment.baseline
+    by_id = {c.id: c for c in experiment.cells}
+    if wanted in by_id:
+        wanted = by_id[wanted].retriever
+    labels = {c.retriever for c in experiment.cells}
+    if wanted is None:
+        wanted = experiment.cells[0].retriever
+    elif wanted not in labels:
+        raise ReportError(f"baseline {wanted!r} is neither a retriever label nor a cell id of "
+                          f"{experiment.name}; labels: {', '.join(sorted(labels))}")
+    base = {_others(c.settings): c.id for c in finished if c.retriever == wanted}
+    return {c.id: base.get(_others(c.settings)) for c in finished}
+
+
+def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
+    """``{task_id: value}`` of a per-task metric from the cell's tasks.jsonl (``metrics`` entry,
+    or ``success`` from ``status``).
+
+    Raises
+    ------
+    ReportError : tasks.jsonl is missing or lacks the metric for a task.
+    """
+    path = cell.directory / "tasks.jsonl"
+    out: dict[str, float] = {}
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if metric == "success":
+                    out[str(row["task_id"])] = 1.0 if row.get("status") == "pass" else 0.0
+                else:
+                    out[str(row["task_id"])] = float(row["metrics"][metric])
+    except FileNotFoundError:
+        raise ReportError(f"{path}: missing") from None
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ReportError(f"{path}: no per-task {metric!r}: {exc}") from None
+    return out
+
+
+def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Paired tests of every finished cell against its baseline cell (:func:`baseline_pairs`).
+
+    Per-task recall@k (k of the cell) is compared; when a generator ran, per-task success too.
+
+    Returns
+    -------
+    cell id -> ``{"baseline": id or None, "recall": compare(...) or None,
+    "success": compare(...) or None}`` (see :func:`primsel.eval.significance.compare`);
+    ``recall``/``success`` are None for the baseline cell itself and when there is no partner.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    by_id = {c.id: c for c in experiment.cells}
+    for cid, bid in baseline_pairs(experiment).items():
+        entry: dict[str, Any] = {"baseline": bid, "recall": None, "success": None}
+        if bid is not None and bid != cid:
+            cell, base = by_id[cid], by_id[bid]
+            metric = f"recall@{cell.settings.get('k')}"
+            entry["recall"] = compare(per_task_values(cell, metric), per_task_values(base, metric),
+                                      n_resamples=n_resamples, seed=seed)
+            if cell.settings.get("generator"):
+                entry["success"] = compare(per_task_values(cell, "success"), per_task_values(base, "success"),
+                                           n_resamples=n_resamples, seed=seed)
+        out[cid] = entry
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------------------------
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
+    """Labels of the cells' retrievers that learn from tasks (built from their specification,
+    which only stores parameters, and asked for ``learns_from_tasks``)."""
+    from primsel import registry
+
+    out = []
+    for label, spec in {c.retriever: c.settings.get("retriever") for c in cells}.items():
+        try:
+            retriever = registry.build(spec, "retriever")
+            if getattr(retriever, "learns_from_tasks", False):
+                out.append(label)
+        except Exception:  # noqa: BLE001 - a retriever that cannot be built here is not annotated
+            continue
+    return out
+
+
+def _other_columns(cells: Sequence[CellResult]) -> list[str]:
+    """Setting keys (besides retriever, k, closure, dataset) whose values differ between cells.
+
+    The generator is shown by ``generator`` (type and model) when those differ, and by a
+    ``generator.<parameter>`` column for each other parameter that differs (``generator.seed``).
+    """
+    from primsel.experiments.config import generator_label, varied_keys
+
+    keys = sorted({k for c in cells for k in c.settings} - {"retriever", "k", "closure", "dataset"})
+    out = varied_keys([c.settings for c in cells], keys)
+    if "generator" in out and len({generator_label(c.settings.get("generator")) for c in cells}) == 1:
+        out.remove("generator")
+    return [k for k in out if k not in ("generator.type", "generator.model")]
+
+
+def _setting(cell: CellResult, key: str) -> Any:
+    """A cell's setting by top-level or dotted key (None when absent)."""
+    value: Any = cell.settings
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]],
+                    images: Sequence[tuple[str, str]] = (), n_resamples: int = N_RESAMPLES,
+                    seed: int = 0) -> str:
+    """The report text.
+
+    Parameters
+    ----------
+    experiment : the experiment (:func:`load_experiment`).
+    tests : :func:`significance` of it.
+    images : (title, relative file name) of the plots to link.
+    n_resamples, seed : of the randomisation test (stated in the notes).
+    """
+    from primsel.experiments.config import generator_label
+
+    cells = [c for c in experiment.cells if c.finished]
+    has_gen = any(c.settings.get("generator") for c in cells)
+    others = _other_columns(cells)
+    by_id = {c.id: c for c in experiment.cells}
+    lines = [f"# {experiment.name}", ""]
+    if experiment.description:
+        lines += [experiment.description.strip(), ""]
+    data = experiment.data
+    n_tasks = data.get("n_tasks")
+    source = data.get("source", "?")
+    source_text = {"asper-bench": "Asper-Bench", "builtin": "the built-in tasks"}.get(source, source)
+    lines.append(f"Data: {source_text} ({n_tasks} tasks). Cells finished: {len(cells)} of {len(experiment.cells)}.")
+    lines.append("")
+
+    header = ["configuration", "k", "closure", *others]
+    header += [h for _, h in COLUMNS]
+    if has_gen:
+        header += ["success"]
+    header += ["ΔR@k", "p t", "p rand"]
+    if has_gen:
+        header += ["Δsucc", "p t succ", "p rand succ"]
+    header += ["cell"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---" if i < 3 + len(others) else "--:" for i in range(len(header) - 1)) + "|---|")
+    for c in cells:
+        r = c.report
+        row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
+        for key in others:
+            value = _setting(c, key)
+            row.append(generator_label(value) if key == "generator" else _short_value(value))
+        row += [_num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
+        if has_gen:
+            row.append(_num(r.get("success")) if c.settings.get("generator") else "–")
+        t = tests.get(c.id, {})
+        if t.get("baseline") == c.id:
+            row += ["baseline", "–", "–"]
+        elif t.get("recall"):
+            row += [f"{t['recall']['mean_diff']:+.3f}", _p(t["recall"]["p_t"]), _p(t["recall"]["p_randomisation"])]
+        else:
+            row += ["–", "–", "–"]
+        if has_gen:
+            if t.get("success"):
+                row += [f"{t['success']['mean_diff']:+.3f}", _p(t["success"]["p_t"]),
+                        _p(t["success"]["p_randomisation"])]
+            else:
+                row += ["–", "–", "–"]
+        row.append(f"`{c.id}`")
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+
+    baselines = sorted({by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")})
+    folds = sorted({c.settings.get("folds") for c in cells if c.settings.get("folds") is not None})
+    seeds = sorted({c.settings.get("seed") for c in cells if c.settings.get("seed") is not None})
+    learning = _learning_retrievers(cells)
+    notes = [
+        "R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the "
+        "top k) read each task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, "
+        "recall and F1 of the selection (the top k, plus the library types it depends on when "
+        "closure is on), micro (mi: pooled over tasks) and macro (ma: mean over tasks). tokens: mean "
+        "documentation tokens of the selected primitives per task (estimated as characters / 4 "
+        "of the stubs a prompt shows).",
+        f"Significance: each cell against the cell of the baseline retriever "
+        f"({', '.join(baselines) or 'none'}) with the same other settings; ΔR@k is the mean "
+        "per-task difference of recall@k (k of the cell); p t: two-sided paired t-test; p rand: "
+        f"two-sided paired randomisation (sign-flip) test, {n_resamples} resamples, seed {seed} "
+        "(exact when there are fewer sign patterns).",
+    ]
+    if has_gen:
+        notes.append("success: fraction of tasks whose generated program passed every evaluation "
+                     "program; Δsucc and its p-values compare per-task success with the baseline cell.")
+    if learning:
+        notes.append(f"Retrievers that learn from tasks ({', '.join(learning)}) are scored by "
+                     f"{'/'.join(map(str, folds))}-fold cross-validation (scikit-learn KFold, "
+                     f"shuffled, seed {'/'.join(map(str, seeds))}): each task is ranked by a model "
+                     "fitted on the other folds only.")
+    else:
+        notes.append(f"Folds: {'/'.join(map(str, folds))}, seed {'/'.join(map(str, seeds))} "
+                     "(used by retrievers that learn from tasks; none here).")
+    lines += [f"- {n}" for n in notes]
+    lines.append("")
+    for title, file in images:
+        lines += [f"![{title}]({file})", ""]
+    return "\n".join(lines)
+
+
+def _short_value(value: Any) -> str:
+    from primsel.experiments.config import spec_label
+
+    if isinstance(value, Mapping):
+        return spec_label(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "–" if value is None else str(value)
+
+
+def _series_key(c: CellResult) -> tuple[str, str]:
+    """Cells that share a ranking (same settings except k and closure) form one curve."""
+    from primsel.experiments.config import canonical_json
+
+    rest = {k: v for k, v in c.settings.items() if k not in ("k", "closure", "retriever", "dataset")}
+    return c.retriever, canonical_json(rest)
+
+
+def _series_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
+    keys = list(dict.fromkeys(_series_key(c) for c in cells))
+    extra = _other_columns(cells)
+    out = {}
+    for key in keys:
+        cell = next(c for c in cells if _series_key(c) == key)
+        parts = [cell.retriever] + [f"{k}={_short_value(_setting(cell, k))}" for k in extra]
+        out[key] = " ".join(parts)
+    return out
+
+
+def plot_recall_curves(experiment: Experiment, path: Path) -> bool:
+    """Recall@k against k (1..20, or what report.json holds), one curve per retriever.
+
+    Returns
+    -------
+    False (and no file) when no finished cell has recall values.
+    """
+    cells = [c for c in experiment.cells if c.finished]
+    labels = _series_labels(cells)
+    curves: dict[str, tuple[list[int], list[float]]] = {}
+    for c in cells:
+        label = labels[_series_key(c)]
+        if label in curves:
+            continue
+        ks = sorted(int(key.split("@")[1]) for key in c.report if key.startswith("recall@") and key[7:].isdigit())
+        ks = [k for k in ks if k <= 20] or ks
+        if ks:
+            curves[label] = (ks, [float(c.report[f"recall@{k}"]) for k in ks])
+    if not curves:
+        return False
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    for label, (ks, values) in curves.items():
+        ax.plot(ks, values, marker=".", label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("k (primitives selected)")
+    ax.set_ylabel("recall@k")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"{experiment.name}: recall@k")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
+    """Selection recall (macro) against documentation tokens selected per task, one line per
+    retriever over k; circles without closure, triangles with.
+
+    Returns
+    -------
+    False (and no file) when no finished cell has both values.
+    """
+    cells = [c for c in experiment.cells if c.finished and "docs_tokens" in c.report
+             and "set_recall_macro" in c.report]
+    if not cells:
+        return False
+    labels = _series_labels(cells)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    colours: dict[str, Any] = {}
+    cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for closure, marker, style in ((False, "o", "-"), (True, "^", "--")):
+        groups: dict[str, list[CellResult]] = {}
+        for c in cells:
+            if bool(c.settings.get("closure")) == closure:
+                groups.setdefault(labels[_series_key(c)], []).append(c)
+        for label, group in groups.items():
+            group.sort(key=lambda c: c.report["docs_tokens"])
+            colour = colours.setdefault(label, cycle[len(colours) % len(cycle)])
+            ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
+                    marker=marker, linestyle=style, color=colour,
+                    label=label + (" +closure" if closure else ""))
+    ax.set_xlabel("documentation tokens selected per task (mean)")
+    ax.set_ylabel("selection recall (macro)")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"{experiment.name}: recall against documentation size")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[str] | None = None,
+                 n_resamples: int = N_RESAMPLES, seed: int = 0) -> Path:
+    """Write ``report.md`` and the plots of an experiment directory.
+
+    Parameters
+    ----------
+    directory : ``<out>/<name>``.
+    export : also copy the report to ``<export>/<name>.md`` and the plots beside it (aggregate
+        only: no per-task rows), e.g. ``experiments/``.
+    n_resamples, seed : of the randomisation test.
+
+    Returns
+    -------
+    Path of ``report.md``.
+
+    Raises
+    ------
+    ReportError : see :func:`load_experiment` and :func:`baseline_pairs`.
+    """
+    from primsel.experiments.runner import write_atomic
+
+    experiment = load_experiment(directory)
+    tests = significance(experiment, n_resamples=n_resamples, seed=seed)
+    images = []
+    for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
+                                ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens)):
+        file = f"{experiment.name}_{suffix}.png"
+        if plot(experiment, experiment.directory / file):
+            images.append((title, file))
+    text = render_markdown(experiment, tests, images, n_resamples=n_resamples, seed=seed)
+    target = experiment.directory / "report.md"
+    write_atomic(target, text)
+    if export is not None:
+        export = Path(export)
+        export.mkdir(parents=True, exist_ok=True)
+        write_atomic(export / f"{experiment.name}.md", text)
+        for _, file in images:
+            shutil.copyfile(experiment.directory / file, export / file)
+    return target

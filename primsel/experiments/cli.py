@@ -1,0 +1,65 @@
+"""``primsel run``: run an experiment grid declared in a TOML file, then write its report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``primsel run``."""
+    parser.add_argument("config", metavar="CONFIG.toml", help="experiment declaration (see experiments/*.toml)")
+    parser.add_argument("--out", default="runs", metavar="DIR",
+                        help="output root; cells go to DIR/<name>/<cell_id>/ (default runs/)")
+    parser.add_argument("--data", default=None, metavar="PATH",
+                        help="Asper-Bench archive (overrides the file's 'data' key; default: "
+                             "$PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="sandbox worker processes when a generator runs (default: CPUs)")
+    parser.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the retrieval cache")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the experiment; exit 2 on a bad declaration or dataset (nothing already written is
+    touched), 1 when the LLM endpoint refuses every request (no quota, bad key, unknown model:
+    :class:`primsel.generation.client.LLMFatalError`); the cells finished before stay written."""
+    from pathlib import Path
+
+    from primsel.cli import UsageError
+    from primsel.datasets import DatasetError
+    from primsel.experiments.config import ConfigError, load_config
+    from primsel.experiments.runner import run_experiment
+    from primsel.generation.client import LLMFatalError
+
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    finished: list[str] = []
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        result = run_experiment(config, args.out, data=args.data, workers=args.workers,
+                                progress=not args.quiet, use_cache=not args.no_cache,
+                                on_cell=lambda cell, report: finished.append(cell.id))
+    except (ConfigError, DatasetError) as exc:
+        raise UsageError(str(exc)) from None
+    except LLMFatalError as exc:
+        print(f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
+              f"{type(exc).__name__}: {exc}\n"
+              f"primsel run: {len(finished)} cells computed before it stay in {Path(args.out) / config.name}; "
+              "fix the key, quota or model name and run the same command again to resume", file=sys.stderr)
+        return 1
+    print(f"primsel run: {len(result.computed)} cells computed, {len(result.skipped)} already finished, "
+          f"{result.seconds:.1f} s; results in {result.directory}", file=sys.stderr)
+    if not args.no_report:
+        from primsel.eval.report import ReportError, write_report
+
+        try:
+            path = write_report(result.directory)
+        except ReportError as exc:
+            raise UsageError(str(exc)) from None
+        print(path)
+    return 0

@@ -1,0 +1,405 @@
+"""A scripted OpenAI-compatible chat-completions server on the loopback interface.
+
+Tests and benchmarks start it in a background thread and point the real ``openai`` client at
+:attr:`FakeOpenAIServer.base_url`. It needs only the standard library and never leaves
+``127.0.0.1``.
+
+The server answers ``POST /v1/chat/completions``. Each request is answered by the next scripted
+:class:`Reply` (see :meth:`FakeOpenAIServer.push`), or, when the script is empty, by the
+``responder`` callable given at construction (default: an empty completion). It counts requests,
+keeps every parsed request body, and tracks the largest number of requests in flight at once.
+
+Example
+-------
+>>> with FakeOpenAIServer(latency_s=0.2) as server:          # doctest: +SKIP
+...     server.push(Reply(status=429, headers={"Retry-After": "1"}))
+...     client = ChatClient(model="m", base_url=server.base_url, api_key="x")
+...     client.complete([{"role": "user", "content": "hi"}])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeOpenAIServer", "Reply", "completion_body", "last_user_message", "pipeline_responder"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer.
+
+    Parameters
+    ----------
+    content : the assistant message text (for status 200).
+    status : HTTP status code.
+    finish_reason : ``"stop"``, ``"length"``, ...
+    headers : extra response headers (``{"Retry-After": "2"}``).
+    body : a JSON body that replaces the default (completion or error body).
+    error_code : for error statuses: the ``error.code`` and ``error.type`` of the body
+        (``"insufficient_quota"``, ``"rate_limit_exceeded"``).
+    delay_s : seconds to wait before answering (added to the server's latency).
+    hang : never answer: hold the connection until the server closes.
+    prompt_tokens, completion_tokens : the usage numbers reported.
+    """
+
+    content: str = ""
+    status: int = 200
+    finish_reason: str = "stop"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None
+    error_code: str | None = None
+    delay_s: float = 0.0
+    hang: bool = False
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+
+
+def completion_body(model: str, reply: Reply) -> dict[str, Any]:
+    """The JSON body of a successful chat completion carrying ``reply``."""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.content},
+                "finish_reason": reply.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def last_user_message(request: Mapping[str, Any]) -> str:
+    """Text of the last ``user`` message of a chat-completions request body ("" if none)."""
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content", "")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+class FakeOpenAIServer:
+    """A threaded HTTP server that plays scripted chat completions (a context manager).
+
+    Parameters
+    ----------
+    responder : ``f(request_body: dict) -> Reply``, used when the script is empty; default
+        answers with an empty completion.
+    latency_s : seconds every answer waits before it is sent (simulated model latency).
+    host : interface to bind; only loopback addresses are accepted.
+    port : port to bind; 0 picks a free one.
+
+    Attributes
+    ----------
+    requests : parsed JSON bodies of every chat request received, in arrival order.
+    answered : number of answers (completions or errors) sent. An answer is counted, and stops
+        being in flight, just before its first byte is written (so a client that has read it
+        always finds it counted); a write that fails is uncounted.
+    max_in_flight : the largest number of requests being handled at the same time.
+
+    Raises
+    ------
+    ValueError : a non-loopback host.
+    """
+
+    def __init__(
+        self,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        latency_s: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the fake server binds loopback only, not {host!r}")
+        self.responder = responder
+        self.latency_s = float(latency_s)
+        self.host = host
+        self.port = port
+        self.requests: list[dict[str, Any]] = []
+        self.max_in_flight = 0
+        self.answered = 0
+        self._in_flight = 0
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- script -------------------------------------------------------------------------------
+    def push(self, *replies: Reply) -> None:
+        """Append replies to the script; each request consumes one, in order."""
+        with self._lock:
+            self._script.extend(replies)
+
+    @property
+    def request_count(self) -> int:
+        """Number of chat requests received so far."""
+        with self._lock:
+            return len(self.requests)
+
+    def reset_counters(self) -> None:
+        """Forget the recorded requests, the answer count and the in-flight maximum."""
+        with self._lock:
+            self.requests.clear()
+            self.max_in_flight = 0
+            self.answered = 0
+
+    def stats(self) -> dict[str, int]:
+        """``requests`` (received), ``answered`` (sent, see the class) and ``max_in_flight``."""
+        with self._lock:
+            return {"requests": len(self.requests), "answered": self.answered, "max_in_flight": self.max_in_flight}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``, the value for ``base_url`` / ``OPENAI_BASE_URL``."""
+        if self._httpd is None:
+            raise RuntimeError("the fake server is not started")
+        port = self._httpd.server_address[1]
+        return f"http://{self.host}:{port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        """Bind an ephemeral port and serve in a daemon thread."""
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.request_queue_size = 128
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Release hanging requests, stop serving and close the socket."""
+        self._closing.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- request handling ---------------------------------------------------------------------
+    def _next_reply(self, request: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self._script:
+                return self._script.popleft()
+        if self.responder is not None:
+            return self.responder(request)
+        return Reply()
+
+    def _enter(self, request: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(request)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self, answered: bool = False) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self.answered += int(answered)
+
+
+def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # headers and body go out in separate writes; without TCP_NODELAY, Nagle's algorithm and
+        # the client's delayed ACK would add tens of milliseconds to every answer
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
+            return
+
+        def _send_json(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+            data = json.dumps(body).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _answer(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+            # The counters change before the first byte goes out: a client that has read the
+            # whole answer always sees it counted and no longer in flight. A failed write takes
+            # the count back.
+            server._leave(answered=True)
+            try:
+                self._send_json(status, body, headers)
+            except OSError:
+                with server._lock:
+                    server.answered -= 1
+                raise
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}, {})
+                return
+            try:
+                request = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                self._send_json(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error"}}, {})
+                return
+            server._enter(request)
+            answering = False
+            try:
+                reply = server._next_reply(request)
+                wait = server.latency_s + reply.delay_s
+                if reply.hang:
+                    server._closing.wait()
+                    return
+                if wait > 0 and server._closing.wait(wait):
+                    return
+                if reply.body is not None:
+                    body = reply.body
+                elif reply.status == 200:
+                    body = completion_body(str(request.get("model", "")), reply)
+                else:
+                    code = reply.error_code
+                    body = {"error": {"message": f"scripted error {reply.status}", "type": code or "server_error", "code": code}}
+                answering = True
+            finally:
+                if not answering:
+                    server._leave()
+            try:
+                self._answer(reply.status, body, reply.headers)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    return Handler
+
+
+_REQUEST_LINE = re.compile(r"^Request: (.*)$", re.MULTILINE)
+_MODULE = re.compile(r"symbols of module `(\w+)`")
+
+
+def pipeline_responder(tasks: Iterable[Any], mode: str = "reference") -> Callable[[dict[str, Any]], Reply]:
+    """A responder that answers primsel's packaged prompts as a perfect model would.
+
+    Selection prompts (template ``select``) get a JSON list of the task's gold primitives of
+    the module asked about; generation prompts (templates ``ps``, ``cck``) get the task's
+    reference program in a fenced block. The task is found by its query (the ``Request:`` line
+    of the user message, else the longest query contained in it).
+
+    Parameters
+    ----------
+    tasks : :class:`primsel.types.Task` objects (with ``gold`` filled for selection answers).
+    mode : ``"reference"``, or ``"cut"``: every program is cut in the middle of a line, the
+        fence left open and ``finish_reason`` set to ``"length"`` (a model that ran out of
+        tokens).
+
+    Raises
+    ------
+    ValueError : unknown mode.
+    """
+    if mode not in ("reference", "cut"):
+        raise ValueError(f"unknown mode {mode!r}; expected 'reference' or 'cut'")
+    by_query = {t.query.strip(): t for t in tasks}
+
+    def find(user: str) -> Any:
+        match = _REQUEST_LINE.search(user)
+        if match and match.group(1).strip() in by_query:
+            return by_query[match.group(1).strip()]
+        hits = [q for q in by_query if q and q in user]
+        return by_query[max(hits, key=len)] if hits else None
+
+    def respond(request: dict[str, Any]) -> Reply:
+        user = last_user_message(request)
+        task = find(user)
+        if task is None:
+            return Reply(content="I cannot tell which request this is.")
+        module = _MODULE.search(user)
+        if module is not None:
+            names = sorted(pid.split(".", 1)[1] for pid in task.gold if pid.split(".", 1)[0] == module.group(1))
+            return Reply(content=json.dumps(names))
+        program = task.program.strip() + "\n"
+        if mode == "cut":
+            middle = len(program) // 2
+            line_end = program.find("\n", middle)
+            cut = middle if line_end < 0 or line_end - middle < 3 else (middle + line_end) // 2
+            return Reply(content=f"```python\n{program[:cut]}", finish_reason="length")
+        return Reply(content=f"Here is the program.\n\n```python\n{program}```\n")
+
+    return respond
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve :func:`pipeline_responder` answers for a task set until interrupted.
+
+    ``python -m primsel.generation.fake_server [--data ARCHIVE] [--latency S] [--mode reference|cut]
+    [--port N] [--stats FILE]``: prints the base URL (set ``OPENAI_BASE_URL`` to it), then
+    serves until SIGINT or SIGTERM; with ``--stats`` it rewrites FILE five times a second with
+    ``requests`` (received), ``answered`` (sent) and ``max_in_flight``.
+    """
+    import argparse
+    import signal
+    import sys
+
+    from primsel.datasets import load_tasks
+    from primsel.library import Library, with_gold
+
+    parser = argparse.ArgumentParser(prog="python -m primsel.generation.fake_server", description=main.__doc__)
+    parser.add_argument("--data", help="Asper-Bench archive (default $PRIMSEL_ASPER_BENCH, else built-in tasks)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer (default 0)")
+    parser.add_argument("--mode", choices=("reference", "cut"), default="reference")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    parser.add_argument("--stats", help="JSON file of the request counters, rewritten 5 times a second")
+    args = parser.parse_args(argv)
+    tasks = with_gold(load_tasks(args.data), Library.from_simulator())
+    server = FakeOpenAIServer(pipeline_responder(tasks, args.mode), latency_s=args.latency, port=args.port)
+    signal.signal(signal.SIGTERM, _interrupt)
+    server.start()
+    print(server.base_url, flush=True)
+
+    def write_stats() -> None:
+        if args.stats:
+            tmp = f"{args.stats}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(server.stats(), fh)
+            os.replace(tmp, args.stats)
+
+    try:
+        while True:
+            write_stats()
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        write_stats()
+    print(f"served {server.request_count} requests", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

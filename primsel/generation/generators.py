@@ -1,0 +1,339 @@
+"""Generators: write a program for a task from the documentation of the selected primitives.
+
+Registered names (``primsel.registry.build({"type": ...}, kind="generator")``):
+
+``openai``     an LLM behind any OpenAI-compatible chat endpoint (:class:`OpenAIGenerator`).
+``reference``  the task's own reference program (an upper bound that ignores the selection).
+``replay``     programs read from a JSONL file of ``{"task_id", "program"}`` lines.
+
+Every generator has ``generate(task, docs) -> Program``, ``generate_many(items)`` (a list of
+``(task, docs)`` pairs; programs in the same order), ``fit(library, train_tasks)`` (optional to
+call; the runner calls it once per cross-validation fold with that fold's training tasks) and
+``usage_summary()``. Constructors only store and check parameters; nothing heavy (no ``openai``
+import, no network) happens before the first program is requested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from primsel.generation.client import ChatClient, Completion, LLMError
+from primsel.generation.extract import extract_program
+from primsel.generation.prompts import (
+    choose_examples,
+    expected_function,
+    generation_messages,
+    load_template,
+)
+from primsel.registry import register
+from primsel.types import Primitive, Program, Task, entry_point
+
+__all__ = ["OpenAIGenerator", "ReferenceGenerator", "ReplayGenerator"]
+
+Items = Sequence[tuple[Task, Sequence[Primitive]]]
+
+
+def _default_module_order() -> tuple[str, ...]:
+    from primsel.library import LIBRARY_NAMES
+
+    return tuple(LIBRARY_NAMES)
+
+
+@register("openai", kind="generator")
+class OpenAIGenerator:
+    """Program generation by an LLM behind an OpenAI-compatible chat-completions endpoint.
+
+    The prompt (template ``ps`` by default, see :mod:`primsel.generation.prompts`) holds the
+    task's generation guidelines, the stubs of the selected primitives grouped by module (in
+    library order, so the same selection always gives the same prompt), ``examples`` worked
+    examples and the request, and asks for the function named like the reference program's
+    entry point with its return annotation -- the program-generation step of ASPERA's
+    primitive-selection agent (Coca et al., 2025, "ASPERA: A Simulated Environment to Evaluate
+    Planning for Complex Action Execution"). The answer goes through
+    :func:`primsel.generation.extract.extract_program`.
+
+    Examples come from the pool given to :meth:`fit` (the training folds' tasks), or the
+    built-in tasks when ``fit`` got none; never from the task itself. ``example_selection``
+    ``"similar"`` picks the pool tasks whose queries share most words with the request
+    (deterministic, ties by task id); ``"fixed"`` picks the same tasks for every request
+    (shuffled with ``seed``, or 0).
+
+    Parameters
+    ----------
+    model : model name at the endpoint (required).
+    base_url : endpoint URL ending in ``/v1``; default ``$OPENAI_BASE_URL``, else OpenAI.
+    api_key_env : environment variable holding the key (default ``OPENAI_API_KEY``).
+    api_key : the key itself (prefer ``api_key_env``; keys do not belong in config files).
+    timeout_s : seconds per request (finite, > 0).
+    max_retries : retries on 429, 5xx, timeouts (>= 0).
+    temperature, seed, max_tokens : sampling parameters (None: the endpoint's default).
+    concurrency : most requests in flight (>= 1).
+    examples : number of worked examples in the prompt (>= 0).
+    template : packaged template name (``"ps"``, ``"cck"``) or a template file path.
+    example_selection : ``"similar"`` or ``"fixed"``.
+    backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``.
+
+    Raises
+    ------
+    ValueError : missing model, out-of-range number, unknown template or example selection.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        temperature: float | None = 0.0,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        concurrency: int = 8,
+        examples: int = 1,
+        template: str = "ps",
+        example_selection: str = "similar",
+        backoff_s: float = 1.0,
+    ) -> None:
+        if not model or not isinstance(model, str):
+            raise ValueError("the openai generator needs `model` (the model name at your endpoint)")
+        if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
+            raise ValueError(f"examples must be an integer >= 0, got {examples!r}")
+        if example_selection not in ("similar", "fixed"):
+            raise ValueError(f"example_selection must be 'similar' or 'fixed', got {example_selection!r}")
+        self._template = load_template(template)  # parsed once; fails early on a bad name or path
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.seed = seed
+        self.max_tokens = max_tokens
+        self.concurrency = concurrency
+        self.examples = examples
+        self.template = template
+        self.example_selection = example_selection
+        self.backoff_s = backoff_s
+        # checks the numeric settings now; the client sends nothing until asked
+        self._client = ChatClient(
+            model=model, base_url=base_url, api_key_env=api_key_env, api_key=api_key,
+            timeout_s=timeout_s, max_retries=max_retries, temperature=temperature, seed=seed,
+            max_tokens=max_tokens, concurrency=concurrency, backoff_s=backoff_s,
+        )
+        self._pool: list[Task] | None = None
+        self._library_order: dict[str, int] = {}
+        self._module_order: tuple[str, ...] = ()
+        self._statuses: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor parameters (JSON-serialisable); the API key is never included."""
+        return {
+            "model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
+            "timeout_s": self.timeout_s, "max_retries": self.max_retries,
+            "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
+            "concurrency": self.concurrency, "examples": self.examples, "template": self.template,
+            "example_selection": self.example_selection, "backoff_s": self.backoff_s,
+        }
+
+    def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> OpenAIGenerator:
+        """Remember the library's order and the example pool. Returns ``self``.
+
+        Parameters
+        ----------
+        library : the library (its order fixes the order of stubs in prompts).
+        train_tasks : the example pool: the training folds' tasks. Empty: the built-in tasks.
+        """
+        prims = list(library.values())
+        self._library_order = {p.id: i for i, p in enumerate(prims)}
+        self._module_order = tuple(dict.fromkeys(p.module for p in prims))
+        self._pool = list(train_tasks) if train_tasks else None
+        return self
+
+    # -- prompting ----------------------------------------------------------------------------
+    def _example_pool(self) -> list[Task]:
+        if self._pool is None:
+            if self.examples == 0:
+                return []
+            from primsel.datasets import load_builtin_tasks
+
+            self._pool = load_builtin_tasks()
+        return self._pool
+
+    def messages(self, task: Task, docs: Sequence[Primitive]) -> list[dict[str, str]]:
+        """The chat messages sent for ``task`` with documentation ``docs``."""
+        examples = choose_examples(task, self._example_pool(), self.examples, self.example_selection, self.seed or 0)
+        order = self._library_order
+        shown = sorted(dict((p.id, p) for p in docs).values(), key=lambda p: (order.get(p.id, len(order)), p.id))
+        modules = self._module_order or _default_module_order()
+        return generation_messages(task, shown, examples, self._template, modules)
+
+    def _program(self, task: Task, messages: list[dict[str, str]], answer: Completion | LLMError) -> Program:
+        if isinstance(answer, LLMError):
+            program = Program(
+                task_id=task.id, code=None, status="llm_error", raw=f"LLM error: {answer}",
+                messages=tuple(messages), usage={"calls": 1, "prompt_tokens": 0, "completion_tokens": 0,
+                                                  "seconds": 0.0, "cached": 0},
+            )
+        else:
+            name, _ = expected_function(task)
+            program = extract_program(answer.text, task.id, name, answer.finish_reason)
+            usage = answer.usage()
+            usage["truncated"] = int(answer.finish_reason == "length")
+            program = replace(program, messages=tuple(messages), usage=usage)
+        with self._lock:
+            self._statuses[program.status] += 1
+        return program
+
+    # -- Generator protocol -------------------------------------------------------------------
+    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program:
+        """Ask the model for the program of ``task`` given the documentation ``docs``.
+
+        Returns
+        -------
+        Program with status ``ok``, ``truncated``, ``no_program`` or ``llm_error`` (the request
+        failed after its retries; the run goes on).
+
+        Raises
+        ------
+        LLMFatalError, QuotaExceededError : the endpoint refuses every request (bad key,
+            unknown model, no quota); the run must stop.
+        """
+        messages = self.messages(task, docs)
+        try:
+            answer: Completion | LLMError = self._client.complete(messages)
+        except LLMError as exc:
+            answer = exc
+        return self._program(task, messages, answer)
+
+    def generate_many(self, items: Items) -> list[Program]:
+        """Programs for many ``(task, docs)`` pairs, at most ``concurrency`` requests in flight.
+
+        Returns
+        -------
+        One Program per item, in input order.
+
+        Raises
+        ------
+        LLMFatalError, QuotaExceededError : as :meth:`generate`; raised on the first such
+            answer, unsent requests are cancelled.
+        """
+        prompts = [self.messages(task, docs) for task, docs in items]
+        answers = self._client.complete_many(prompts)
+        return [self._program(task, msgs, ans) for (task, _), msgs, ans in zip(items, prompts, answers)]
+
+    def usage_summary(self) -> dict[str, float]:
+        """Client counters (``calls``, ``requests``, ``cache_hits``, ``retries``, ``errors``,
+        ``truncated``, ``prompt_tokens``, ``completion_tokens``, ``seconds``) plus
+        ``programs_<status>`` counts."""
+        summary = self._client.usage_summary()
+        with self._lock:
+            summary.update({f"programs_{status}": n for status, n in sorted(self._statuses.items())})
+        return summary
+
+
+@register("reference", kind="generator")
+class ReferenceGenerator:
+    """Returns the task's reference program (AEP) whatever the selection: an upper bound of
+    generation, and the check that the pipeline and the simulator agree (every task passes)."""
+
+    def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> ReferenceGenerator:
+        """Nothing to learn. Returns ``self``."""
+        return self
+
+    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program:
+        """The reference program; status ``no_program`` when the task has none."""
+        if not task.program.strip():
+            return Program(task_id=task.id, code=None, status="no_program")
+        return Program(task_id=task.id, code=task.program, status="ok", entry_point=task.entry_point)
+
+    def generate_many(self, items: Items) -> list[Program]:
+        """:meth:`generate` of every ``(task, docs)`` pair, in order."""
+        return [self.generate(task, docs) for task, docs in items]
+
+    def usage_summary(self) -> dict[str, float]:
+        """Empty: no model is called."""
+        return {}
+
+
+@register("replay", kind="generator")
+class ReplayGenerator:
+    """Programs read from a JSONL file, one ``{"task_id": "17", "program": "..."}`` per line
+    (the input format of ``primsel verify``), e.g. programs written by another system.
+
+    A program containing a fenced code block is treated as a raw model answer and goes through
+    :func:`primsel.generation.extract.extract_program`; otherwise the text is the program. Tasks
+    absent from the file get status ``no_program``.
+
+    Parameters
+    ----------
+    programs : path of the JSONL file. Relative paths are relative to the working directory;
+        in an experiment file, ``primsel run`` resolves them against the file's directory
+        (like ``data``).
+
+    Raises
+    ------
+    ValueError : no path given.
+    """
+
+    def __init__(self, programs: str | os.PathLike[str] | None = None) -> None:
+        if not programs:
+            raise ValueError("the replay generator needs `programs`, the path of a JSONL file")
+        self.programs = os.fspath(programs)
+        self._table: dict[str, str] | None = None
+
+    def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> ReplayGenerator:
+        """Read the file now (so a bad file fails before any task runs). Returns ``self``."""
+        self._load()
+        return self
+
+    def _load(self) -> dict[str, str]:
+        if self._table is None:
+            path = Path(self.programs).expanduser()
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise ValueError(f"replay: cannot read {path}: {exc.strerror or exc}") from None
+            table: dict[str, str] = {}
+            for n, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"replay: {path}:{n}: invalid JSON: {exc.msg}") from None
+                if not isinstance(row, dict) or "task_id" not in row or not isinstance(row.get("program"), str):
+                    raise ValueError(f"replay: {path}:{n}: expected an object with 'task_id' and a 'program' string")
+                task_id = str(row["task_id"])
+                if task_id in table:
+                    raise ValueError(f"replay: {path}:{n}: task {task_id} appears twice")
+                table[task_id] = row["program"]
+            self._table = table
+        return self._table
+
+    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program:
+        """The file's program for ``task`` (``no_program`` when absent or empty)."""
+        text = self._load().get(task.id)
+        if text is None or not text.strip():
+            return Program(task_id=task.id, code=None, status="no_program", raw=text or "")
+        name = task.entry_point
+        if any(line.lstrip().startswith(("```", "~~~")) for line in text.splitlines()):
+            return extract_program(text, task.id, name)
+        return Program(task_id=task.id, code=text, status="ok", raw=text, entry_point=entry_point(text, name))
+
+    def generate_many(self, items: Items) -> list[Program]:
+        """:meth:`generate` of every ``(task, docs)`` pair, in order."""
+        return [self.generate(task, docs) for task, docs in items]
+
+    def usage_summary(self) -> dict[str, float]:
+        """Number of programs in the file."""
+        return {"programs": len(self._load())}

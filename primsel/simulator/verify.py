@@ -1,0 +1,188 @@
+"""``primsel verify``: run programs against tasks' evaluation programs in the sandbox.
+
+Without ``--programs`` every task's reference program is run (a check of the simulator). With
+``--programs FILE.jsonl`` each line ``{"task_id": "17", "program": "..."}`` (optionally
+``"entry_point": "name"``) is run against its task. One JSON row per input line is written, in
+input order, to ``--out`` (or stdout): ``{"task_id", "status", "error_type", "message", "line",
+"seconds"}``. The last stdout line is ``passed N/M``; progress goes to stderr. Exit status 0
+when the run completed (whatever the verdicts), 2 on bad arguments or an unreadable dataset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+#: Keys of an output row, in order.
+ROW_KEYS = ("task_id", "status", "error_type", "message", "line", "seconds")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Attach the ``verify`` options to ``parser``."""
+    parser.add_argument(
+        "--data",
+        metavar="PATH",
+        help="Asper-Bench archive (.tgz as released); default $PRIMSEL_ASPER_BENCH, else the built-in tasks",
+    )
+    parser.add_argument(
+        "--programs",
+        metavar="FILE.jsonl",
+        help='programs to run, one JSON object per line: {"task_id": "17", "program": "..."}; '
+        "default: every task's reference program",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="parallel worker processes (default: CPU count)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S", help="time limit per task in seconds (default 10)"
+    )
+    parser.add_argument("--out", metavar="FILE.jsonl", help="write the result rows here instead of stdout")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the verification; returns the exit status (see the module docstring)."""
+    from primsel.cli import UsageError
+    from primsel.datasets import DatasetError, load_tasks, resolve_dataset
+    from primsel.simulator.sandbox import Sandbox
+
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    jobs = read_programs(args.programs) if args.programs else None
+    try:
+        archive = resolve_dataset(args.data)
+        tasks = {task.id: task for task in load_tasks(archive)}
+    except DatasetError as exc:
+        raise UsageError(str(exc)) from exc
+    if archive is None:
+        print(
+            f"primsel verify: no Asper-Bench archive (--data or $PRIMSEL_ASPER_BENCH); "
+            f"running the {len(tasks)} built-in tasks",
+            file=sys.stderr,
+        )
+    if jobs is None:
+        jobs = [(task_id, task.program, None) for task_id, task in tasks.items()]
+
+    total = len(jobs)
+    passed = 0
+    progress = _Progress(total)
+    with ExitStack() as stack:
+        if args.out:
+            try:
+                out = stack.enter_context(open(args.out, "w", encoding="utf-8"))
+            except OSError as exc:
+                raise UsageError(f"cannot write --out {args.out}: {exc.strerror or exc}") from exc
+        else:
+            out = sys.stdout
+        sandbox = stack.enter_context(Sandbox(workers=args.workers, timeout=args.timeout))
+        for done, row in enumerate(_rows(sandbox, tasks, jobs), start=1):
+            passed += row["status"] == "pass"
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            progress.update(done, passed)
+    print(f"passed {passed}/{total}")
+    return 0
+
+
+def read_programs(path: str) -> list[tuple[str, str | None, str | None]]:
+    """Read ``(task_id, program, entry_point)`` jobs from a JSONL file; blank lines are skipped.
+
+    Raises
+    ------
+    primsel.cli.UsageError : the file is missing or unreadable, or a line is not a JSON object
+        with a string (or integer) ``task_id`` and a string (or null) ``program``; the message
+        gives the line number.
+    """
+    from primsel.cli import UsageError
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read --programs {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    jobs = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise UsageError(f"{where}: expected a JSON object with task_id and program")
+        task_id = record.get("task_id")
+        if isinstance(task_id, int) and not isinstance(task_id, bool):
+            task_id = str(task_id)
+        if not isinstance(task_id, str) or not task_id:
+            raise UsageError(f"{where}: 'task_id' must be a non-empty string")
+        if "program" not in record:
+            raise UsageError(f"{where}: missing 'program'")
+        program = record["program"]
+        if program is not None and not isinstance(program, str):
+            raise UsageError(f"{where}: 'program' must be a string or null")
+        entry = record.get("entry_point")
+        if entry is not None and not isinstance(entry, str):
+            raise UsageError(f"{where}: 'entry_point' must be a string or null")
+        jobs.append((task_id, program, entry))
+    return jobs
+
+
+def _rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, str | None, str | None]]) -> Iterator[dict]:
+    """Result rows in job order; unknown task ids become ``error``/``UnknownTask`` rows."""
+    known = [(tasks[task_id], program, entry) for task_id, program, entry in jobs if task_id in tasks]
+    results = sandbox.execute_many(known)
+    for task_id, _, _ in jobs:
+        if task_id not in tasks:
+            yield _row(task_id, "error", "UnknownTask", f"no task with id {task_id!r} in the dataset", None, 0.0)
+            continue
+        result = next(results)
+        yield _row(result.task_id, result.status, result.error_type, result.message, result.line, result.seconds)
+
+
+def _row(
+    task_id: str, status: str, error_type: str | None, message: str | None, line: int | None, seconds: float
+) -> dict[str, Any]:
+    return dict(zip(ROW_KEYS, (task_id, status, error_type, message, line, round(seconds, 4))))
+
+
+class _Progress:
+    """Progress lines on stderr, at most every two seconds and at the end."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.start = self.last = time.monotonic()
+
+    def update(self, done: int, passed: int) -> None:
+        now = time.monotonic()
+        if done == self.total or now - self.last >= 2.0:
+            self.last = now
+            print(
+                f"primsel verify: {done}/{self.total} done, {passed} passed ({now - self.start:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` as the ``verify`` subcommand alone and run it (exit 2 on bad arguments)."""
+    from primsel.cli import UsageError
+
+    parser = argparse.ArgumentParser(prog="primsel verify", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return main(args)
+    except UsageError as exc:
+        print(f"primsel verify: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run())

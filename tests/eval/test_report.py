@@ -1,0 +1,176 @@
+"""The experiment report rendered from synthetic cell directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from primsel.cli import main as cli_main
+from primsel.eval.report import ReportError, baseline_pairs, load_experiment, significance, write_report
+
+TASKS = ("t1", "t2", "t3")
+
+
+def make_cell(root: Path, cid: str, retriever, k: int, closure: bool, recall_k: tuple[float, ...],
+              report: dict | None = None, finished: bool = True, generator=None, passed=None) -> dict:
+    """A cell directory with per-task recall@k values and a report.json (when finished)."""
+    settings = {"retriever": retriever, "k": k, "closure": closure, "folds": 5, "seed": 0,
+                "generator": generator, "dataset": "synthetic/3/abc"}
+    d = root / cid
+    d.mkdir(parents=True)
+    rows = []
+    for i, (t, r) in enumerate(zip(TASKS, recall_k)):
+        row = {"task_id": t, "metrics": {f"recall@{k}": r}}
+        if passed is not None:
+            row["status"] = "pass" if passed[i] else "fail"
+        rows.append(row)
+    (d / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "config.json").write_text(json.dumps({"id": cid, "label": cid, "settings": settings}))
+    if finished:
+        full = {f"recall@{i}": min(1.0, i / 10) for i in range(1, 21)}
+        full.update({"complete@10": 0.5, "complete@15": 0.6, "complete@20": 0.7, "ndcg@10": 0.55, "mrr": 0.6,
+                     "set_precision_micro": 0.25, "set_recall_micro": 0.75, "set_f1_micro": 0.375,
+                     "set_precision_macro": 0.2, "set_recall_macro": 0.7, "set_f1_macro": 0.3,
+                     "docs_tokens": 123.45, "n_tasks": 3})
+        full.update(report or {})
+        (d / "report.json").write_text(json.dumps(full))
+    return {"id": cid, "label": cid, "settings": settings}
+
+
+def make_experiment(root: Path, cells: list[dict], baseline: str | None = "bm25", name: str = "demo") -> Path:
+    exp = root / name
+    (exp / "experiment.json").write_text(json.dumps({
+        "name": name, "description": "A synthetic experiment.", "baseline": baseline,
+        "data": {"source": "builtin", "n_tasks": 3, "fingerprint": "builtin/3/abc"}, "cells": cells}))
+    return exp
+
+
+@pytest.fixture()
+def experiment(tmp_path) -> Path:
+    root = tmp_path / "runs" / "demo"
+    root.mkdir(parents=True)
+    cells = [
+        make_cell(root, "c_bm25_5", "bm25", 5, False, (0.0, 0.0, 0.0), {"recall@5": 0.125}),
+        make_cell(root, "c_tfidf_5", "tfidf", 5, False, (0.75, 0.25, 0.25), {"recall@5": 0.4}),
+        make_cell(root, "c_prior_10", "prior", 10, True, (1.0, 1.0, 1.0)),
+        make_cell(root, "c_tfidf_20", "tfidf", 20, False, (1.0, 1.0, 1.0), finished=False),
+    ]
+    return make_experiment(tmp_path / "runs", cells)
+
+
+def test_each_cell_is_paired_with_the_baseline_with_the_same_other_settings(experiment):
+    exp = load_experiment(experiment)
+    assert baseline_pairs(exp) == {"c_bm25_5": "c_bm25_5", "c_tfidf_5": "c_bm25_5", "c_prior_10": None}
+
+
+def test_significance_on_per_task_recall_at_k(experiment):
+    tests = significance(load_experiment(experiment))
+    rec = tests["c_tfidf_5"]["recall"]
+    # differences (0.75, 0.25, 0.25): sign flips give |sums| 1.25, 0.75, 0.75, 0.25 (each twice):
+    # only the two extreme patterns reach 1.25, so p = 2/8.
+    assert rec["p_randomisation"] == 2 / 8
+    assert rec["mean_diff"] == pytest.approx(1.25 / 3)
+    assert tests["c_bm25_5"]["recall"] is None and tests["c_prior_10"]["recall"] is None
+
+
+def test_report_table_rows_and_notes(experiment):
+    path = write_report(experiment)
+    text = path.read_text()
+    assert path == experiment / "report.md"
+    assert text.startswith("# demo\n\nA synthetic experiment.\n")
+    assert "Data: the built-in tasks (3 tasks). Cells finished: 3 of 4." in text
+    row = next(line for line in text.splitlines() if line.startswith("| tfidf | 5 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:7] == ["tfidf", "5", "no", "0.400", "1.000", "1.000", "1.000"]
+    assert cells[18] == "123.5"            # docs tokens, one decimal
+    assert cells[19:22] == ["+0.417", "0.130", "0.250"]  # p values: see the two tests below
+    assert cells[22] == "`c_tfidf_5`"
+    assert "| bm25 | 5 | no |" in text and "baseline" in text
+    assert "| prior | 10 | yes |" in text
+    assert "c_tfidf_20" not in text          # not finished: no row
+    assert "prior) are scored by 5-fold cross-validation" in text
+    for png in ("demo_recall_at_k.png", "demo_recall_vs_tokens.png"):
+        assert (experiment / png).stat().st_size > 0
+        assert f"]({png})" in text
+
+
+def test_paired_t_p_value_of_the_table(experiment):
+    # d = (0.75, 0.25, 0.25): mean 5/12, sd sqrt(1/12), t = (5/12) / (sqrt(1/12) / sqrt(3)) = 2.5;
+    # df = 2: p = 1 - t / sqrt(t^2 + 2) = 1 - 2.5 / sqrt(8.25) = 0.1296...  (printed 0.130)
+    tests = significance(load_experiment(experiment))
+    assert tests["c_tfidf_5"]["recall"]["p_t"] == pytest.approx(1 - 2.5 / 8.25 ** 0.5)
+
+
+def test_export_writes_the_aggregate_report_and_plots(experiment, tmp_path):
+    out = tmp_path / "experiments"
+    write_report(experiment, export=out)
+    assert sorted(p.name for p in out.iterdir()) == ["demo.md", "demo_recall_at_k.png", "demo_recall_vs_tokens.png"]
+    text = (out / "demo.md").read_text()
+    assert text == (experiment / "report.md").read_text()
+    assert not any(t in text for t in TASKS)  # no per-task rows
+
+
+def test_generator_cells_get_success_and_its_tests(tmp_path):
+    root = tmp_path / "runs" / "gen"
+    root.mkdir(parents=True)
+    gen = {"type": "reference"}
+    cells = [
+        make_cell(root, "g_bm25", "bm25", 5, False, (0.5, 0.5, 0.5), {"success": 1 / 3}, generator=gen,
+                  passed=(True, False, False)),
+        make_cell(root, "g_tfidf", "tfidf", 5, False, (0.5, 0.5, 0.5), {"success": 1.0}, generator=gen,
+                  passed=(True, True, True)),
+    ]
+    exp = make_experiment(tmp_path / "runs", cells, baseline=None, name="gen")
+    text = write_report(exp).read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| configuration"))
+    assert "success" in header and "p rand succ" in header
+    row = next(line for line in text.splitlines() if line.startswith("| tfidf |"))
+    cols = [c.strip() for c in row.strip("|").split("|")]
+    # success 1.000; recall identical (p 1); success differences (0, 1, 1): the randomisation
+    # test drops the zero, the flips of (1, 1) give |sum| 2, 0, 0, 2: p = 2/4; paired t: mean 2/3,
+    # sd sqrt(1/3), t = (2/3) / (sqrt(1/3) / sqrt(3)) = 2, df 2: p = 1 - 2 / sqrt(6) = 0.184
+    assert cols[19] == "1.000"
+    assert cols[20:23] == ["+0.000", "1.000", "1.000"]
+    assert cols[23:26] == ["+0.667", "0.184", "0.500"]
+
+
+def test_varied_generator_parameters_and_threshold_get_columns(tmp_path):
+    root = tmp_path / "runs" / "seeds"
+    root.mkdir(parents=True)
+    cells = []
+    for retriever, extra in (("llm_selector", {"threshold": 0.5}), ("bm25", {})):
+        for seed in (0, 1):
+            cid = f"{retriever}_{seed}"
+            cell = make_cell(root, cid, retriever, 5, False, (0.5, 0.5, 0.5), {"success": 0.5},
+                             generator={"type": "openai", "model": "m", "seed": seed}, passed=(True, False, True))
+            config = json.loads((root / cid / "config.json").read_text())
+            config["settings"].update(extra)
+            (root / cid / "config.json").write_text(json.dumps(config))
+            cells.append({**cell, "settings": config["settings"]})
+    text = write_report(make_experiment(tmp_path / "runs", cells, baseline="bm25", name="seeds")).read_text()
+    lines = text.splitlines()
+    header_line = next(line for line in lines if line.startswith("| configuration"))
+    header = [c.strip() for c in header_line.strip("|").split("|")]
+    # the generator's type and model are the same everywhere: only its seed gets a column
+    assert header[:5] == ["configuration", "k", "closure", "generator.seed", "threshold"]
+    rows = [[c.strip() for c in line.strip("|").split("|")][:5] for line in lines if line.startswith("| bm25 |")
+            or line.startswith("| llm_selector |")]
+    assert sorted(rows) == [["bm25", "5", "no", "0", "–"], ["bm25", "5", "no", "1", "–"],
+                            ["llm_selector", "5", "no", "0", "0.5"], ["llm_selector", "5", "no", "1", "0.5"]]
+
+
+def test_unknown_baseline_is_an_error(tmp_path):
+    root = tmp_path / "runs" / "demo"
+    root.mkdir(parents=True)
+    cells = [make_cell(root, "a", "bm25", 5, False, (0.0, 0.0, 0.0))]
+    exp = make_experiment(tmp_path / "runs", cells, baseline="dense")
+    with pytest.raises(ReportError, match="baseline 'dense'"):
+        write_report(exp)
+
+
+def test_report_cli_exit_codes(experiment, tmp_path, capsys):
+    assert cli_main(["report", str(experiment)]) == 0
+    assert cli_main(["report", str(tmp_path / "nowhere")]) == 2
+    assert "no such experiment directory" in capsys.readouterr().err

@@ -1,0 +1,237 @@
+"""Experiment files: grid expansion, stable cell ids, and errors that name the key and the file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from primsel.experiments.config import (
+    ConfigError,
+    canonical_json,
+    cell_id,
+    expand,
+    generator_spec,
+    load_config,
+    parse_config,
+    spec_label,
+)
+from primsel.registry import register
+
+
+@register("test_cfg_generator", kind="generator")
+class _TableGenerator:
+    """A generator with two parameters, so dotted grid keys have something to reach."""
+
+    def __init__(self, model: str = "m0", temperature: float = 0.0) -> None:
+        self.model = model
+        self.temperature = temperature
+
+    def generate(self, task, docs):  # pragma: no cover - never run here
+        raise NotImplementedError
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_grid_is_the_cartesian_product_in_file_order(tmp_path):
+    cfg = load_config(write(tmp_path, """
+retriever = "bm25"
+[grid]
+retriever = ["bm25", {type = "hybrid", members = ["bm25", "tfidf"]}]
+k = [5, 10, 15, 20]
+closure = [false, true]
+"""))
+    cells = expand(cfg, dataset="d")
+    assert len(cells) == 2 * 4 * 2
+    assert [c.label for c in cells[:3]] == ["bm25 k=5", "bm25 k=5 +closure", "bm25 k=10"]
+    assert cells[-1].label == "hybrid(bm25+tfidf) k=20 +closure"
+    assert cfg.name == "exp"
+    assert {c.settings["folds"] for c in cells} == {5} and {c.settings["seed"] for c in cells} == {0}
+
+
+def test_cell_id_is_sha256_of_canonical_json():
+    settings = {"retriever": "bm25", "k": 10, "closure": False, "folds": 5, "seed": 0, "generator": None,
+                "dataset": "d"}
+    text = '{"closure":false,"dataset":"d","folds":5,"generator":null,"k":10,"retriever":"bm25","seed":0}'
+    assert canonical_json(settings) == text
+    assert cell_id(settings) == hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def test_cell_ids_are_stable_across_spellings_and_key_order():
+    a = parse_config({"retriever": "bm25", "k": 10, "grid": {"closure": [True]}})
+    b = parse_config({"grid": {"closure": [True]}, "k": 10, "retriever": {"type": "bm25"}})
+    assert [c.id for c in expand(a, "d")] == [c.id for c in expand(b, "d")]
+
+
+def test_cell_ids_change_with_settings_and_dataset():
+    cfg = parse_config({"retriever": "bm25", "grid": {"k": [5, 10]}})
+    ids = {c.id for c in expand(cfg, "d1")} | {c.id for c in expand(cfg, "d2")}
+    assert len(ids) == 4
+
+
+def test_duplicate_cells_are_kept_once():
+    cfg = parse_config({"retriever": "bm25", "grid": {"retriever": ["bm25", {"type": "bm25"}], "k": [5]}})
+    assert len(expand(cfg, "d")) == 1
+
+
+def test_dotted_grid_keys_reach_into_the_generator_table():
+    cfg = parse_config({"retriever": "bm25", "generator": {"type": "test_cfg_generator"},
+                        "grid": {"generator.model": ["a", "b"], "k": [5]}})
+    cells = expand(cfg, "d")
+    assert [c.settings["generator"] for c in cells] == [
+        {"type": "test_cfg_generator", "model": "a"}, {"type": "test_cfg_generator", "model": "b"}]
+    assert cells[0].label == "bm25 k=5 test_cfg_generator:a"
+    # with a generator the sandbox timeout is part of the settings
+    assert cells[0].settings["timeout"] == 10.0
+
+
+def test_toml_dotted_table_form_equals_quoted_key(tmp_path):
+    quoted = load_config(write(tmp_path, """
+retriever = "bm25"
+[generator]
+type = "test_cfg_generator"
+[grid]
+"generator.model" = ["a", "b"]
+""", "q.toml"))
+    nested = load_config(write(tmp_path, """
+retriever = "bm25"
+[generator]
+type = "test_cfg_generator"
+[grid.generator]
+model = ["a", "b"]
+""", "n.toml"))
+    assert [c.id for c in expand(quoted, "d")] == [c.id for c in expand(nested, "d")]
+
+
+def test_several_grids_give_the_union_of_their_cells(tmp_path):
+    cfg = load_config(write(tmp_path, """
+[[grid]]
+retriever = ["bm25", "tfidf"]
+k = [5, 10]
+[[grid]]
+retriever = ["all"]
+k = [65]
+"""))
+    assert [c.label for c in expand(cfg, "d")] == [
+        "bm25 k=5", "bm25 k=10", "tfidf k=5", "tfidf k=10", "all k=65"]
+
+
+def test_spec_label_summarises_tables():
+    assert spec_label("bm25") == "bm25"
+    assert spec_label({"type": "bm25"}) == "bm25"
+    assert spec_label({"type": "hybrid", "members": ["bm25", "dense"], "method": "wsum", "weights": [0.3, 0.7]}) \
+        == "hybrid(bm25+dense, method=wsum, weights=0.3+0.7)"
+
+
+def test_data_path_is_relative_to_the_file(tmp_path):
+    cfg = load_config(write(tmp_path, 'retriever = "bm25"\ndata = "archive.tgz"\n'))
+    assert cfg.data == tmp_path / "archive.tgz"
+
+
+@pytest.mark.parametrize("text,key,words", [
+    ('retriever = "bm25"\nfoo = 1\n', "foo", "unknown key"),
+    ('retriever = "bm25"\n[grid]\nkk = [1]\n', "grid.kk", "unknown grid key"),
+    ('retriever = "bm25"\n[grid]\nk = []\n', "grid.k", "empty list"),
+    ('retriever = "bm99"\n', "retriever", "unknown retriever 'bm99'"),
+    ('[grid]\nretriever = ["bm25", "nope"]\n', "grid.retriever[1]", "unknown retriever 'nope'"),
+    ('retriever = {type = "bm25", zzz = 1}\n', "retriever.zzz", "unknown retriever parameter"),
+    ('retriever = {type = "hybrid", members = ["bm25", "nope"]}\n', "retriever.members[1]", "unknown retriever"),
+    ('retriever = "bm25"\nk = "5"\n', "k", "expected an integer"),
+    ('retriever = "bm25"\nk = 0\n', "k", ">= 1"),
+    ('retriever = "bm25"\nclosure = 1\n', "closure", "expected true or false"),
+    ('retriever = "bm25"\n[grid]\nk = 5\n', "grid.k", "expected an array"),
+    ('retriever = "bm25"\n[grid]\nclosure = [true, "no"]\n', "grid.closure[1]", "expected true or false"),
+    ('retriever = "bm25"\n[grid]\n"generator.model" = ["a"]\n', "grid.generator.model", "no 'generator' setting"),
+    ('retriever = "bm25"\n[generator]\ntype = "test_cfg_generator"\nmodle = "x"\n', "generator.modle",
+     "unknown generator parameter"),
+    ('retriever = "bm25"\n[generator]\ntype = "nogen"\n', "generator", "unknown generator 'nogen'"),
+    ('retriever = "bm25"\nbaseline = "dense"\n', "baseline", "no retriever labelled 'dense'"),
+    ('k = 5\n', "retriever", "no retriever"),
+    ('retriever = "bm25"\nname = "a/b"\n', "name", "without path separators"),
+    ('retriever = "bm25"\nthreshold = "0.5"\n', "threshold", "expected a number"),
+    ('retriever = "bm25"\n[grid]\nthreshold = [0.5, true]\n', "grid.threshold[1]", "expected a number"),
+    ('retriever = "bm25"\n[generator]\ntype = "replay"\nprograms = "absent.jsonl"\n', "generator.programs",
+     "no such file"),
+])
+def test_bad_input_names_the_file_and_the_key(tmp_path, text, key, words):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {key}: "), message
+    assert words in message
+
+
+def test_toml_syntax_error_names_the_file(tmp_path):
+    path = write(tmp_path, "retriever = \n")
+    with pytest.raises(ConfigError, match="invalid TOML") as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_names_it(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_settings_are_json_serialisable():
+    cfg = parse_config({"retriever": {"type": "hybrid", "members": ["bm25", "tfidf"]}, "metrics": ["precision@5"]})
+    (cell,) = expand(cfg, "d")
+    assert json.loads(json.dumps(cell.settings))["metrics"] == ["precision@5"]
+
+
+def test_threshold_top_level_and_in_grids(tmp_path):
+    cfg = load_config(write(tmp_path, """
+retriever = "bm25"
+threshold = 1
+[[grid]]
+k = [5]
+[[grid]]
+k = [65]
+threshold = [0.5]
+"""))
+    cells = expand(cfg, "d")
+    assert [c.settings["threshold"] for c in cells] == [1.0, 0.5]
+    assert [c.label for c in cells] == ["bm25 k=5 threshold=1", "bm25 k=65 threshold=0.5"]
+
+
+def test_cells_without_threshold_keep_their_ids():
+    (cell,) = expand(parse_config({"retriever": "bm25"}), "d")
+    assert "threshold" not in cell.settings
+    assert cell.id == cell_id({"retriever": "bm25", "k": 10, "closure": False, "folds": 5, "seed": 0,
+                               "generator": None, "dataset": "d"})
+
+
+def test_labels_show_every_varied_generator_parameter():
+    dotted = parse_config({"retriever": "bm25", "generator": {"type": "test_cfg_generator", "model": "a"},
+                           "grid": {"generator.temperature": [0.0, 0.5]}})
+    assert [c.label for c in expand(dotted, "d")] == [
+        "bm25 k=10 test_cfg_generator:a generator.temperature=0",
+        "bm25 k=10 test_cfg_generator:a generator.temperature=0.5"]
+    tables = parse_config({"retriever": "bm25", "grid": {"generator": [
+        {"type": "test_cfg_generator", "model": "a", "temperature": 0.0},
+        {"type": "test_cfg_generator", "model": "a", "temperature": 1.0},
+        {"type": "test_cfg_generator", "model": "b", "temperature": 1.0}]}})
+    assert [c.label for c in expand(tables, "d")] == [
+        "bm25 k=10 test_cfg_generator:a generator.temperature=0",
+        "bm25 k=10 test_cfg_generator:a generator.temperature=1",
+        "bm25 k=10 test_cfg_generator:b generator.temperature=1"]
+
+
+def test_replay_programs_path_is_kept_as_written_and_checked_next_to_the_file(tmp_path, monkeypatch):
+    (tmp_path / "progs.jsonl").write_text("")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(write(tmp_path, 'retriever = "bm25"\n[generator]\ntype = "replay"\nprograms = "progs.jsonl"\n'))
+    (cell,) = expand(cfg, "d")
+    # the settings (so the cell id) hold the path as written; the runner joins it to the file's directory
+    assert cell.settings["generator"] == {"type": "replay", "programs": "progs.jsonl"}
+    assert cfg.base_dir == tmp_path
+    assert generator_spec(cell.settings["generator"], cfg.base_dir)["programs"] == str(tmp_path / "progs.jsonl")

@@ -1,0 +1,304 @@
+"""The experiment runner on a synthetic library and tasks: outputs, shared retrieval, resuming."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from primsel.eval.report import write_report
+from primsel.experiments.config import parse_config
+from primsel.experiments.runner import run_experiment
+from primsel.library import Library
+from primsel.registry import register
+from primsel.retrieval.base import BaseRetriever
+from primsel.types import Primitive, Task
+
+LIBRARY = Library([
+    Primitive("m.A", "A", "m", "class", "class A", "A thing."),
+    Primitive("m.f", "f", "m", "function", "def f(x: A) -> int", "Count.", ("m.A",)),
+    Primitive("m.g", "g", "m", "function", "def g() -> None", "Greet."),
+    Primitive("m.h", "h", "m", "function", "def h() -> None", "Halt."),
+])
+TASKS = [
+    Task("1", "count things", "def p():\n    return f(A())\n", (), (), gold=frozenset({"m.f", "m.A"}), source="synthetic"),
+    Task("2", "say hello", "def q():\n    g()\n", (), (), gold=frozenset({"m.g"}), source="synthetic"),
+]
+#: Number of fit calls per test retriever name (shared retrieval means one per spec).
+FITS: dict[str, int] = {}
+#: When True, ``test_boom`` fails in fit (simulates a run killed after the first retriever).
+BOOM = {"on": False}
+
+
+@register("test_fixed")
+class FixedRetriever(BaseRetriever):
+    """Ranks f, g, h, A for every query (scores 4, 3, 2, 1)."""
+
+    def __init__(self) -> None:
+        pass
+
+    def fit(self, library, train_tasks=()):
+        FITS["test_fixed"] = FITS.get("test_fixed", 0) + 1
+        return super().fit(library, train_tasks)
+
+    def score(self, queries):
+        return {q: {"m.f": 4.0, "m.g": 3.0, "m.h": 2.0, "m.A": 1.0} for q in queries}
+
+
+@register("test_boom")
+class BoomRetriever(BaseRetriever):
+    """Ranks by id; raises in fit while ``BOOM["on"]``."""
+
+    def __init__(self) -> None:
+        pass
+
+    def fit(self, library, train_tasks=()):
+        FITS["test_boom"] = FITS.get("test_boom", 0) + 1
+        if BOOM["on"]:
+            raise RuntimeError("killed")
+        return super().fit(library, train_tasks)
+
+    def score(self, queries):
+        return {q: {} for q in queries}
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    FITS.clear()
+    BOOM["on"] = False
+    yield
+    BOOM["on"] = False
+
+
+def config(grid: dict, **top) -> object:
+    return parse_config({"name": "exp", "folds": 2, **top, "grid": grid}, where="exp.toml")
+
+
+def run(cfg, out: Path, **kwargs):
+    return run_experiment(cfg, out, tasks=TASKS, library=LIBRARY, progress=False, use_cache=False, **kwargs)
+
+
+def reports(directory: Path) -> dict[str, dict]:
+    """report.json of every cell without the timing entries."""
+    out = {}
+    for path in sorted(directory.glob("*/report.json")):
+        r = json.loads(path.read_text())
+        out[path.parent.name] = {k: v for k, v in r.items() if "seconds" not in k and k != "retrieval_cached"}
+    return out
+
+
+def test_cell_outputs_and_metrics(tmp_path):
+    result = run(config({"k": [1], "closure": [False, True]}, retriever="test_fixed"), tmp_path)
+    plain, closed = result.cells
+    d = tmp_path / "exp" / closed.id
+    assert sorted(p.name for p in d.iterdir()) == ["config.json", "report.json", "run.trec", "tasks.jsonl"]
+    r = json.loads((d / "report.json").read_text())
+    # top-1 is f for both tasks; closure adds A (f depends on A).
+    # task 1: gold {f, A}, selection {f, A}: P 1, R 1; task 2: gold {g}: P 0, R 0.
+    assert r["set_precision_macro"] == 0.5 and r["set_recall_macro"] == 0.5 and r["set_f1_macro"] == 0.5
+    assert r["set_precision_micro"] == 2 / 4 and r["set_recall_micro"] == 2 / 3
+    # rankings f, g, h, A: recall@1 = (1/2 + 0) / 2, recall@2 = (1/2 + 1) / 2, recall@4 = 1
+    assert r["recall@1"] == 0.25 and r["recall@2"] == 0.75 and r["recall@4"] == 1.0
+    assert r["complete@5"] == 1.0 and r["mrr"] == (1 + 1 / 2) / 2
+    assert r["selected"] == 2 and r["closure_added"] == 1 and r["n_tasks"] == 2
+    # stubs 'def f(x: A) -> int:\n    """\n    Count.\n    """' (19 + 1 + 7 + 1 + 10 + 1 + 7 = 46
+    # characters -> 12 tokens) and 'class A:\n    """\n    A thing.\n    """' (8 + 1 + 7 + 1 + 12
+    # + 1 + 7 = 37 characters -> 10 tokens): tokens = ceil(characters / 4)
+    assert len(LIBRARY["m.f"].text("full")) == 46 and len(LIBRARY["m.A"].text("full")) == 37
+    tokens = 12 + 10
+    assert r["docs_tokens"] == tokens
+    rows = [json.loads(line) for line in (d / "tasks.jsonl").read_text().splitlines()]
+    assert [row["task_id"] for row in rows] == ["1", "2"]
+    assert rows[0]["selection"] == ["m.f", "m.A"] and rows[0]["closure_added"] == ["m.A"]
+    assert rows[0]["gold"] == ["m.A", "m.f"] and rows[0]["metrics"]["recall@1"] == 0.5
+    assert rows[1]["metrics"]["set_precision"] == 0.0 and rows[0]["docs_tokens"] == tokens
+    assert {row["fold"] for row in rows} == {0, 1}
+    trec = (d / "run.trec").read_text().splitlines()
+    assert len(trec) == 2 * 4 and trec[0] == f"1 Q0 m.f 1 4 {closed.id}" and trec[3] == f"1 Q0 m.A 4 1 {closed.id}"
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["settings"]["closure"] is True and cfg["versions"]["primsel"]
+    assert cfg["data"] == {"source": "synthetic", "n_tasks": 2, "fingerprint": closed.settings["dataset"]}
+    r_plain = json.loads((tmp_path / "exp" / plain.id / "report.json").read_text())
+    assert r_plain["set_precision_macro"] == 0.5 and r_plain["set_recall_macro"] == 0.25
+
+
+def test_retrieval_is_shared_between_cells_differing_in_k_and_closure(tmp_path):
+    run(config({"k": [1, 2, 3], "closure": [False, True]}, retriever="test_fixed"), tmp_path)
+    assert FITS["test_fixed"] == 1
+
+
+def test_retrieval_disk_cache_is_reused(tmp_path):
+    cfg = config({"k": [1]}, retriever="test_fixed")
+    run_experiment(cfg, tmp_path / "a", tasks=TASKS, library=LIBRARY, progress=False)
+    run_experiment(cfg, tmp_path / "b", tasks=TASKS, library=LIBRARY, progress=False)
+    assert FITS["test_fixed"] == 1
+    assert reports(tmp_path / "a" / "exp") == reports(tmp_path / "b" / "exp")
+
+
+def test_rerun_skips_finished_cells(tmp_path):
+    cfg = config({"k": [1, 2]}, retriever="test_fixed")
+    first = run(cfg, tmp_path)
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "exp").glob("*/*")}
+    second = run(cfg, tmp_path)
+    assert second.computed == () and set(second.skipped) == set(first.computed)
+    assert FITS["test_fixed"] == 1
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "exp").glob("*/*")} == mtimes
+
+
+def test_killed_run_resumes_to_the_same_report(tmp_path):
+    cfg = config({"retriever": ["test_fixed", "test_boom"], "k": [1, 2]}, baseline="test_fixed")
+    BOOM["on"] = True
+    with pytest.raises(RuntimeError, match="killed"):
+        run(cfg, tmp_path / "resumed")
+    exp = tmp_path / "resumed" / "exp"
+    finished = sorted(p.parent.name for p in exp.glob("*/report.json"))
+    assert len(finished) == 2                      # the two test_fixed cells
+    mtimes = {name: (exp / name / "report.json").stat().st_mtime_ns for name in finished}
+    BOOM["on"] = False
+    FITS.clear()
+    resumed = run(cfg, tmp_path / "resumed")
+    assert sorted(resumed.skipped) == finished and len(resumed.computed) == 2
+    assert "test_fixed" not in FITS                 # finished cells were not recomputed
+    assert {name: (exp / name / "report.json").stat().st_mtime_ns for name in finished} == mtimes
+    run(cfg, tmp_path / "clean")
+    assert reports(exp) == reports(tmp_path / "clean" / "exp")
+    assert write_report(exp).read_text() == write_report(tmp_path / "clean" / "exp").read_text()
+
+
+def test_cell_directory_without_report_is_recomputed(tmp_path):
+    cfg = config({"k": [1]}, retriever="test_fixed")
+    (cell,) = run(cfg, tmp_path).cells
+    d = tmp_path / "exp" / cell.id
+    before = (d / "tasks.jsonl").read_text()
+    (d / "report.json").unlink()
+    (d / "tasks.jsonl").write_text("partial")
+    again = run(cfg, tmp_path)
+    assert again.computed == (cell.id,)
+    assert (d / "tasks.jsonl").read_text() == before and (d / "report.json").is_file()
+
+
+def test_learned_retrievers_never_see_their_test_fold(tmp_path):
+    # prior with 2 folds over 2 tasks: each task is ranked by the other task's gold only.
+    (cell,) = run(config({"k": [2]}, retriever="prior"), tmp_path).cells
+    rows = [json.loads(line) for line in (tmp_path / "exp" / cell.id / "tasks.jsonl").read_text().splitlines()]
+    # task 1 ranked by task 2's gold {g}: top 2 = g, then A (ties by id) -> recall@2 = 1/2
+    assert rows[0]["selection"] == ["m.g", "m.A"]
+    # task 2 ranked by task 1's gold {A, f}: top 2 = A, f -> recall 0
+    assert rows[1]["selection"] == ["m.A", "m.f"] and rows[1]["metrics"]["recall@5"] == 1.0
+
+
+def test_folds_above_the_number_of_tasks_are_capped(tmp_path):
+    (cell,) = run(config({"k": [1]}, retriever="prior", folds=5), tmp_path).cells
+    cfg = json.loads((tmp_path / "exp" / cell.id / "config.json").read_text())
+    assert cfg["settings"]["folds"] == 5 and cfg["effective_folds"] == 2
+
+
+def test_a_task_without_gold_stops_the_run_before_writing(tmp_path):
+    from primsel.datasets import DatasetError
+
+    bad = [*TASKS, Task("3", "nothing", "def r():\n    return 1\n", (), (), source="synthetic")]
+    with pytest.raises(DatasetError, match=r"without gold primitives .*: 3$"):
+        run_experiment(config({"k": [1]}, retriever="test_fixed"), tmp_path, tasks=bad, library=LIBRARY,
+                       progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+@register("test_usage")
+class UsageRetriever(FixedRetriever):
+    """FixedRetriever's ranking, plus made-up LLM usage per task (the ReportsUsage ability)."""
+
+    def usage(self):
+        return {q: {"prompt_tokens": 100 + int(q), "completion_tokens": 5, "seconds": 0.5, "calls": 5,
+                    "cached": 1, "errors": 0, "unknown_names": int(q)} for q in ("1", "2")}
+
+
+def rows_of(directory: Path, cell) -> list[dict]:
+    return [json.loads(line) for line in (directory / cell.id / "tasks.jsonl").read_text().splitlines()]
+
+
+def test_threshold_then_k(tmp_path):
+    # scores f 4, g 3, h 2, A 1: threshold 2.5 keeps f and g; k = 1 keeps only f (k wins)
+    cells = run(config({"k": [3, 1]}, retriever="test_fixed", threshold=2.5), tmp_path).cells
+    assert [rows_of(tmp_path / "exp", c)[0]["selection"] for c in cells] == [["m.f", "m.g"], ["m.f"]]
+
+
+def test_selector_usage_per_task_and_totals(tmp_path):
+    cfg = config({"k": [1]}, retriever="test_usage")
+    (cell,) = run_experiment(cfg, tmp_path / "a", tasks=TASKS, library=LIBRARY, progress=False).cells
+    rows = rows_of(tmp_path / "a" / "exp", cell)
+    assert [r["selection_usage"] for r in rows] == [
+        {"prompt_tokens": 101, "completion_tokens": 5, "seconds": 0.5, "calls": 5, "cached": 1, "errors": 0,
+         "unknown_names": 1},
+        {"prompt_tokens": 102, "completion_tokens": 5, "seconds": 0.5, "calls": 5, "cached": 1, "errors": 0,
+         "unknown_names": 2}]
+    report = json.loads((tmp_path / "a" / "exp" / cell.id / "report.json").read_text())
+    assert {k: v for k, v in report.items() if k.startswith("selector_")} == {
+        "selector_prompt_tokens": 203, "selector_completion_tokens": 10, "selector_seconds": 1.0,
+        "selector_calls": 10, "selector_errors": 0, "selector_unknown_names": 3, "selector_cache_hits": 2}
+    # a ranking read back from the disk cache keeps the usage of the run that computed it
+    run_experiment(cfg, tmp_path / "b", tasks=TASKS, library=LIBRARY, progress=False)
+    assert FITS["test_fixed"] == 1                 # computed once: the second run read the cache
+    assert rows_of(tmp_path / "b" / "exp", cell) == rows
+
+
+def test_retrievers_without_usage_add_no_selector_entries(tmp_path):
+    (cell,) = run(config({"k": [1]}, retriever="test_fixed"), tmp_path).cells
+    report = json.loads((tmp_path / "exp" / cell.id / "report.json").read_text())
+    assert not [k for k in report if k.startswith("selector_")]
+    assert "selection_usage" not in rows_of(tmp_path / "exp", cell)[0]
+
+
+STATUS_TASKS = [*TASKS,
+                Task("3", "halt", "def r():\n    h()\n", (), (), gold=frozenset({"m.h"}), source="synthetic"),
+                Task("4", "nothing much", "def s():\n    g()\n", (), (), gold=frozenset({"m.g"}), source="synthetic")]
+
+
+@register("test_statuses", kind="generator")
+class StatusGenerator:
+    """Task 1: a complete-looking program marked truncated; 2: llm_error; 3: no_program; 4: ok."""
+
+    def generate(self, task, docs):
+        from primsel.types import Program
+
+        return {
+            "1": Program("1", "def p():\n    return 1\n", status="truncated",
+                         raw="```python\ndef p():\n    return 1\n"),
+            "2": Program("2", None, status="llm_error", raw="LLM error: no answer"),
+            "3": Program("3", None, status="no_program", raw="I cannot help."),
+            "4": Program("4", "def s():\n    return 1\n"),
+        }[task.id]
+
+
+def test_programs_that_are_not_ok_are_not_executed(tmp_path, monkeypatch):
+    from primsel.simulator.sandbox import Sandbox
+
+    executed: list[str] = []
+    original = Sandbox.execute_many
+
+    def recording(self, jobs, *args, **kwargs):
+        jobs = list(jobs)
+        executed.extend(task.id for task, *_ in jobs)
+        return original(self, jobs, *args, **kwargs)
+
+    monkeypatch.setattr(Sandbox, "execute_many", recording)
+    cfg = config({"k": [1]}, retriever="test_fixed", generator={"type": "test_statuses"})
+    (cell,) = run_experiment(cfg, tmp_path, tasks=STATUS_TASKS, library=LIBRARY, workers=1, progress=False,
+                             use_cache=False).cells
+    d = tmp_path / "exp" / cell.id
+    assert executed == ["4"]
+    rows = rows_of(tmp_path / "exp", cell)
+    assert [r["status"] for r in rows] == ["truncated", "llm_error", "no_program", "pass"]
+    assert rows[1]["message"] == "LLM error: no answer"
+    assert [(r["seconds"], r["called_primitives"]) for r in rows[:3]] == [(0.0, [])] * 3
+    report = json.loads((d / "report.json").read_text())
+    assert report["success"] == 0.25
+    assert {k: report[k] for k in ("status_truncated", "status_llm_error", "status_no_program", "status_pass",
+                                   "status_error", "status_fail", "status_timeout")} == {
+        "status_truncated": 0.25, "status_llm_error": 0.25, "status_no_program": 0.25, "status_pass": 0.25,
+        "status_error": 0.0, "status_fail": 0.0, "status_timeout": 0.0}
+    failures = [json.loads(line) for line in (d / "failures.jsonl").read_text().splitlines()]
+    assert [(f["task_id"], f["stage"], f["category"], f["status"]) for f in failures] == [
+        ("1", "llm", "truncated", "truncated"), ("2", "llm", "llm_error", "llm_error"),
+        ("3", "extraction", "no_program", "no_program")]
+    assert failures[0]["line"] == 2               # the last line of the cut program

@@ -1,0 +1,312 @@
+"""ChatClient against a real HTTP server on 127.0.0.1 (primsel.generation.fake_server)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from email.utils import format_datetime
+from datetime import datetime, timezone
+
+import pytest
+
+from primsel.generation.client import (
+    ChatClient,
+    LLMError,
+    LLMFatalError,
+    QuotaExceededError,
+    cache_dir,
+    cache_key,
+    parse_retry_after,
+)
+from primsel.generation.fake_server import FakeOpenAIServer, Reply
+
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture()
+def server():
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def make_client(server: FakeOpenAIServer, **kwargs) -> tuple[ChatClient, list[float]]:
+    """A client of the fake server whose waits are recorded instead of slept."""
+    params = {"model": "m", "base_url": server.base_url, "api_key": "test", "backoff_s": 0.01, "timeout_s": 5.0}
+    params.update(kwargs)
+    client = ChatClient(**params)
+    waits: list[float] = []
+    client._sleep = waits.append
+    return client, waits
+
+
+def test_answer_text_tokens_and_finish_reason(server):
+    server.push(Reply(content="hi there", prompt_tokens=7, completion_tokens=3))
+    client, _ = make_client(server)
+    answer = client.complete(HELLO)
+    assert (answer.text, answer.finish_reason, answer.prompt_tokens, answer.completion_tokens) == ("hi there", "stop", 7, 3)
+    assert answer.cached is False and answer.retries == 0
+    assert server.requests[0]["model"] == "m"
+    assert server.requests[0]["messages"] == HELLO
+
+
+def test_sampling_parameters_are_sent(server):
+    client, _ = make_client(server, temperature=0.5, seed=7, max_tokens=99)
+    client.complete(HELLO)
+    sent = server.requests[0]
+    assert (sent["temperature"], sent["seed"], sent["max_tokens"]) == (0.5, 7, 99)
+
+
+def test_unset_parameters_are_not_sent(server):
+    client, _ = make_client(server, temperature=None)
+    client.complete(HELLO)
+    assert not {"temperature", "seed", "max_tokens"} & set(server.requests[0])
+
+
+def test_latency_is_included_in_seconds():
+    with FakeOpenAIServer(latency_s=0.3) as srv:
+        client, _ = make_client(srv)
+        answer = client.complete(HELLO)
+    # the server holds the answer 0.3 s, so the call cannot take less
+    assert answer.seconds >= 0.3
+    assert client.usage_summary()["seconds"] >= 0.3
+
+
+def test_429_waits_as_long_as_retry_after_says(server):
+    server.push(Reply(status=429, error_code="rate_limit_exceeded", headers={"Retry-After": "2"}), Reply(content="ok"))
+    client, waits = make_client(server, backoff_s=30.0)
+    answer = client.complete(HELLO)
+    assert answer.text == "ok" and answer.retries == 1
+    assert waits == [2.0]
+    assert server.request_count == 2
+    assert client.usage_summary()["retries"] == 1
+
+
+def test_retry_after_http_date_is_honoured(server):
+    later = datetime.now(timezone.utc).timestamp() + 120
+    date = format_datetime(datetime.fromtimestamp(later, timezone.utc), usegmt=True)
+    server.push(Reply(status=429, headers={"Retry-After": date}), Reply(content="ok"))
+    client, waits = make_client(server)
+    assert client.complete(HELLO).text == "ok"
+    assert len(waits) == 1 and 100 <= waits[0] <= 120
+
+
+def test_parse_retry_after_forms():
+    now = 1_000_000.0
+    date = format_datetime(datetime.fromtimestamp(now + 30, timezone.utc), usegmt=True)
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after": "0.5"}) == 0.5
+    assert parse_retry_after({"Retry-After": date}, now=now) == 30.0
+    assert parse_retry_after({"retry-after-ms": "1500", "Retry-After": "9"}) == 1.5
+    assert parse_retry_after({"Retry-After": "-4"}) == 0.0
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_insufficient_quota_stops_after_one_request(server):
+    server.push(Reply(status=429, error_code="insufficient_quota", headers={"Retry-After": "1"}))
+    client, waits = make_client(server)
+    with pytest.raises(QuotaExceededError, match="insufficient quota"):
+        client.complete(HELLO)
+    assert server.request_count == 1 and waits == []
+    # the client refuses later calls without sending them
+    with pytest.raises(QuotaExceededError):
+        client.complete([{"role": "user", "content": "another"}])
+    assert server.request_count == 1
+
+
+def test_insufficient_quota_stops_complete_many(server):
+    server.push(Reply(status=429, error_code="insufficient_quota"))
+    client, _ = make_client(server, concurrency=1)
+    batch = [[{"role": "user", "content": f"q{i}"}] for i in range(5)]
+    with pytest.raises(QuotaExceededError):
+        client.complete_many(batch)
+    assert server.request_count == 1
+
+
+def test_server_errors_are_retried_with_doubling_backoff(server):
+    server.push(Reply(status=500), Reply(status=503), Reply(content="finally"))
+    client, waits = make_client(server, backoff_s=0.1)
+    answer = client.complete(HELLO)
+    assert answer.text == "finally" and answer.retries == 2
+    assert server.request_count == 3
+    # backoff_s * 2**attempt, with jitter in [0.8, 1.0]
+    assert 0.08 <= waits[0] <= 0.1 and 0.16 <= waits[1] <= 0.2
+
+
+def test_retries_exhausted_is_an_llm_error(server):
+    server.push(*[Reply(status=502)] * 3)
+    client, waits = make_client(server, max_retries=2)
+    with pytest.raises(LLMError, match="3 attempts"):
+        client.complete(HELLO)
+    assert server.request_count == 3 and len(waits) == 2
+    assert client.usage_summary()["errors"] == 1
+
+
+def test_bad_request_is_not_retried(server):
+    server.push(Reply(status=400, error_code="context_length_exceeded"))
+    client, waits = make_client(server)
+    with pytest.raises(LLMError, match="400"):
+        client.complete(HELLO)
+    assert server.request_count == 1 and waits == []
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_auth_and_unknown_model_are_fatal(server, status):
+    server.push(Reply(status=status))
+    client, _ = make_client(server)
+    with pytest.raises(LLMFatalError, match=str(status)):
+        client.complete(HELLO)
+    assert server.request_count == 1
+
+
+def test_truncated_completion_reports_length(server):
+    server.push(Reply(content="```python\ndef f():\n    x = (", finish_reason="length"))
+    client, _ = make_client(server)
+    answer = client.complete(HELLO)
+    assert answer.finish_reason == "length"
+    assert client.usage_summary()["truncated"] == 1
+
+
+def test_request_that_never_answers_times_out_then_fails(server):
+    server.push(Reply(hang=True), Reply(hang=True))
+    client, waits = make_client(server, timeout_s=0.3, max_retries=1)
+    with pytest.raises(LLMError, match="timeout"):
+        client.complete(HELLO)
+    assert server.request_count == 2 and len(waits) == 1
+
+
+def test_timeout_then_success(server):
+    server.push(Reply(hang=True), Reply(content="late but fine"))
+    client, _ = make_client(server, timeout_s=0.3)
+    assert client.complete(HELLO).text == "late but fine"
+    assert server.request_count == 2
+
+
+def test_cache_hit_makes_no_request(server):
+    server.push(Reply(content="first"), Reply(content="second"))
+    client, _ = make_client(server)
+    assert client.complete(HELLO).text == "first"
+    again, _ = make_client(server)  # a new client (a new run) with the same cache directory
+    answer = again.complete(HELLO)
+    assert answer.text == "first" and answer.cached is True
+    assert server.request_count == 1
+    assert again.usage_summary()["cache_hits"] == 1 and again.usage_summary()["requests"] == 0
+
+
+def test_cache_key_includes_model_messages_and_parameters(server):
+    client, _ = make_client(server, seed=1)
+    other_seed, _ = make_client(server, seed=2)
+    client.complete(HELLO)
+    other_seed.complete(HELLO)
+    client.complete([{"role": "user", "content": "hello!"}])
+    assert server.request_count == 3
+    assert cache_key("m", HELLO, {"seed": 1}) != cache_key("n", HELLO, {"seed": 1})
+    assert cache_key("m", HELLO, {"a": 1, "b": 2}) == cache_key("m", HELLO, {"b": 2, "a": 1})
+
+
+def test_cache_entries_are_whole_json_files(server):
+    server.push(Reply(content="stored"))
+    client, _ = make_client(server)
+    client.complete(HELLO)
+    files = list((cache_dir() / "llm").rglob("*"))
+    entries = [f for f in files if f.is_file()]
+    assert len(entries) == 1 and not entries[0].name.startswith(".tmp")
+    entry = json.loads(entries[0].read_text())
+    assert entry["response"]["text"] == "stored"
+    assert entry["key"] == entries[0].stem == cache_key("m", HELLO, client.params)
+
+
+def test_errors_are_not_cached(server):
+    server.push(Reply(status=400), Reply(content="ok now"))
+    client, _ = make_client(server)
+    with pytest.raises(LLMError):
+        client.complete(HELLO)
+    assert client.complete(HELLO).text == "ok now"
+    assert server.request_count == 2
+
+
+def test_cache_can_be_disabled(server):
+    client, _ = make_client(server, cache=False)
+    client.complete(HELLO)
+    client.complete(HELLO)
+    assert server.request_count == 2
+
+
+def test_complete_many_respects_concurrency_and_order():
+    with FakeOpenAIServer(latency_s=0.2, responder=lambda req: Reply(content=req["messages"][0]["content"].upper())) as srv:
+        client, _ = make_client(srv, concurrency=3)
+        batch = [[{"role": "user", "content": f"q{i}"}] for i in range(12)]
+        answers = client.complete_many(batch)
+    assert [a.text for a in answers] == [f"Q{i}" for i in range(12)]
+    assert srv.request_count == 12
+    assert 2 <= srv.max_in_flight <= 3
+
+
+def test_bound_holds_when_many_threads_share_one_client():
+    with FakeOpenAIServer(latency_s=0.1) as srv:
+        client, _ = make_client(srv, concurrency=2)
+        threads = [
+            threading.Thread(target=client.complete, args=([{"role": "user", "content": f"t{i}"}],))
+            for i in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert srv.request_count == 8
+    assert srv.max_in_flight <= 2
+
+
+def test_complete_many_returns_per_request_errors(server):
+    server.push(Reply(status=400))
+    client, _ = make_client(server, concurrency=1)
+    answers = client.complete_many([[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]])
+    assert isinstance(answers[0], LLMError) and answers[1].text == ""
+
+
+def test_missing_key_for_the_openai_endpoint_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("PRIMSEL_TEST_KEY", raising=False)
+    client = ChatClient(model="m", api_key_env="PRIMSEL_TEST_KEY")
+    with pytest.raises(LLMFatalError, match="PRIMSEL_TEST_KEY"):
+        client.complete(HELLO)
+
+
+def test_key_is_read_from_the_named_variable(monkeypatch):
+    seen = []
+
+    def responder(request):
+        return Reply(content="ok")
+
+    with FakeOpenAIServer(responder=responder) as srv:
+        monkeypatch.setenv("MY_KEY", "sekret")
+        client = ChatClient(model="m", base_url=srv.base_url, api_key_env="MY_KEY")
+        client.complete(HELLO)
+        seen.append(client._openai().api_key)
+    assert seen == ["sekret"]
+
+
+def test_base_url_defaults_to_the_environment(monkeypatch, server):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    client = ChatClient(model="m", api_key="x")
+    client.complete(HELLO)
+    assert server.request_count == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"model": ""}, {"timeout_s": 0}, {"timeout_s": float("nan")}, {"max_retries": -1}, {"concurrency": 0}],
+)
+def test_bad_settings_are_rejected(kwargs):
+    params = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    params.update(kwargs)
+    with pytest.raises(ValueError):
+        ChatClient(**params)
+
+
+def test_answer_without_choices_is_an_llm_error(server):
+    server.push(Reply(body={"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}))
+    client, _ = make_client(server)
+    with pytest.raises(LLMError, match="without choices"):
+        client.complete(HELLO)
+    assert client.usage_summary()["errors"] == 1

@@ -1,0 +1,96 @@
+"""The scripted loopback server itself: routes, counters, and the pipeline responder."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from primsel.generation.extract import extract_program
+from primsel.generation.fake_server import FakeOpenAIServer, Reply, pipeline_responder
+from primsel.generation.prompts import generation_messages, selection_messages
+
+
+def post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_only_loopback_is_allowed():
+    with pytest.raises(ValueError, match="loopback"):
+        FakeOpenAIServer(host="0.0.0.0")
+
+
+def test_script_then_responder_and_counters():
+    with FakeOpenAIServer(responder=lambda req: Reply(content="default")) as srv:
+        srv.push(Reply(content="scripted", finish_reason="length"))
+        url = srv.base_url + "/chat/completions"
+        first = post(url, {"model": "m", "messages": []})
+        second = post(url, {"model": "m", "messages": []})
+        assert srv.stats() == {"requests": 2, "answered": 2, "max_in_flight": 1}
+    assert first[1]["choices"][0]["message"]["content"] == "scripted"
+    assert first[1]["choices"][0]["finish_reason"] == "length"
+    assert second[1]["choices"][0]["message"]["content"] == "default"
+
+
+def test_an_answer_is_counted_before_it_is_sent():
+    # a body far larger than the loopback socket buffers: the server is still writing it while
+    # the client reads the headers, yet the answer is already counted and no longer in flight
+    big = "x" * (32 * 1024 * 1024)
+    with FakeOpenAIServer(responder=lambda req: Reply(content=big)) as srv:
+        for n in (1, 2):
+            conn = http.client.HTTPConnection("127.0.0.1", urllib.parse.urlsplit(srv.base_url).port, timeout=10)
+            conn.request("POST", "/v1/chat/completions", body=json.dumps({"model": "m", "messages": []}),
+                         headers={"Content-Type": "application/json"})
+            response = conn.getresponse()          # status line and headers only
+            assert srv.stats() == {"requests": n, "answered": n, "max_in_flight": 1}
+            body = json.loads(response.read())
+            conn.close()
+            assert len(body["choices"][0]["message"]["content"]) == len(big)
+
+
+def test_error_replies_carry_code_and_type():
+    with FakeOpenAIServer() as srv:
+        srv.push(Reply(status=429, error_code="insufficient_quota"))
+        status, body = post(srv.base_url + "/chat/completions", {"model": "m", "messages": []})
+    assert status == 429 and body["error"]["code"] == body["error"]["type"] == "insufficient_quota"
+
+
+def test_unknown_route_is_404():
+    with FakeOpenAIServer() as srv:
+        status, _ = post(srv.base_url + "/embeddings", {})
+        assert status == 404 and srv.request_count == 0
+
+
+def test_pipeline_responder_answers_selection_and_generation(toy_library, toy_tasks):
+    task = dataclasses.replace(toy_tasks[0], gold=frozenset({"work_calendar.add_event", "work_calendar.Event"}))
+    respond = pipeline_responder([task, *toy_tasks[1:]])
+    docs = [p for p in toy_library.values() if p.module == "work_calendar"]
+    picked = respond({"messages": selection_messages(task.query, "work_calendar", docs)})
+    assert json.loads(picked.content) == ["Event", "add_event"]
+    none = respond({"messages": selection_messages(task.query, "time_utils", docs)})
+    assert json.loads(none.content) == []
+    answer = respond({"messages": generation_messages(task, docs)})
+    assert extract_program(answer.content, task.id, "book_lunch").code == task.program
+
+
+def test_pipeline_responder_cut_mode_gives_truncated_programs(toy_tasks):
+    respond = pipeline_responder(toy_tasks, mode="cut")
+    for task in toy_tasks:
+        reply = respond({"messages": generation_messages(task, [])})
+        assert reply.finish_reason == "length"
+        assert extract_program(reply.content, task.id, task.entry_point, reply.finish_reason).status == "truncated"
+
+
+def test_pipeline_responder_rejects_unknown_modes(toy_tasks):
+    with pytest.raises(ValueError, match="mode"):
+        pipeline_responder(toy_tasks, mode="lies")

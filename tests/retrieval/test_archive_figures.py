@@ -1,0 +1,47 @@
+"""Cross-validated figures on Asper-Bench (need PRIMSEL_ASPER_BENCH; skipped otherwise)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from primsel.eval.metrics import evaluate
+from primsel.library import Library, with_gold
+from primsel.retrieval import DEFAULT_RETRIEVER
+from primsel.retrieval.cv import cross_validated_run
+
+pytestmark = pytest.mark.asper
+
+
+@pytest.fixture(scope="module")
+def setting(asper_path):
+    from primsel.datasets import load_tasks
+
+    library = Library.from_simulator()
+    tasks = with_gold(load_tasks(asper_path), library)
+    return library, tasks, {t.id: t.gold for t in tasks}
+
+
+def test_popularity_prior_reproduces_the_design_figures(setting):
+    library, tasks, gold = setting
+    run, folds = cross_validated_run("prior", library, tasks, k=len(library), folds=5, seed=0)
+    values = evaluate(run, gold, ["recall@15", "complete@20"])
+    assert round(values["recall@15"], 3) == 0.595
+    assert values["complete@20"] == 35 / 250
+    assert sorted(set(folds.values())) == [0, 1, 2, 3, 4] and len(folds) == 250
+
+
+def test_oracle_bound(setting):
+    library, tasks, gold = setting
+    run, _ = cross_validated_run("oracle", library, tasks, k=len(library))
+    values = evaluate(run, gold, ["recall@15", "complete@20"])
+    assert round(values["recall@15"], 3) == 0.996 and values["complete@20"] == 1.0
+
+
+@pytest.mark.dense
+def test_default_configuration_meets_its_target(setting):
+    library, tasks, gold = setting
+    run, _ = cross_validated_run(copy.deepcopy(DEFAULT_RETRIEVER), library, tasks, k=len(library), folds=5, seed=0)
+    values = evaluate(run, gold, ["recall@15", "complete@20"])
+    assert values["recall@15"] >= 0.80 and values["complete@20"] >= 0.50

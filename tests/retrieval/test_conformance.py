@@ -1,0 +1,150 @@
+"""Every registered retriever honours the Retriever protocol (DESIGN.md, Interfaces: Runs).
+
+Parametrised over ``primsel.registry.available()``, so a newly registered retriever is checked
+without editing this file. Parameters below only keep the test offline and fast (no sentence
+model): dense features are replaced by a deterministic fake encoder, and retrievers that call an
+LLM (``llm_selector``) talk to a scripted server on 127.0.0.1 started by the test
+(:class:`primsel.generation.fake_server.FakeOpenAIServer`), which picks the module's primitives
+whose documentation shares a word with the request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+
+import numpy as np
+import pytest
+
+from primsel.generation.fake_server import FakeOpenAIServer, Reply, last_user_message
+from primsel.registry import available, build, resolve
+from primsel.retrieval.base import SeesGold
+from primsel.types import ReportsUsage, Retriever
+
+#: Parameters that avoid loading a sentence model.
+OFFLINE_PARAMS = {
+    "classifier": {"features": "tfidf"},
+    "knn": {"features": "tfidf"},
+    "hybrid": {"members": ["bm25", "prior"], "method": "rrf"},
+}
+
+
+def fake_encoder(texts):
+    rows = []
+    for t in texts:
+        digest = hashlib.sha256(t.encode()).digest()
+        rows.append([b - 128 for b in digest[:8]])
+    return np.array(rows, dtype=np.float32)
+
+
+_STUB = re.compile(r"^(?:def|class) (\w+)[^\n]*\n\s*\"\"\"\n\s*(.*)$", re.MULTILINE)
+_REQUEST = re.compile(r"^Request: (.*)$", re.MULTILINE)
+
+
+def picking_responder(request):
+    """Answers a selection prompt with the shown primitives whose documentation shares a word
+    (4 letters or more) with the request, as a JSON list; deterministic."""
+    system = request["messages"][0]["content"]
+    match = _REQUEST.search(last_user_message(request))
+    words = {w for w in re.findall(r"[a-z]{4,}", (match.group(1) if match else "").lower())}
+    picked = [name for name, doc in _STUB.findall(system) if words & set(re.findall(r"[a-z]{4,}", doc.lower()))]
+    return Reply(content=json.dumps(picked), prompt_tokens=30, completion_tokens=len(picked) + 2)
+
+
+@pytest.fixture(scope="module")
+def llm_server():
+    with FakeOpenAIServer(responder=picking_responder) as server:
+        yield server
+
+
+def _spec(name):
+    return {"type": name, **OFFLINE_PARAMS.get(name, {})}
+
+
+def _fitted(name, library, tasks):
+    retriever = build(_spec(name))
+    assert isinstance(retriever, Retriever)
+    if hasattr(retriever, "set_encoder"):
+        retriever.set_encoder(fake_encoder)
+    retriever.fit(library, tasks[:6])
+    if isinstance(retriever, SeesGold):
+        retriever.set_gold({t.id: t.gold for t in tasks})
+    return retriever
+
+
+def server_params(server):
+    """Parameters of an LLM retriever talking to the scripted server."""
+    return {"model": "m", "base_url": server.base_url, "api_key": "test"}
+
+
+@pytest.fixture(params=available("retriever"))
+def name(request, monkeypatch):
+    if "base_url" in inspect.signature(resolve(request.param)).parameters:  # it calls an LLM
+        monkeypatch.setitem(OFFLINE_PARAMS, request.param, server_params(request.getfixturevalue("llm_server")))
+    return request.param
+
+
+def test_constructor_parameters_are_json(name):
+    retriever = build(_spec(name))
+    params = retriever.get_params() if hasattr(retriever, "get_params") else {}
+    assert json.loads(json.dumps(params)) == params
+
+
+def test_k_above_library_size_ranks_the_whole_library(name, small_library, small_tasks):
+    queries = {t.id: t.query for t in small_tasks[6:]}
+    run = _fitted(name, small_library, small_tasks).search(queries, len(small_library) + 7)
+    assert list(run) == list(queries)
+    for scores in run.values():
+        assert sorted(scores) == sorted(small_library)  # exactly the library, no duplicates
+
+
+def test_scores_descend_with_ties_broken_by_id(name, small_library, small_tasks):
+    run = _fitted(name, small_library, small_tasks).search({t.id: t.query for t in small_tasks}, 100)
+    for scores in run.values():
+        items = list(scores.items())
+        assert items == sorted(items, key=lambda item: (-item[1], item[0]))
+
+
+def test_k_cuts_the_full_ranking(name, small_library, small_tasks):
+    retriever = _fitted(name, small_library, small_tasks)
+    queries = {"7": small_tasks[6].query}
+    full = retriever.search(queries, 100)["7"]
+    top = retriever.search(queries, 3)["7"]
+    assert list(top) == list(full)[:3]
+
+
+def test_empty_query_ranks_by_id_with_zero_scores(name, small_library, small_tasks):
+    run = _fitted(name, small_library, small_tasks).search({"7": ""}, 100)
+    assert list(run["7"]) == sorted(small_library)
+    assert set(run["7"].values()) == {0.0}
+
+
+@pytest.mark.parametrize("k", [0, -3])
+def test_non_positive_k_is_an_error(name, small_library, small_tasks, k):
+    with pytest.raises(ValueError, match="k must be"):
+        _fitted(name, small_library, small_tasks).search({"1": "book a room"}, k)
+
+
+def test_search_is_deterministic(name, small_library, small_tasks):
+    queries = {t.id: t.query for t in small_tasks}
+    a = _fitted(name, small_library, small_tasks).search(queries, 4)
+    b = _fitted(name, small_library, small_tasks).search(dict(reversed(queries.items())), 4)
+    assert a == b
+
+
+def test_llm_selector_against_the_scripted_server_reports_usage_for_every_query(llm_server, monkeypatch,
+                                                                              small_library, small_tasks):
+    monkeypatch.setitem(OFFLINE_PARAMS, "llm_selector", server_params(llm_server))
+    retriever = _fitted("llm_selector", small_library, small_tasks)
+    assert isinstance(retriever, ReportsUsage)
+    queries = {t.id: t.query for t in small_tasks}
+    run = retriever.search(queries, 3)
+    # "book a meeting room for tomorrow": the scripted model picks the three rooms primitives
+    # (their documentation says "meeting room"), none of the calendar's
+    assert run["1"] == {"rooms.Room": 1.0, "rooms.Slot": 1.0, "rooms.book_room": 1.0}
+    usage = retriever.usage()
+    assert set(usage) == set(queries)
+    # one request per module of the library (two here), 30 prompt tokens each
+    assert all(u["calls"] == 2 and u["prompt_tokens"] == 60 for u in usage.values())

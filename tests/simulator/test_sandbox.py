@@ -1,0 +1,481 @@
+"""Sandbox verdicts and isolation, on small tasks built here (plus archive checks when available)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from primsel.simulator import seccomp
+from primsel.simulator.sandbox import Sandbox, sandbox_info
+from primsel.types import ExecutionResult, Task
+
+SETUP = "def setup_env():\n    pass\n"
+CHECK_42 = textwrap.dedent(
+    """\
+    def evaluate(query: str, executable: Callable[[], Any], setup_function: Callable[[], Any]):
+        setup_function()
+        answer = executable()
+        if answer != 42:
+            raise SolutionError(f"wrong answer {answer!r}")
+    """
+)
+CHECK_TRUE = CHECK_42.replace("answer != 42", "answer is not True")
+
+
+def make_task(check: str = CHECK_42, setup: str = SETUP, task_id: str = "t", pairs: int = 1) -> Task:
+    """A task whose EP checks the program's return value (no library state needed)."""
+    return Task(
+        id=task_id,
+        query="Hey, [Assistant], test.",
+        program="def reference():\n    return 42\n",
+        setup_programs=(setup,) * pairs,
+        evaluation_programs=(check,) * pairs,
+        scenario={
+            "apps": ["exceptions", "time_utils"],
+            "simulation_tools": ["company_directory::simulate_org_structure"],
+            "evaluation_tools": ["exceptions::SolutionError"],
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(workers=2, timeout=10) as box:
+        yield box
+
+
+def run(box: Sandbox, program: str | None, task: Task | None = None, entry: str | None = None) -> ExecutionResult:
+    return box.execute(task or make_task(), program, entry)
+
+
+# -- statuses ---------------------------------------------------------------------------------
+
+
+def test_pass(sandbox):
+    result = run(sandbox, "def answer():\n    return 6 * 7\n")
+    assert (result.task_id, result.status, result.error_type, result.line) == ("t", "pass", None, None)
+    assert result.passed
+
+
+def test_fail_on_solution_error(sandbox):
+    result = run(sandbox, "def answer():\n    return 41\n")
+    assert (result.status, result.error_type, result.message) == ("fail", "SolutionError", "wrong answer 41")
+    assert result.line is None  # raised by the EP, not the program
+
+
+def test_fail_on_assertion_error_with_program_line(sandbox):
+    result = run(sandbox, "def answer():\n    x = 1\n    assert x == 2, 'nope'\n")
+    assert (result.status, result.error_type, result.message, result.line) == ("fail", "AssertionError", "nope", 3)
+
+
+def test_requires_user_input(sandbox):
+    result = run(sandbox, "def answer():\n    raise RequiresUserInput('which Alex?')\n")
+    assert (result.status, result.error_type, result.message, result.line) == (
+        "requires_user_input",
+        "RequiresUserInput",
+        "which Alex?",
+        2,
+    )
+
+
+def test_error_reports_type_and_program_line(sandbox):
+    result = run(sandbox, "def answer():\n    values = []\n\n    return values[3]\n")
+    assert (result.status, result.error_type, result.line) == ("error", "IndexError", 4)
+
+
+def test_error_inside_library_reports_calling_program_line(sandbox):
+    # parse_time_string refuses a non-member with ParseError (spec 4.5); the line is the program's call.
+    result = run(sandbox, "def answer():\n    x = 1\n    return parse_time_string('teatime')\n")
+    assert (result.status, result.error_type, result.line) == ("error", "ParseError", 3)
+
+
+def test_error_in_nested_program_function_reports_its_line(sandbox):
+    program = "def answer():\n    def helper(v):\n        return 1 / v\n    return helper(0)\n"
+    result = run(sandbox, program)
+    assert (result.status, result.error_type, result.line) == ("error", "ZeroDivisionError", 3)
+
+
+def test_system_exit_is_an_error(sandbox):
+    result = run(sandbox, "def answer():\n    raise SystemExit(3)\n")
+    assert (result.status, result.error_type, result.line) == ("error", "SystemExit", 2)
+
+
+def test_syntax_error(sandbox):
+    result = run(sandbox, "def answer(:\n    return 42\n")
+    assert (result.status, result.error_type, result.line) == ("error", "SyntaxError", 1)
+
+
+def test_syntax_error_found_by_the_compiler(sandbox):
+    result = run(sandbox, "def answer():\n    return 42\nreturn 1\n")
+    assert (result.status, result.error_type, result.line) == ("error", "SyntaxError", 3)
+
+
+@pytest.mark.parametrize("program", [None, "", "  \n\n", "x = 42\n", "# only a comment\n"])
+def test_no_program_starts_nothing(program):
+    box = Sandbox(workers=1)
+    try:
+        result = box.execute(make_task(), program)
+        assert (result.status, result.error_type) == ("no_program", None)
+        assert box._all == []  # no worker process was started
+    finally:
+        box.close()
+
+
+def test_preferred_entry_point(sandbox):
+    program = "def first():\n    return 1\n\ndef second():\n    return 42\n"
+    assert run(sandbox, program).status == "fail"
+    assert run(sandbox, program, entry="second").status == "pass"
+    assert run(sandbox, program, entry="missing").status == "fail"  # falls back to the first def
+
+
+def test_every_pair_runs_and_the_first_failure_decides(sandbox):
+    second_check = CHECK_42.replace("answer != 42", "answer != 43")
+    task = dataclasses.replace(
+        make_task(pairs=2), evaluation_programs=(CHECK_42, second_check)
+    )
+    result = run(sandbox, "def answer():\n    return 42\n", task)
+    assert (result.status, result.message) == ("fail", "wrong answer 42")
+    assert run(sandbox, "def answer():\n    return 42\n", make_task(pairs=2)).status == "pass"
+
+
+def test_called_primitives_in_first_call_order(sandbox):
+    program = "def answer():\n    now_()\n    date_by_mdy(1, 2, 2024)\n    now_()\n    return 42\n"
+    result = run(sandbox, program)
+    assert result.status == "pass"
+    assert result.called_primitives == ("time_utils.now_", "time_utils.date_by_mdy")
+
+
+def test_reference_import_paths_resolve_to_our_modules(sandbox):
+    program = textwrap.dedent(
+        """\
+        def answer():
+            import primsel.simulator.apps.time_utils as ours
+            import primsel.simulator.state as state
+            from aspera.apps_implementation.time_utils import now_ as theirs
+            import aspera.apps_implementation.exceptions as exceptions
+            from aspera.runtime_state_generation_tools_implementation.company_directory import simulate_org_structure
+            from aspera.execution_evaluation_tools_implementation.exceptions import SolutionError
+            from aspera.execution_evaluation_tools.time_utils import repetition_schedule
+            from aspera.simulation.execution_context import get_current_context, new_context
+            return (
+                theirs is ours.now_
+                and exceptions.RequiresUserInput is RequiresUserInput
+                and callable(simulate_org_structure)
+                and issubclass(SolutionError, Exception)
+                and callable(repetition_schedule)
+                and get_current_context is state.get_current_context
+            )
+        """
+    )
+    assert run(sandbox, program, make_task(CHECK_TRUE)).status == "pass"
+    assert "aspera" not in sys.modules  # the aliases exist in the workers only
+
+
+def test_parameters_are_validated():
+    for kwargs in ({"workers": 0}, {"timeout": 0}, {"memory_mb": 1}, {"stdout_cap": -1}):
+        with pytest.raises(ValueError):
+            Sandbox(**kwargs)
+
+
+def test_sandbox_info_names_the_layers():
+    info = sandbox_info()
+    assert info["audit_hook"] is True
+    assert info["seccomp"] == seccomp.status()[0]
+    assert sandbox_info(seccomp=False)["seccomp"] is False
+
+
+# -- limits -----------------------------------------------------------------------------------
+
+
+def test_endless_loop_times_out_and_the_next_task_runs():
+    with Sandbox(workers=1, timeout=2) as box:
+        result = run(box, "def answer():\n    while True:\n        pass\n")
+        assert (result.status, result.error_type) == ("timeout", None)
+        assert run(box, "def answer():\n    return 42\n").status == "pass"
+
+
+def test_sub_second_time_limit():
+    with Sandbox(workers=1, timeout=0.2) as box:
+        result = run(box, "def answer():\n    import time\n    time.sleep(0.5)\n    return 42\n")
+        assert result.status == "timeout"
+
+
+def test_time_limit_covers_all_pairs_of_a_task():
+    program = "def answer():\n    import time\n    time.sleep(1.2)\n    return 42\n"
+    with Sandbox(workers=1, timeout=2.0) as box:
+        assert run(box, program).status == "pass"
+        assert run(box, program, make_task(pairs=2)).status == "timeout"
+
+
+def test_output_is_capped_and_memory_stays_flat(sandbox):
+    program = textwrap.dedent(
+        """\
+        def answer():
+            def rss_kib():
+                with open("/proc/self/status") as status:
+                    for line in status:
+                        if line.startswith("VmRSS:"):
+                            return int(line.split()[1])
+            before = rss_kib()
+            line = "x" * 199
+            for _ in range(300_000):  # 60 MB of output
+                print(line)
+            grown = rss_kib() - before
+            assert grown < 16 * 1024, f"memory grew by {grown} KiB"
+            return 42
+        """
+    )
+    result = run(sandbox, program)
+    assert (result.status, result.stdout_truncated) == ("pass", True)
+    assert run(sandbox, "def answer():\n    print('hello')\n    return 42\n").stdout_truncated is False
+
+
+def test_endless_print_loop_is_reported_truncated():
+    with Sandbox(workers=1, timeout=1) as box:
+        result = run(box, "def answer():\n    while True:\n        print('spam' * 50)\n")
+        assert (result.status, result.stdout_truncated) == ("timeout", True)
+
+
+def test_memory_limit():
+    with Sandbox(workers=1, memory_mb=256) as box:
+        result = run(box, "def answer():\n    block = bytearray(1024 ** 3)\n    return 42\n")
+        assert (result.status, result.error_type, result.line) == ("error", "MemoryError", 2)
+
+
+# -- isolation --------------------------------------------------------------------------------
+
+
+def test_forbidden_operations_fail_and_leave_the_host_untouched(sandbox, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "keep.txt"
+    victim.write_text("data")
+    target = tmp_path / "created.txt"
+    programs = {
+        "open relative": "def answer():\n    open('x', 'w').write('x')\n",
+        "open absolute": f"def answer():\n    open({str(target)!r}, 'a')\n",
+        "os.open": f"def answer():\n    import os\n    os.open({str(target)!r}, os.O_CREAT | os.O_WRONLY)\n",
+        "remove": f"def answer():\n    import os\n    os.remove({str(victim)!r})\n",
+        "mkdir": f"def answer():\n    import os\n    os.mkdir({str(tmp_path / 'newdir')!r})\n",
+        "os.system": "def answer():\n    import os\n    return os.system('true')\n",
+        "subprocess": "def answer():\n    import subprocess\n    subprocess.run(['true'])\n",
+        "socket": "def answer():\n    import socket\n    socket.socket()\n",
+        "fork": "def answer():\n    import os\n    os.fork()\n",
+        "kill parent": "def answer():\n    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n",
+        "ctypes": "def answer():\n    import ctypes\n    ctypes.CDLL(None)\n",
+    }
+    for name, program in programs.items():
+        result = run(sandbox, program)
+        assert (name, result.status, result.error_type) == (name, "error", "PermissionError")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+    assert victim.read_text() == "data"
+    assert run(sandbox, "def answer():\n    return 42\n").status == "pass"  # the workers survived
+
+
+def test_audit_hook_alone_blocks_writes_when_seccomp_is_off(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with Sandbox(workers=1, seccomp=False) as box:
+        for program in (
+            "def answer():\n    open('x', 'w')\n",
+            "def answer():\n    import socket\n    socket.socket()\n",
+            "def answer():\n    import subprocess\n    subprocess.run(['true'])\n",
+        ):
+            result = run(box, program)
+            assert (result.status, result.error_type) == ("error", "PermissionError")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not seccomp.status()[0], reason="seccomp is not available here")
+def test_seccomp_filter_alone_denies_writes_processes_and_network(tmp_path):
+    target = tmp_path / "created.txt"
+    script = textwrap.dedent(
+        f"""\
+        import os, socket
+        from primsel.simulator import seccomp
+        seccomp.install()
+        outcomes = []
+        for attempt in (
+            lambda: open({str(target)!r}, "w"),
+            lambda: os.mkdir({str(tmp_path / "d")!r}),
+            lambda: socket.socket(),
+            lambda: os.fork(),
+            lambda: os.kill(os.getppid(), 0),
+        ):
+            try:
+                attempt()
+                outcomes.append("allowed")
+            except PermissionError:
+                outcomes.append("denied")
+        open(__file__).close()  # reading stays allowed
+        print(",".join(outcomes))
+        """
+    )
+    script_path = tmp_path / "probe.py"
+    script_path.write_text(script)
+    out = subprocess.run([sys.executable, str(script_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ",".join(["denied"] * 5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["probe.py"]
+
+
+def test_crashing_child_is_an_error_and_the_pool_survives(sandbox):
+    result = run(sandbox, "def answer():\n    import faulthandler\n    faulthandler._sigsegv()\n")
+    assert (result.status, result.error_type) == ("error", "ProcessDied")
+    assert "SIGSEGV" in result.message
+    assert run(sandbox, "def answer():\n    return 42\n").status == "pass"
+
+
+def test_dead_worker_is_restarted():
+    with Sandbox(workers=1) as box:
+        assert run(box, "def answer():\n    return 42\n").status == "pass"
+        box._all[0].process.kill()
+        box._all[0].process.wait()
+        assert run(box, "def answer():\n    return 42\n").status == "pass"
+
+
+def test_worker_dying_mid_task_is_an_error_and_the_next_task_runs():
+    with Sandbox(workers=1, timeout=20) as box:
+        assert run(box, "def answer():\n    return 42\n").status == "pass"
+        worker = box._all[0].process
+        results = []
+        thread = threading.Thread(
+            target=lambda: results.append(run(box, "def answer():\n    import time\n    time.sleep(10)\n"))
+        )
+        thread.start()
+        time.sleep(1.0)
+        worker.kill()
+        thread.join()
+        assert (results[0].status, results[0].error_type) == ("error", "WorkerDied")
+        assert run(box, "def answer():\n    return 42\n").status == "pass"
+
+
+PROBE_TASK_CHECK = textwrap.dedent(
+    """\
+    def evaluate(query: str, executable: Callable[[], Any], setup_function: Callable[[], Any]):
+        import datetime
+        setup_function()
+        answer = executable()
+        expected = (datetime.datetime(2024, 6, 25, 9, 6), False, False, 42, 1)
+        if answer != expected:
+            raise SolutionError(f"leak: {answer!r}")
+    """
+)
+PROBE_SETUP = textwrap.dedent(
+    """\
+    def setup_env():
+        simulate_org_structure(["Ana", "Bogdan"])
+    """
+)
+PROBE = textwrap.dedent(
+    """\
+    def probe():
+        import builtins
+        import primsel.simulator.state as state
+        from primsel.simulator.state import get_current_context
+        return (
+            now_(),
+            hasattr(state, "LEAKED"),
+            hasattr(builtins, "LEAKED"),
+            len([1] * 42),
+            sum(1 for row in get_current_context().table("EMPLOYEES") if row["name"] == "Ana"),
+        )
+    """
+)
+VANDAL = textwrap.dedent(
+    """\
+    def vandal():
+        import builtins
+        import primsel.simulator.apps.time_utils as time_utils
+        import aspera.apps_implementation.time_utils as their_time_utils
+        import primsel.simulator.state as state
+        time_utils.now_ = lambda: None
+        their_time_utils.now_ = lambda: None
+        state.LEAKED = True
+        builtins.LEAKED = True
+        builtins.len = lambda value: 0
+        state.ExecutionContext.__init__ = lambda self: None
+        state.get_current_context().table("EMPLOYEES").clear()
+        state.set_current_context(None)
+        return 42
+    """
+)
+
+
+def test_no_state_leaks_between_tasks():
+    task = make_task(PROBE_TASK_CHECK, setup=PROBE_SETUP)
+    with Sandbox(workers=1) as box:
+        assert run(box, PROBE, task).status == "pass"
+        run(box, VANDAL, task)
+        run(box, VANDAL, task)
+        assert run(box, PROBE, task).status == "pass"
+
+
+def _mixed_jobs():
+    task = make_task()
+    programs = [
+        "def a():\n    return 42\n",
+        "def b():\n    return 0\n",
+        "def c():\n    raise RequiresUserInput('?')\n",
+        "def d():\n    return {}['k']\n",
+        VANDAL,
+        "",
+        "def e(:\n",
+        "def f():\n    import primsel.simulator.apps.time_utils as t\n    return 42 if t.now_() is not None else 0\n",
+    ]
+    return [(dataclasses.replace(task, id=str(i)), program, None) for i, program in enumerate(programs)]
+
+
+def test_verdicts_do_not_depend_on_order():
+    jobs = _mixed_jobs()
+    with Sandbox(workers=2) as box:
+        forward = {r.task_id: (r.status, r.error_type) for r in box.execute_many(jobs)}
+        backward = {r.task_id: (r.status, r.error_type) for r in box.execute_many(reversed(jobs))}
+        shuffled_jobs = list(jobs)
+        random.Random(7).shuffle(shuffled_jobs)
+        shuffled = list(box.execute_many(shuffled_jobs))
+    assert [r.task_id for r in shuffled] == [job[0].id for job in shuffled_jobs]  # input order
+    assert forward == backward == {r.task_id: (r.status, r.error_type) for r in shuffled}
+    assert [forward[str(i)][0] for i in range(8)] == [
+        "pass", "fail", "requires_user_input", "error", "pass", "no_program", "error", "pass",
+    ]  # fmt: skip
+
+
+def test_execute_is_thread_safe(sandbox):
+    programs = ["def a():\n    return 42\n", "def b():\n    return 1\n"] * 4
+    results = [None] * len(programs)
+
+    def work(i):
+        results[i] = run(sandbox, programs[i]).status
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(programs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["pass", "fail"] * 4
+
+
+# -- the real benchmark -----------------------------------------------------------------------
+
+
+@pytest.mark.asper
+def test_every_pair_of_the_two_case_tasks_passes_on_its_own(asper_path):
+    from primsel.datasets import load_tasks
+
+    tasks = [t for t in load_tasks(asper_path) if len(t.setup_programs) == 2]
+    assert [t.id for t in tasks] == ["141", "142", "145", "146", "147", "149", "154", "155", "161", "203"]
+    jobs = []
+    for task in tasks:
+        jobs.append((task, task.program, None))
+        for setup, check in zip(task.setup_programs, task.evaluation_programs):
+            single = dataclasses.replace(task, setup_programs=(setup,), evaluation_programs=(check,))
+            jobs.append((single, task.program, None))
+    with Sandbox() as box:
+        statuses = [r.status for r in box.execute_many(jobs)]
+    assert statuses == ["pass"] * 30
