@@ -434,8 +434,9 @@ def plot_recall_curves(experiment: Experiment, path: Path) -> bool:
     from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    for label, (ks, values) in curves.items():
-        ax.plot(ks, values, marker=".", label=label)
+    palette = _palette(plt, len(curves))
+    for (label, (ks, values)), colour in zip(curves.items(), palette):
+        ax.plot(ks, values, marker=".", label=label, color=colour)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("k (primitives selected)")
     ax.set_ylabel("recall@k")
@@ -465,7 +466,7 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.8))
     colours: dict[str, Any] = {}
-    cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    cycle = _palette(plt, len(set(labels.values())))
     for closure, marker, style in ((False, "o", "-"), (True, "^", "--")):
         groups: dict[str, list[CellResult]] = {}
         for c in cells:
@@ -487,6 +488,12 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return True
+
+
+def _palette(plt: Any, n: int) -> list[Any]:
+    """``n`` distinct colours (tab10 up to 10 series, tab20 up to 20, then repeating)."""
+    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
+    return [cmap(i % cmap.N) for i in range(max(n, 1))]
 
 
 def _pyplot() -> Any:
