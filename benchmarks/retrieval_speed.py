@@ -3,8 +3,8 @@
 Prints, per retriever, the seconds to ``fit`` (learned retrievers on 200 training tasks) and to
 ``search`` 250 queries ranking the whole library. Uses the Asper-Bench archive when
 ``PRIMSEL_ASPER_BENCH`` is set, else the built-in tasks' queries repeated to 250. The embedding
-cache is a fresh temporary directory, so dense figures include encoding (cold cache) and the
-model load (once per process: the first dense retriever pays it).
+cache is a fresh temporary directory, removed at the end, so dense figures include encoding
+(cold cache) and the model load (once per process: the first dense retriever pays it).
 
 Targets: dense fit < 10 s; search of 250 queries < 2 s for every retriever.
 
@@ -23,8 +23,20 @@ import time
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ["PRIMSEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="primsel-bench-")
+    previous = os.environ.get("PRIMSEL_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="primsel-bench-") as cache:
+        os.environ["PRIMSEL_CACHE_DIR"] = cache
+        try:
+            return measure()
+        finally:
+            if previous is None:
+                os.environ.pop("PRIMSEL_CACHE_DIR", None)
+            else:
+                os.environ["PRIMSEL_CACHE_DIR"] = previous
 
+
+def measure() -> int:
+    """Fit and search every retriever once; prints one line per retriever."""
     from primsel.datasets import load_tasks
     from primsel.library import Library, with_gold
     from primsel.registry import available, build, resolve

@@ -2,14 +2,23 @@
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
 ``main(args) -> int``. Those modules import heavy packages only inside ``main``.
-Progress goes to stderr, results to stdout or files. Bad arguments exit with status 2.
+Progress goes to stderr, results to stdout or files. Bad arguments exit with status 2, an
+interrupt (Ctrl-C) with status 130.
+
+As ``python -m`` does, the command puts the current directory first on ``sys.path``, so
+``"module:Class"`` specifications name modules in the directory it is run from. Log messages of
+the ``primsel`` loggers go to stderr from level WARNING (``-v``: INFO, ``-vv``: DEBUG).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
+import os
 import sys
+from collections.abc import Iterator
 
 #: subcommand -> (module, one-line help, example)
 SUBCOMMANDS = {
@@ -36,18 +45,25 @@ SUBCOMMANDS = {
 }
 
 
+VERBOSE_HELP = "more messages on stderr: -v for INFO (e.g. model loading), -vv for DEBUG"
+
+
 class UsageError(Exception):
     """Bad command-line input; the message names the problem. Exits with status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand attached."""
+    from primsel import __version__
+
     parser = argparse.ArgumentParser(
         prog="primsel",
         description="Primitive selection for program-writing assistants (ASPERA / Asper-Bench).",
         epilog="examples:\n" + "\n".join(f"  {ex}" for _, _, ex in SUBCOMMANDS.values()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"primsel {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text, example) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
@@ -59,23 +75,76 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
+        # also accepted after the subcommand; SUPPRESS keeps a top-level -v when it is absent here
+        sub.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
         sub.set_defaults(_module=module_name)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the subcommand; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help(sys.stderr)
-        return 2
-    module = importlib.import_module(args._module)
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each message (it may be replaced)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def log_to_stderr(verbosity: int = 0) -> Iterator[None]:
+    """While active, messages of the ``primsel`` loggers go to stderr: WARNING and above, INFO
+    with ``verbosity`` 1, DEBUG with 2 or more. The logger's previous level is restored after."""
+    logger = logging.getLogger("primsel")
+    level = logger.level
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING)
     try:
-        return int(module.main(args) or 0)
-    except UsageError as exc:
-        print(f"primsel {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _cwd_first_on_path() -> None:
+    """Put the current directory first on ``sys.path`` (as ``python -m`` does), once."""
+    cwd = os.getcwd()
+    if not sys.path or sys.path[0] not in (cwd, ""):
+        sys.path.insert(0, cwd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the subcommand; returns the exit status.
+
+    Returns
+    -------
+    the subcommand's status; 2 on a :class:`UsageError` (message on stderr), 130 when
+    interrupted (Ctrl-C: one line on stderr, no traceback).
+    """
+    command = "primsel"
+    try:
+        _cwd_first_on_path()
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help(sys.stderr)
+            return 2
+        command = f"primsel {args.command}"
+        module = importlib.import_module(args._module)
+        with log_to_stderr(args.verbose):
+            try:
+                return int(module.main(args) or 0)
+            except UsageError as exc:
+                print(f"{command}: error: {exc}", file=sys.stderr)
+                return 2
+    except KeyboardInterrupt:
+        newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C"
+        print(f"{newline}{command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,13 +15,17 @@ retriever never imports torch, faiss or openai.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 KINDS = ("retriever", "generator")
 _BUILTIN_PACKAGES = {"retriever": "primsel.retrieval", "generator": "primsel.generation"}
 _REGISTRY: dict[str, dict[str, type]] = {kind: {} for kind in KINDS}
+#: Methods a class of each kind must have (the required protocols of :mod:`primsel.types`).
+_REQUIRED_METHODS = {"retriever": ("fit", "search"), "generator": ("generate",)}
 
 
 class UnknownComponentError(ValueError):
@@ -39,10 +43,13 @@ def register(name: str, kind: str = "retriever") -> Callable[[type], type]:
     Raises
     ------
     ValueError : unknown kind, or ``name`` already taken by another class.
+    TypeError : (when decorating) ``cls`` is not a class.
     """
     _check_kind(kind)
 
     def decorator(cls: type) -> type:
+        if not isinstance(cls, type):
+            raise TypeError(f"register({name!r}) decorates a class, got {type(cls).__name__}")
         taken = _REGISTRY[kind].get(name)
         if taken is not None and taken is not cls and taken.__qualname__ != cls.__qualname__:
             raise ValueError(f"{kind} name {name!r} is already registered by {taken.__module__}.{taken.__qualname__}")
@@ -65,27 +72,53 @@ def available(kind: str = "retriever") -> list[str]:
     return sorted(_REGISTRY[kind])
 
 
+def _check_component_class(obj: Any, name: str, kind: str) -> type:
+    """``obj`` if it is a class with the methods of ``kind``'s protocol, else UnknownComponentError."""
+    if not isinstance(obj, type):
+        raise UnknownComponentError(
+            f"{kind} {name!r} is not a class (it is a {type(obj).__name__}); give 'package.module:Class'")
+    missing = [m for m in _REQUIRED_METHODS[kind] if not callable(getattr(obj, m, None))]
+    if missing:
+        needed = " and ".join(_REQUIRED_METHODS[kind])
+        raise UnknownComponentError(
+            f"{name!r} ({obj.__module__}.{obj.__qualname__}) is not a {kind}: it lacks "
+            f"{' and '.join(missing)} (a {kind} has {needed})")
+    return obj
+
+
 def resolve(name: str, kind: str = "retriever") -> type:
     """The class for a registered name or a ``"package.module:Class"`` path.
 
+    A ``"module:Class"`` path is imported as Python would import ``module`` (``sys.path``; the
+    ``primsel`` command puts the current directory first).
+
     Raises
     ------
-    UnknownComponentError : the name is not registered and not importable; the message lists
-        the registered names.
+    UnknownComponentError : the name is not registered and not importable (the message lists
+        the registered names), or it names something that is not a class, or a class without
+        the methods of ``kind`` (``fit`` and ``search`` for a retriever, ``generate`` for a
+        generator).
     """
     _check_kind(kind)
+    if not isinstance(name, str) or not name.strip():
+        raise UnknownComponentError(f"{kind} name must be a non-empty string, got {name!r}")
     if ":" in name:
         module_name, _, attr = name.partition(":")
+        if not module_name or not attr:
+            raise UnknownComponentError(f"cannot import {kind} {name!r}: expected 'package.module:Class'")
         try:
-            return getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
+            obj = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError, SyntaxError) as exc:
             raise UnknownComponentError(f"cannot import {kind} {name!r}: {exc}") from exc
+        return _check_component_class(obj, name, kind)
     if name not in _REGISTRY[kind]:
         _load_builtins(kind)
     if name not in _REGISTRY[kind]:
         known = ", ".join(sorted(_REGISTRY[kind]))
         raise UnknownComponentError(f"unknown {kind} {name!r}; known: {known} (or give 'package.module:Class')")
-    return _REGISTRY[kind][name]
+    return _check_component_class(_REGISTRY[kind][name], name, kind)
 
 
 def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: Any) -> Any:
@@ -99,9 +132,11 @@ def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: A
 
     Raises
     ------
-    UnknownComponentError : unknown name.
-    ValueError : a table without ``type``.
-    TypeError : the constructor rejected the parameters (message names the class).
+    UnknownComponentError : unknown name, or not a class of ``kind`` (also for a nested member
+        specification; the message is prefixed with the outer name).
+    ValueError : a table without ``type``, or a parameter value the constructor rejected (the
+        message is prefixed with the component name).
+    TypeError : a parameter the class does not take (the message lists those it takes).
     """
     if isinstance(spec, str):
         name, params = spec, {}
@@ -115,6 +150,66 @@ def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: A
     cls = resolve(name, kind)
     params.update(overrides)
     try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # no introspectable signature: let the call decide
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(**params)
+        except TypeError as exc:
+            taken = [p for p, v in signature.parameters.items() if v.kind in (v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
+            raise TypeError(f"{kind} {name!r}: {exc} (it takes: {', '.join(taken) or 'no parameters'})") from exc
+    with error_context(f"{kind} {name!r}"):
         return cls(**params)
-    except TypeError as exc:
-        raise TypeError(f"{kind} {name!r}: bad parameters {sorted(params)}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def error_context(prefix: str) -> Iterator[None]:
+    """Re-raise a ValueError or TypeError (UnknownComponentError included) as the same type with
+    ``"<prefix>: "`` in front of its message, so nested specifications say where they failed."""
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{prefix}: {exc}") from exc
+
+
+def with_seed(spec: Any, seed: int, kind: str = "retriever") -> Any:
+    """``spec`` with ``seed`` passed to a class whose constructor takes a ``seed`` parameter.
+
+    The seed is added only when the specification does not set one itself (a table with a
+    ``seed`` key keeps it); a name becomes a table. Nested member specifications are left as
+    they are. Anything else (a class without ``seed``, an instance) is returned unchanged.
+
+    Parameters
+    ----------
+    spec : name, ``"module:Class"`` path, table with ``type``, or an instance.
+    seed : the experiment's seed.
+    kind : ``"retriever"`` or ``"generator"``.
+
+    Returns
+    -------
+    the specification to build (a new table when the seed was added; ``spec`` is not modified).
+
+    Raises
+    ------
+    UnknownComponentError : see :func:`resolve`.
+    ValueError : a table without ``type``.
+    """
+    if isinstance(spec, str):
+        name = spec
+    elif isinstance(spec, Mapping):
+        if "type" not in spec:
+            raise ValueError(f"{kind} table {dict(spec)!r} has no 'type' key")
+        if "seed" in spec:
+            return spec
+        name = spec["type"]
+    else:
+        return spec
+    cls = resolve(name, kind)
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no introspectable signature
+        return spec
+    if "seed" not in parameters:
+        return spec
+    return {**({"type": spec} if isinstance(spec, str) else dict(spec)), "seed": seed}

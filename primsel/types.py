@@ -116,7 +116,7 @@ class Task:
         """Return annotation of the reference program's entry point, as source text, or None."""
         try:
             tree = ast.parse(self.program)
-        except SyntaxError:
+        except (SyntaxError, ValueError):
             return None
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -135,11 +135,11 @@ def entry_point(source: str, preferred: str | None = None) -> str | None:
     Returns
     -------
     ``preferred`` if defined at top level, else the first top-level ``def`` name, else None
-    (also None when the source does not parse).
+    (also None when the source does not parse, e.g. a SyntaxError or a lone surrogate).
     """
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # UnicodeEncodeError is a ValueError
         return None
     names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if preferred is not None and preferred in names:

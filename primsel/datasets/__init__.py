@@ -55,7 +55,8 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None) -> Path | None:
 
     Raises
     ------
-    DatasetError : a path was given (by argument or environment) but no such file exists.
+    DatasetError : a path was given (by argument or environment) but no such file exists, or it
+        is a directory or another non-regular file.
     """
     origin = "--data"
     if path is None or str(path) == "":
@@ -64,8 +65,13 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None) -> Path | None:
         if path is None:
             return None
     resolved = Path(path).expanduser()
-    if not resolved.is_file():
+    if resolved.is_dir():
+        raise DatasetError(f"{resolved} (from {origin}) is a directory; give the Asper-Bench archive file "
+                           f"itself ({ASPER_BENCH_FILENAME})")
+    if not resolved.exists():
         raise DatasetError(f"Asper-Bench archive not found: {resolved} (from {origin})")
+    if not resolved.is_file():
+        raise DatasetError(f"{resolved} (from {origin}) is not a regular file; give the Asper-Bench archive")
     return resolved
 
 

@@ -14,20 +14,26 @@ step  condition                               stage            category
 7     ``NameError`` on a name the program     ``generation``   ``hallucinated_primitive``
       uses but neither defines, imports, nor
       finds among builtins and library exports
-8     a gold primitive was not selected and   ``retrieval``    ``retrieval_miss``
+8     execution ``error`` (any other type:    ``execution``    ``runtime_error:<Type>``
+      the program raised at run time,
+      including operations the sandbox blocks)
+9     (``fail`` or ``requires_user_input``)   ``retrieval``    ``retrieval_miss``
+      a gold primitive was not selected and
       the program does not use it
-9     the program uses a library primitive    ``generation``   ``unselected_primitive``
+10    the program uses a library primitive    ``generation``   ``unselected_primitive``
       that was not shown (not selected)
-10    execution ``error`` (other types) or    ``execution``    ``runtime_error:<Type>``
-      ``requires_user_input``
-11    execution ``fail`` (the EP rejected     ``verification`` ``wrong_effect``
+11    execution ``requires_user_input``       ``execution``    ``runtime_error:RequiresUserInput``
+      (the program handed the task back)
+12    execution ``fail`` (the EP rejected     ``verification`` ``wrong_effect``
       the effect or the return value)
 ====  ======================================  ===============  ==============================
 
-Rules 2-7 name the proximate cause; 8 and 9 name a selection problem ahead of the runtime
-symptom it most likely caused (the symptom stays in ``error_type``). Every signal is reported
-whatever the category: ``missing_gold`` (gold ids not selected), ``hallucinated`` (unknown
-names used) and ``unselected`` (library ids used but not shown).
+Rules 2-8 name the proximate cause: a program that raised is a run-time error at its line,
+whatever was selected. Rules 9 and 10 explain a program that ran to the end but did the wrong
+thing or handed the task back by a selection problem. The retrieval signals are kept in every
+row whatever the category: ``missing_gold`` (gold ids not selected), ``missed_gold`` (those of
+them the program does not use either: what rule 9 looks at), ``hallucinated`` (unknown names
+used) and ``unselected`` (library ids used but not shown).
 
 ``line`` is the 1-based program line: where the execution error was raised when the sandbox
 knows it; for ``hallucinated_primitive`` and ``unselected_primitive`` without such a line, the
@@ -156,7 +162,7 @@ def attribute(
     ----------
     task : the task (its ``gold`` primitive ids are used).
     selection : the primitives shown to the generator (``selection.ids``), or None when the
-        run had no selection step (then rules 7 and 8 do not apply).
+        run had no selection step (then rules 9 and 10 do not apply).
     program : the generated program, or None when generation did not happen.
     result : the execution verdict, or None when the program was not executed (truncated,
         ``llm_error``, ``no_program``).
@@ -168,7 +174,7 @@ def attribute(
     :data:`STAGES`), ``category`` (one of :data:`CATEGORIES`, ``runtime_error:<Type>`` with the
     exception class), ``line`` (int or None), ``status`` (execution status, or the program's
     status when it was not executed), ``error_type``, ``message``, ``missing_gold``,
-    ``hallucinated`` and ``unselected`` (sorted lists).
+    ``missed_gold``, ``hallucinated`` and ``unselected`` (sorted lists).
 
     Raises
     ------
@@ -194,6 +200,7 @@ def attribute(
             uses.setdefault(by_name[name], line)
     selected = set(selection.ids) if selection is not None else None
     missing = sorted(set(task.gold) - selected) if selected is not None else []
+    missed = [pid for pid in missing if pid not in uses]
     unselected = {pid: line for pid, line in uses.items() if selected is not None and pid not in selected}
 
     status = result.status if result is not None else (program.status if program is not None else "")
@@ -206,6 +213,7 @@ def attribute(
         "error_type": result.error_type if result is not None else None,
         "message": result.message if result is not None else None,
         "missing_gold": missing,
+        "missed_gold": missed,
         "hallucinated": sorted(hallucinated),
         "unselected": sorted(unselected),
     }
@@ -235,13 +243,12 @@ def attribute(
         if name is None or name in hallucinated:
             first = hallucinated[name] if name else min(hallucinated.values())
             return verdict("generation", "hallucinated_primitive", first)
-    used_missing = [pid for pid in missing if pid not in uses]
-    if used_missing:
+    if result.status == "error":
+        return verdict("execution", f"runtime_error:{result.error_type or 'Exception'}")
+    if missed:
         return verdict("retrieval", "retrieval_miss")
     if unselected:
         return verdict("generation", "unselected_primitive", min(unselected.values()))
-    if result.status == "error":
-        return verdict("execution", f"runtime_error:{result.error_type or 'Exception'}")
     if result.status == "requires_user_input":
         return verdict("execution", f"runtime_error:{result.error_type or 'RequiresUserInput'}")
     return verdict("verification", "wrong_effect")

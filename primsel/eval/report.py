@@ -4,11 +4,12 @@
 :func:`primsel.experiments.runner.run_experiment` (``experiment.json`` and, per finished cell,
 ``config.json``, ``report.json`` and ``tasks.jsonl``) and writes
 
-* ``report.md``: a row per finished cell (retriever, k, closure, recall@5/10/15/20,
-  complete@10/15/20, nDCG@10, MRR, set precision / recall / F1 micro and macro, documentation
-  tokens selected, task success when a generator ran) and the p-values of paired tests of the
-  cell against its baseline cell on per-task recall@k (and on per-task success when a
-  generator ran);
+* ``report.md``: the data the cells ran on (and how many cells of other data the directory
+  holds, which it does not show), a row per finished cell (retriever, k, closure,
+  recall@5/10/15/20, complete@10/15/20, nDCG@10, MRR, set precision / recall / F1 micro and
+  macro, documentation tokens selected, task success when a generator ran; an incomplete cell,
+  whose LLM requests failed, is marked) and the p-values of paired tests of the cell against
+  its baseline cell on per-task recall (and on per-task success when a generator ran);
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
 * ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected.
 
@@ -16,8 +17,11 @@ The report holds aggregates only (never per-task rows), so it can be exported
 (``export=...``) next to the experiment declaration and committed.
 
 Baseline: every cell is compared with the cell of the baseline retriever that agrees with it
-on everything else (k, closure, folds, seed, generator, ...). The baseline retriever is the
-experiment's ``baseline`` (a retriever label or a cell id), else the retriever of the first cell.
+on everything else (k, closure, folds, seed, generator, ...), or, when the experiment sets
+``pair_on``, on those settings only. The baseline retriever is the experiment's ``baseline`` (a
+retriever label, a retriever type one label has, or a cell id), else the retriever of the first
+cell. Recall is compared as per-task recall@k when the two cells have the same k and threshold,
+else as per-task selection (set) recall.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class CellResult:
     id : cell id (its directory name).
     label : readable label.
     settings : resolved settings (``retriever``, ``k``, ``closure``, ...).
-    report : report.json (empty when the cell is not finished).
+    report : report.json (empty when the cell has none).
     directory : the cell's directory.
     """
 
@@ -69,8 +73,14 @@ class CellResult:
 
     @property
     def finished(self) -> bool:
-        """True when the cell's report.json exists."""
+        """True when the cell's report.json exists (complete or not)."""
         return bool(self.report)
+
+    @property
+    def complete(self) -> bool:
+        """False when report.json says ``"complete": false`` (LLM requests failed; the next
+        ``primsel run`` recomputes the cell)."""
+        return self.report.get("complete", True) is not False
 
     @property
     def retriever(self) -> str:
@@ -82,7 +92,12 @@ class CellResult:
 
 @dataclass(frozen=True)
 class Experiment:
-    """An experiment directory: its name, description, baseline, dataset summary and cells."""
+    """An experiment directory: its name, description, baseline, dataset summary and cells.
+
+    ``pair_on`` is the experiment's ``pair_on`` (None: every setting except the retriever);
+    ``other_data`` counts the cell directories of other data (not in ``experiment.json``),
+    ``{"<source> (<n> tasks)": cells}``.
+    """
 
     name: str
     directory: Path
@@ -90,6 +105,8 @@ class Experiment:
     description: str = ""
     baseline: str | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
+    pair_on: tuple[str, ...] | None = None
+    other_data: Mapping[str, int] = field(default_factory=dict)
 
 
 def _read_json(path: Path) -> Any:
@@ -133,43 +150,77 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
         report = _read_json(directory / e["id"] / "report.json") or {}
         cells.append(CellResult(id=e["id"], label=e.get("label", e["id"]), settings=e.get("settings", {}),
                                 report=report, directory=directory / e["id"]))
+    pair_on = manifest.get("pair_on")
     return Experiment(name=manifest.get("name", directory.name), directory=directory, cells=tuple(cells),
                       description=manifest.get("description", "") or "", baseline=manifest.get("baseline"),
-                      data=manifest.get("data", {}) or {})
+                      data=manifest.get("data", {}) or {},
+                      pair_on=tuple(pair_on) if isinstance(pair_on, list) else None,
+                      other_data=_other_data(directory, {c.id for c in cells}, manifest.get("data") or {}))
+
+
+def _data_text(data: Mapping[str, Any]) -> str:
+    source = data.get("source", "?")
+    name = {"asper-bench": "Asper-Bench", "builtin": "the built-in tasks"}.get(source, source)
+    return f"{name} ({data.get('n_tasks', '?')} tasks)"
+
+
+def _other_data(directory: Path, known: set[str], data: Mapping[str, Any]) -> dict[str, int]:
+    """Cell directories (with a config.json) that the manifest does not list and that ran on
+    other data than it, counted per data description."""
+    counts: dict[str, int] = {}
+    for sub in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in known):
+        try:
+            config = json.loads((sub / "config.json").read_text(encoding="utf-8"))
+            cell_data = config.get("data") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(cell_data, Mapping) or cell_data.get("fingerprint") == data.get("fingerprint"):
+            continue
+        text = _data_text(cell_data)
+        counts[text] = counts.get(text, 0) + 1
+    return counts
 
 
 # ---------------------------------------------------------------------------------------------
 # Significance against the baseline
 # ---------------------------------------------------------------------------------------------
-def _others(settings: Mapping[str, Any]) -> str:
-    from primsel.experiments.config import canonical_json
-
-    return canonical_json({k: v for k, v in settings.items() if k != "retriever"})
-
-
 def baseline_pairs(experiment: Experiment) -> dict[str, str | None]:
     """The baseline cell of every finished cell: cell id -> baseline cell id (None when the
-    baseline retriever has no finished cell with the same other settings).
+    baseline retriever has no finished cell with the same other settings, or the same
+    ``pair_on`` settings; when several agree, the first in grid order).
 
     Raises
     ------
-    ReportError : the experiment's ``baseline`` names neither a retriever label nor a cell id of it.
+    ReportError : the experiment's ``baseline`` names neither a retriever label, a retriever
+        type nor a cell id of it.
     """
+    from primsel.experiments.config import baseline_label, pair_key
+
     finished = [c for c in experiment.cells if c.finished]
     if not finished:
         return {}
-    wanted = experiment.baseline
-    by_id = {c.id: c for c in experiment.cells}
-    if wanted in by_id:
-        wanted = by_id[wanted].retriever
-    labels = {c.retriever for c in experiment.cells}
-    if wanted is None:
-        wanted = experiment.cells[0].retriever
-    elif wanted not in labels:
-        raise ReportError(f"baseline {wanted!r} is neither a retriever label nor a cell id of "
-                          f"{experiment.name}; labels: {', '.join(sorted(labels))}")
-    base = {_others(c.settings): c.id for c in finished if c.retriever == wanted}
-    return {c.id: base.get(_others(c.settings)) for c in finished}
+    try:
+        wanted = baseline_label(experiment.baseline, [(c.id, c.settings.get("retriever", "?")) for c in experiment.cells])
+    except ValueError as exc:
+        raise ReportError(f"{experiment.name}: {exc}") from None
+    base: dict[str, str] = {}
+    for c in finished:
+        if c.retriever == wanted:
+            base.setdefault(pair_key(c.settings, experiment.pair_on), c.id)
+    out = {}
+    for c in finished:
+        own = c.id if c.retriever == wanted and base.get(pair_key(c.settings, experiment.pair_on)) == c.id else None
+        out[c.id] = own or base.get(pair_key(c.settings, experiment.pair_on))
+    return out
+
+
+def recall_metric(cell: CellResult, base: CellResult) -> str:
+    """The per-task recall a cell is compared on with its baseline cell: ``recall@k`` (k of the
+    cell) when both have the same k and threshold, else ``set_recall`` (the recall of what each
+    selected)."""
+    same = cell.settings.get("k") == base.settings.get("k") and \
+        cell.settings.get("threshold") == base.settings.get("threshold")
+    return f"recall@{cell.settings.get('k')}" if same else "set_recall"
 
 
 def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
@@ -202,24 +253,25 @@ def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
 def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Paired tests of every finished cell against its baseline cell (:func:`baseline_pairs`).
 
-    Per-task recall@k (k of the cell) is compared; when a generator ran, per-task success too.
+    Per-task recall is compared (:func:`recall_metric`); when both cells ran a generator,
+    per-task success too.
 
     Returns
     -------
-    cell id -> ``{"baseline": id or None, "recall": compare(...) or None,
-    "success": compare(...) or None}`` (see :func:`primsel.eval.significance.compare`);
+    cell id -> ``{"baseline": id or None, "recall_metric": name or None, "recall": compare(...)
+    or None, "success": compare(...) or None}`` (see :func:`primsel.eval.significance.compare`);
     ``recall``/``success`` are None for the baseline cell itself and when there is no partner.
     """
     out: dict[str, dict[str, Any]] = {}
     by_id = {c.id: c for c in experiment.cells}
     for cid, bid in baseline_pairs(experiment).items():
-        entry: dict[str, Any] = {"baseline": bid, "recall": None, "success": None}
+        entry: dict[str, Any] = {"baseline": bid, "recall_metric": None, "recall": None, "success": None}
         if bid is not None and bid != cid:
             cell, base = by_id[cid], by_id[bid]
-            metric = f"recall@{cell.settings.get('k')}"
+            metric = entry["recall_metric"] = recall_metric(cell, base)
             entry["recall"] = compare(per_task_values(cell, metric), per_task_values(base, metric),
                                       n_resamples=n_resamples, seed=seed)
-            if cell.settings.get("generator"):
+            if cell.settings.get("generator") and base.settings.get("generator"):
                 entry["success"] = compare(per_task_values(cell, "success"), per_task_values(base, "success"),
                                            n_resamples=n_resamples, seed=seed)
         out[cid] = entry
@@ -303,11 +355,21 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     lines = [f"# {experiment.name}", ""]
     if experiment.description:
         lines += [experiment.description.strip(), ""]
-    data = experiment.data
-    n_tasks = data.get("n_tasks")
-    source = data.get("source", "?")
-    source_text = {"asper-bench": "Asper-Bench", "builtin": "the built-in tasks"}.get(source, source)
-    lines.append(f"Data: {source_text} ({n_tasks} tasks). Cells finished: {len(cells)} of {len(experiment.cells)}.")
+    incomplete = [c for c in cells if not c.complete]
+    done = f"Cells finished: {len(cells) - len(incomplete)} of {len(experiment.cells)}"
+    if incomplete:
+        done += (f"; {len(incomplete)} more incomplete (LLM requests failed after their retries; marked "
+                 "*incomplete*, recomputed by the next `primsel run`)")
+    lines.append(f"Data: {_data_text(experiment.data)}. {done}.")
+    if experiment.other_data:
+        n_other = sum(experiment.other_data.values())
+        if len(experiment.other_data) == 1:
+            which = f"on {next(iter(experiment.other_data))}"
+        else:
+            which = "on other data (" + ", ".join(f"{n} on {text}" for text, n in experiment.other_data.items()) + ")"
+        lines += ["", f"This report covers only the cells run on {_data_text(experiment.data)}. The directory "
+                      f"also holds {n_other} cells computed {which}, not shown here; run the experiment on "
+                      "that data again to report them (their cells are reused)."]
     lines.append("")
 
     header = ["configuration", "k", "closure", *others]
@@ -333,7 +395,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         if t.get("baseline") == c.id:
             row += ["baseline", "–", "–"]
         elif t.get("recall"):
-            row += [f"{t['recall']['mean_diff']:+.3f}", _p(t["recall"]["p_t"]), _p(t["recall"]["p_randomisation"])]
+            mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
+            row += [f"{t['recall']['mean_diff']:+.3f}{mark}", _p(t["recall"]["p_t"]),
+                    _p(t["recall"]["p_randomisation"])]
         else:
             row += ["–", "–", "–"]
         if has_gen:
@@ -342,7 +406,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                         _p(t["success"]["p_randomisation"])]
             else:
                 row += ["–", "–", "–"]
-        row.append(f"`{c.id}`")
+        row.append(f"`{c.id}`" + ("" if c.complete else " *incomplete*"))
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
 
@@ -358,8 +422,14 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         "documentation tokens of the selected primitives per task (estimated as characters / 4 "
         "of the stubs a prompt shows).",
         f"Significance: each cell against the cell of the baseline retriever "
-        f"({', '.join(baselines) or 'none'}) with the same other settings; ΔR@k is the mean "
-        "per-task difference of recall@k (k of the cell); p t: two-sided paired t-test; p rand: "
+        f"({', '.join(baselines) or 'none'}) with "
+        + ("the same other settings" if experiment.pair_on is None else
+           f"the same {', '.join(experiment.pair_on) or 'data'}")
+        + "; ΔR@k is the mean per-task difference of recall@k (k of the cell)"
+        + (", or of selection recall (set recall of what each cell selected; marked (set)) when the "
+           "two cells differ in k or threshold" if any(t.get("recall_metric") == "set_recall" for t in tests.values())
+           else "")
+        + "; p t: two-sided paired t-test; p rand: "
         f"two-sided paired randomisation (sign-flip) test, {n_resamples} resamples, seed {seed} "
         "(exact when there are fewer sign patterns).",
     ]
@@ -522,7 +592,8 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
 
     Raises
     ------
-    ReportError : see :func:`load_experiment` and :func:`baseline_pairs`.
+    ReportError : see :func:`load_experiment` and :func:`baseline_pairs`; or the report or the
+        export directory cannot be written (the message names it).
     """
     from primsel.experiments.runner import write_atomic
 
@@ -532,15 +603,24 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
                                 ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens)):
         file = f"{experiment.name}_{suffix}.png"
-        if plot(experiment, experiment.directory / file):
-            images.append((title, file))
+        try:
+            if plot(experiment, experiment.directory / file):
+                images.append((title, file))
+        except OSError as exc:
+            raise ReportError(f"cannot write {experiment.directory / file}: {exc.strerror or exc}") from None
     text = render_markdown(experiment, tests, images, n_resamples=n_resamples, seed=seed)
     target = experiment.directory / "report.md"
-    write_atomic(target, text)
+    try:
+        write_atomic(target, text)
+    except OSError as exc:
+        raise ReportError(f"cannot write {target}: {exc.strerror or exc}") from None
     if export is not None:
         export = Path(export)
-        export.mkdir(parents=True, exist_ok=True)
-        write_atomic(export / f"{experiment.name}.md", text)
-        for _, file in images:
-            shutil.copyfile(experiment.directory / file, export / file)
+        try:
+            export.mkdir(parents=True, exist_ok=True)
+            write_atomic(export / f"{experiment.name}.md", text)
+            for _, file in images:
+                shutil.copyfile(experiment.directory / file, export / file)
+        except OSError as exc:
+            raise ReportError(f"cannot export to {export}: {exc.strerror or exc}") from None
     return target

@@ -22,16 +22,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the experiment; exit 2 on a bad declaration or dataset (nothing already written is
-    touched), 1 when the LLM endpoint refuses every request (no quota, bad key, unknown model:
-    :class:`primsel.generation.client.LLMFatalError`); the cells finished before stay written."""
+    """Run the experiment.
+
+    Exit status: 0 when every cell ran (incomplete cells, whose LLM requests failed after their
+    retries, are reported on stderr and recomputed by the next run); 2 on a bad declaration,
+    dataset or output directory (checked before anything is written); 1 when the LLM endpoint
+    refuses every request (no quota, bad key, unknown model) or cannot be reached
+    (:class:`primsel.generation.client.LLMFatalError`); 130 on Ctrl-C. The cells finished before
+    a stop stay written, and the same command resumes.
+    """
     from pathlib import Path
 
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
-    from primsel.experiments.runner import run_experiment
-    from primsel.generation.client import LLMFatalError
+    from primsel.experiments.runner import OutputError, run_experiment
+    from primsel.generation.client import EndpointUnreachableError, LLMFatalError
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
@@ -40,20 +46,35 @@ def main(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    directory = Path(args.out) / config.name
     try:
         result = run_experiment(config, args.out, data=args.data, workers=args.workers,
                                 progress=not args.quiet, use_cache=not args.no_cache,
                                 on_cell=lambda cell, report: finished.append(cell.id))
-    except (ConfigError, DatasetError) as exc:
+    except (ConfigError, DatasetError, OutputError) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:
-        print(f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
-              f"{type(exc).__name__}: {exc}\n"
-              f"primsel run: {len(finished)} cells computed before it stay in {Path(args.out) / config.name}; "
-              "fix the key, quota or model name and run the same command again to resume", file=sys.stderr)
+        if isinstance(exc, EndpointUnreachableError):
+            print(f"primsel run: error: the LLM endpoint cannot be reached, stopping: {exc}", file=sys.stderr)
+            fix = "start the server or correct base_url / OPENAI_BASE_URL"
+        else:
+            print(f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            fix = "fix the key, quota or model name"
+        print(f"primsel run: {len(finished)} cells computed before it stay in {directory}; "
+              f"{fix} and run the same command again to resume", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C"
+        print(f"{newline}primsel run: interrupted; {len(finished)} cells computed before it stay in {directory}; "
+              "run the same command again to resume", file=sys.stderr)
+        return 130
     print(f"primsel run: {len(result.computed)} cells computed, {len(result.skipped)} already finished, "
           f"{result.seconds:.1f} s; results in {result.directory}", file=sys.stderr)
+    if result.incomplete:
+        print(f"primsel run: warning: {len(result.incomplete)} cells are incomplete (LLM requests failed "
+              f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
+              "recompute them (answers already received are cached)", file=sys.stderr)
     if not args.no_report:
         from primsel.eval.report import ReportError, write_report
 
@@ -61,5 +82,10 @@ def main(args: argparse.Namespace) -> int:
             path = write_report(result.directory)
         except ReportError as exc:
             raise UsageError(str(exc)) from None
+        except KeyboardInterrupt:
+            newline = "\n" if sys.stderr.isatty() else ""
+            print(f"{newline}primsel run: interrupted while writing the report; every cell stays in {directory}; "
+                  f"`primsel report {directory}` writes it", file=sys.stderr)
+            return 130
         print(path)
     return 0

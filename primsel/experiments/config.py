@@ -22,8 +22,14 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
                 ``programs`` path (replay) is relative to the TOML file, like ``data``
 ``timeout``     seconds per task in the sandbox when a generator runs (default 10)
 ``metrics``     extra ranx metric names added to every cell's report.json
-``baseline``    the retriever label (or cell id) every cell is tested against (default: the
-                first retriever of the grid); see :func:`primsel.eval.report.write_report`
+``baseline``    the retriever every cell is tested against: its label (``hybrid(bm25+dense)``),
+                its type when one retriever of the grid has it (``llm_selector``), or a cell
+                id (default: the first retriever of the grid); see
+                :func:`primsel.eval.report.write_report`
+``pair_on``     the settings (top-level or dotted keys, e.g. ``["generator.seed"]``) that must
+                be equal between a cell and the baseline cell it is tested against (default:
+                every setting except the retriever). Each cell must then find at most one
+                baseline cell
 ``[grid]``      lists of values; a key is a top-level key above (``k``, ``retriever``, ...) or
                 a dotted key into a table (``"generator.model"``, ``"retriever.weights"``).
                 Several grids (``[[grid]]``, an array of tables) give the union of their cells,
@@ -53,13 +59,13 @@ DEFAULTS: dict[str, Any] = {"k": 10, "closure": False, "folds": 5, "seed": 0, "t
 #: Keys that define a cell (and can be varied by the grid).
 CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics")
 #: Every key accepted at the top level of an experiment file.
-TOP_KEYS = ("name", "description", "data", "baseline", "grid") + CELL_KEYS
+TOP_KEYS = ("name", "description", "data", "baseline", "pair_on", "grid") + CELL_KEYS
 #: Tables the grid may reach into with dotted keys.
 TABLE_KEYS = ("retriever", "generator")
 #: Generator parameters documented in DESIGN.md (used when a class's signature cannot tell).
 GENERATOR_KEYS = (
     "type", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "temperature", "seed",
-    "max_tokens", "concurrency", "examples", "template", "programs",
+    "max_tokens", "concurrency", "examples", "template", "programs", "cache_namespace",
 )
 #: Length of a cell id (hex characters of the sha256).
 CELL_ID_LENGTH = 12
@@ -100,9 +106,11 @@ class ExperimentConfig:
         in file order; the cells are the union of each grid's product.
     data : the ``data`` path resolved against the file's directory, or None.
     description : free text.
-    baseline : retriever label or cell id to test against, or None (first retriever).
+    baseline : retriever label, retriever type or cell id to test against, or None (first retriever).
     base_dir : the file's directory, against which the runner resolves a relative generator
         ``programs`` path (None: the working directory).
+    pair_on : the setting keys a cell and its baseline cell must agree on, or None (every
+        setting except the retriever).
     """
 
     name: str
@@ -113,6 +121,7 @@ class ExperimentConfig:
     description: str = ""
     baseline: str | None = None
     base_dir: Path | None = None
+    pair_on: tuple[str, ...] | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +149,7 @@ def canonical_json(obj: Any) -> str:
 def cell_id(settings: Mapping[str, Any]) -> str:
     """Stable id of resolved cell settings: the first 12 hex characters of the sha256 of their
     canonical JSON (:func:`canonical_json`)."""
-    return hashlib.sha256(canonical_json(settings).encode("utf-8")).hexdigest()[:CELL_ID_LENGTH]
+    return hashlib.sha256(canonical_json(settings).encode("utf-8", errors="surrogatepass")).hexdigest()[:CELL_ID_LENGTH]
 
 
 def _short(value: Any) -> str:
@@ -223,6 +232,56 @@ def _get_dotted(settings: Mapping[str, Any], key: str) -> Any:
     return value
 
 
+def spec_type(spec: Any) -> str | None:
+    """The class name of a component specification (the name, or a table's ``type``)."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Mapping) and isinstance(spec.get("type"), str):
+        return spec["type"]
+    return None
+
+
+def baseline_label(wanted: str | None, cells: Sequence[tuple[str, Any]]) -> str:
+    """The retriever label of an experiment's baseline.
+
+    Parameters
+    ----------
+    wanted : the ``baseline`` setting: a retriever label, a cell id, or a retriever type that
+        exactly one retriever label of the cells has (``"llm_selector"``); None: the first
+        cell's retriever.
+    cells : (cell id, retriever specification) of every cell, in grid order; non-empty.
+
+    Raises
+    ------
+    ValueError : ``wanted`` matches nothing, or names a type several retrievers have; the
+        message lists the labels.
+    """
+    labels = list(dict.fromkeys(spec_label(spec) for _, spec in cells))
+    if wanted is None:
+        return labels[0]
+    if wanted in labels:
+        return wanted
+    by_id = {cid: spec_label(spec) for cid, spec in cells}
+    if wanted in by_id:
+        return by_id[wanted]
+    typed = list(dict.fromkeys(spec_label(spec) for _, spec in cells if spec_type(spec) == wanted))
+    if len(typed) == 1:
+        return typed[0]
+    if typed:
+        raise ValueError(f"baseline {wanted!r} names several retrievers ({'; '.join(typed)}); "
+                         "give the label of one of them")
+    raise ValueError(f"baseline {wanted!r} is neither a retriever label, a retriever type nor a cell id; "
+                     f"labels: {'; '.join(sorted(labels))}")
+
+
+def pair_key(settings: Mapping[str, Any], pair_on: Sequence[str] | None) -> str:
+    """What a cell and its baseline cell must share: every setting except the retriever
+    (``pair_on`` None), else the dataset and the ``pair_on`` settings (missing ones as null)."""
+    if pair_on is None:
+        return canonical_json({k: v for k, v in settings.items() if k != "retriever"})
+    return canonical_json({"dataset": settings.get("dataset"), **{k: _get_dotted(settings, k) for k in pair_on}})
+
+
 # ---------------------------------------------------------------------------------------------
 # Checking
 # ---------------------------------------------------------------------------------------------
@@ -261,6 +320,13 @@ def _check_value(where: str, key: str, value: Any, name: str | None = None) -> A
     if key == "metrics":
         if not isinstance(value, list) or not all(isinstance(m, str) and m for m in value):
             raise _fail(where, shown, f"expected an array of metric names, got {value!r}")
+        from primsel.eval.metrics import parse_metric
+
+        for metric in value:
+            try:
+                parse_metric(metric)
+            except ValueError as exc:
+                raise _fail(where, shown, str(exc)) from None
         return sorted(dict.fromkeys(value))
     if key in TABLE_KEYS:
         if isinstance(value, str):
@@ -286,10 +352,92 @@ def _accepted_parameters(cls: type) -> set[str] | None:
     return {p.name for p in params if p.kind is not inspect.Parameter.VAR_POSITIONAL}
 
 
+def _annotations(cls: type) -> dict[str, Any]:
+    """Constructor parameter annotations of ``cls`` as objects; string annotations are
+    evaluated in the class's module, and those that cannot be are left out."""
+    import sys
+
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return {}
+    init = getattr(cls, "__init__", None)
+    module = sys.modules.get(getattr(init, "__module__", None) or cls.__module__)
+    namespace = dict(vars(module)) if module is not None else {}
+    out = {}
+    for name, param in params.items():
+        ann = param.annotation
+        if ann is inspect.Parameter.empty:
+            continue
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, namespace)  # noqa: S307 - the class's own annotation text
+            except Exception:  # noqa: BLE001 - e.g. a name imported only for type checkers
+                continue
+        out[name] = ann
+    return out
+
+
+def value_matches(value: Any, hint: Any) -> bool | None:
+    """Whether a TOML value fits a type annotation: True, False, or None (cannot tell).
+
+    Understood: ``Any``, ``None``, ``bool``, ``int`` (not a bool), ``float`` (an int too),
+    ``str``, ``Literal[...]``, unions (``X | None``), sequences (``list``, ``tuple``,
+    ``Sequence[X]``: an array, items checked) and mappings (a table). ``os.PathLike`` accepts a
+    string. Anything else: None.
+    """
+    import collections.abc
+    import os
+    import types
+    import typing
+
+    if hint is typing.Any or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        results = [value_matches(value, a) for a in args]
+        return True if True in results else (None if None in results else False)
+    if origin is typing.Literal:
+        return value in args
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is os.PathLike or origin is os.PathLike:
+        return True if isinstance(value, str) else None
+    container = origin or hint
+    if container in (list, tuple, collections.abc.Sequence, collections.abc.Iterable, collections.abc.Collection):
+        if not isinstance(value, (list, tuple)):
+            return False
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return None if args else True
+        if not args:
+            return True
+        results = [value_matches(v, args[0]) for v in value]
+        return False if False in results else (None if None in results else True)
+    if container in (dict, collections.abc.Mapping):
+        return isinstance(value, Mapping)
+    if isinstance(hint, type) and isinstance(value, hint):
+        return True
+    return None
+
+
+def _hint_text(hint: Any) -> str:
+    text = getattr(hint, "__name__", None) if isinstance(hint, type) else None
+    return text or str(hint).replace("typing.", "").replace("collections.abc.", "")
+
+
 def check_component(where: str, key: str, spec: Any, kind: str) -> None:
     """Check that a retriever / generator specification names a known class, that a table's keys
-    are parameters of it (when its signature tells), recursively for ``members``, and that it
-    can be constructed (construction only stores parameters, DESIGN.md).
+    are parameters of it (when its signature tells) with values of the annotated types (when
+    :func:`value_matches` can tell), recursively for ``members``, and that it can be constructed
+    (construction only stores parameters, DESIGN.md).
 
     Raises
     ------
@@ -311,6 +459,11 @@ def check_component(where: str, key: str, spec: Any, kind: str) -> None:
             if unknown:
                 raise _fail(where, f"{key}.{unknown[0]}",
                             f"unknown {kind} parameter for {name!r}; accepted: {', '.join(sorted(accepted))}")
+        hints = _annotations(cls)
+        for param, value in spec.items():
+            if param != "type" and param in hints and value_matches(value, hints[param]) is False:
+                raise _fail(where, f"{key}.{param}", f"{kind} {name!r} expects {_hint_text(hints[param])}, "
+                                                     f"got {_type_name(value)} {value!r}")
         members = spec.get("members")
         if isinstance(members, list):
             for i, member in enumerate(members):
@@ -366,6 +519,17 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
     for key in ("description", "data", "baseline"):
         if key in raw and not isinstance(raw[key], str):
             raise _fail(where, key, f"expected a string, got {_type_name(raw[key])} {raw[key]!r}")
+    pair_on = raw.get("pair_on")
+    if pair_on is not None:
+        if not isinstance(pair_on, list) or not all(isinstance(k, str) and k for k in pair_on):
+            raise _fail(where, "pair_on", f"expected an array of setting keys, got {pair_on!r}")
+        for k in pair_on:
+            top = k.split(".", 1)[0]
+            if k == "retriever" or not (k in CELL_KEYS or (top in TABLE_KEYS and "." in k)):
+                raise _fail(where, "pair_on", f"{k!r} is not a setting a cell shares with its baseline; "
+                                              f"expected keys among {', '.join(c for c in CELL_KEYS if c != 'retriever')} "
+                                              "or dotted keys such as 'generator.seed'")
+        pair_on = tuple(dict.fromkeys(pair_on))
     base: dict[str, Any] = dict(DEFAULTS)
     for key in CELL_KEYS:
         if key in raw:
@@ -390,18 +554,36 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
         description=raw.get("description", ""),
         baseline=raw.get("baseline"),
         base_dir=base_dir,
+        pair_on=pair_on,
     )
     cells = expand(config, dataset="", where=where)
     _check_components(where, config, cells)
     _check_programs(where, config, cells)
-    if config.baseline is not None:
-        known = {spec_label(c.settings["retriever"]) for c in cells}
-        if config.baseline not in known:
-            # a cell id is also accepted; ids depend on the dataset, so they are checked later
-            if not (len(config.baseline) == CELL_ID_LENGTH and all(ch in "0123456789abcdef" for ch in config.baseline)):
-                raise _fail(where, "baseline", f"no retriever labelled {config.baseline!r}; "
-                                               f"labels: {', '.join(sorted(known))}")
+    is_cell_id = config.baseline is not None and len(config.baseline) == CELL_ID_LENGTH and \
+        all(ch in "0123456789abcdef" for ch in config.baseline)
+    if not is_cell_id:  # a cell id depends on the dataset: the report checks it
+        try:
+            wanted = baseline_label(config.baseline, [(c.id, c.settings["retriever"]) for c in cells])
+        except ValueError as exc:
+            raise _fail(where, "baseline", str(exc)) from None
+        _check_pairs(where, config, cells, wanted)
     return config
+
+
+def _check_pairs(where: str, config: ExperimentConfig, cells: Sequence[Cell], wanted: str) -> None:
+    """Every cell must find at most one baseline cell (with ``pair_on``, several could agree)."""
+    if config.pair_on is None:
+        return  # cells are unique, so at most one baseline cell has all their other settings
+    bases: dict[str, list[Cell]] = {}
+    for c in cells:
+        if spec_label(c.settings["retriever"]) == wanted:
+            bases.setdefault(pair_key(c.settings, config.pair_on), []).append(c)
+    for c in cells:
+        found = bases.get(pair_key(c.settings, config.pair_on), [])
+        if len(found) > 1 and c not in found:
+            raise _fail(where, "pair_on", f"cell {c.label!r} matches {len(found)} baseline cells "
+                                          f"({'; '.join(b.label for b in found)}); add the settings "
+                                          "that tell them apart to pair_on")
 
 
 def _check_components(where: str, config: ExperimentConfig, cells: Sequence[Cell]) -> None:
@@ -416,12 +598,14 @@ def _check_components(where: str, config: ExperimentConfig, cells: Sequence[Cell
 
     single = len(config.grids) == 1
     for kind in TABLE_KEYS:
-        dotted = [k for grid in config.grids for k in grid if k.startswith(kind + ".")]
+        dotted = [g for g, grid in enumerate(config.grids) if any(k.startswith(kind + ".") for k in grid)]
         if dotted:
-            # the tables are completed by the grid: check what the cells use
+            # the tables are completed by the grid: check what every cell uses (a problem with a
+            # parameter is named as the dotted grid key, "grid.retriever.k1")
+            name = f"{'grid' if single else f'grid[{dotted[0]}]'}.{kind}"
             for cell in cells:
                 if cell.settings.get(kind) is not None:
-                    check(f"grid.{dotted[0]}", cell.settings[kind], kind)
+                    check(name, cell.settings[kind], kind)
             continue
         if config.base.get(kind) is not None:
             check(kind, config.base[kind], kind)

@@ -9,18 +9,26 @@ Layout of the outputs (DESIGN.md, Interfaces, "Experiments")::
                                           ``selection_usage``)
     <out>/<name>/<cell_id>/failures.jsonl with a generator: one attribution row per task that did
                                           not pass (primsel.eval.attribution.attribute)
-    <out>/<name>/<cell_id>/report.json    metric name -> value; written last, atomically
+    <out>/<name>/<cell_id>/report.json    metric name -> value, plus ``complete`` (true/false);
+                                          written last, atomically
 
-A cell whose ``report.json`` exists is finished and skipped on a re-run; a cell directory without
-it is recomputed, so a killed run loses at most the cell in flight. Every file is written to a
-temporary name and renamed.
+A cell whose ``report.json`` exists and says ``"complete": true`` is finished and skipped on a
+re-run. Any other cell is recomputed, so a killed run loses at most the cell in flight. A cell is
+incomplete (``"complete": false``, ``incomplete_tasks`` > 0) when an LLM request it depends on
+failed after its retries: a task with status ``llm_error``, or a task whose LLM selection had a
+failed module request. Its files are written (to be inspected) but the next run recomputes it;
+the LLM answer cache makes the requests that succeeded free. Every file is written to a
+temporary name and renamed; JSON text keeps any string (lone surrogates become ``\\udXXXX``
+escapes, read back as the same string).
 
 Retrieval (the full ranking of every task and the fold of every task) depends only on the
 retriever specification, the dataset, the library, ``folds`` and ``seed``: it is computed once per
 process for all cells that share them (cells that differ in ``k``, ``closure`` or the
 generator), and cached on disk under ``$PRIMSEL_CACHE_DIR/experiments/retrieval`` (default
-``~/.cache/primsel``). The cache key also holds a hash of the retrieval package's source, so an
-edit of a retriever invalidates it.
+``~/.cache/primsel``). The cache key also holds a hash of the retrieval package's source and of
+the source file of every class the retriever specification names (members of a hybrid too, and
+their base classes), so an edit of a built-in or a plug-in retriever invalidates it. A
+retrieval with failed LLM requests is not cached on disk.
 
 A generated program whose status is not ``ok`` (``truncated``, ``llm_error``, ``no_program``) is
 not executed: the task's status is the program's status (:data:`TASK_STATUSES`), and its
@@ -41,6 +49,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from primsel import registry
 from primsel.experiments.config import Cell, ExperimentConfig, canonical_json, expand, generator_spec
 from primsel.types import STATUSES, Run, Task, to_json
 
@@ -73,14 +82,28 @@ VERSIONED_PACKAGES = (
 # ---------------------------------------------------------------------------------------------
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same directory and a rename,
-    so readers never see a partial file."""
+    so readers never see a partial file.
+
+    The text is encoded as UTF-8; a lone surrogate (which UTF-8 cannot encode, e.g. from a
+    program's exception message) is written as a ``\\udXXXX`` escape, so JSON text reads back as
+    the same string. On any failure the temporary file is removed and the error raised.
+
+    Raises
+    ------
+    OSError : the directory cannot be created or the file written.
+    """
+    data = text.encode("utf-8", errors="backslashreplace")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _json(obj: Any) -> str:
@@ -100,6 +123,20 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def is_finished(directory: Path) -> bool:
+    """True when the cell directory holds a ``report.json`` that does not say
+    ``"complete": false`` (reports written before that key existed count as complete)."""
+    try:
+        report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and report.get("complete", True) is not False
+
+
+class OutputError(ValueError):
+    """The output directory cannot be created or written (the message names it)."""
 
 
 def cache_dir() -> Path:
@@ -199,6 +236,73 @@ def _source_hash(package: str) -> str:
     return h.hexdigest()[:16]
 
 
+def _spec_names(spec: Any) -> list[str]:
+    """Every class name a retriever specification uses: its ``type`` (or the name itself), and
+    recursively those of nested tables and of ``members``."""
+    if isinstance(spec, str):
+        return [spec]
+    if not isinstance(spec, Mapping):
+        return []
+    names = [spec["type"]] if isinstance(spec.get("type"), str) else []
+    for key, value in spec.items():
+        if key == "type":
+            continue
+        if isinstance(value, Mapping):
+            names += _spec_names(value)
+        elif key == "members" and isinstance(value, (list, tuple)):
+            for member in value:
+                names += _spec_names(member)
+    return names
+
+
+def spec_sources(spec: Any) -> dict[str, str]:
+    """Content hashes of the source files defining the classes a retriever specification names.
+
+    Each name is resolved with :func:`primsel.registry.resolve`; the files of the modules
+    defining the class and its base classes (the standard library and ``builtins`` aside) are
+    hashed, so editing a plug-in retriever (``"my_retrievers:KeywordRetriever"``) changes the
+    result.
+
+    Returns
+    -------
+    ``{name as written in the specification: sha256 prefix of those files}``; ``"?"`` for a
+    class without a source file (defined interactively) or that cannot be resolved.
+    """
+    import sys as _sys
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    out: dict[str, str] = {}
+    for name in dict.fromkeys(_spec_names(spec)):
+        try:
+            cls = registry.resolve(name, "retriever")
+        except (ValueError, TypeError):
+            out[name] = "?"
+            continue
+        h = hashlib.sha256()
+        files: list[Path] = []
+        for klass in getattr(cls, "__mro__", (cls,)):
+            module = _sys.modules.get(getattr(klass, "__module__", "") or "")
+            file = getattr(module, "__file__", None)
+            if file is None:
+                continue
+            path = Path(file).resolve()
+            if stdlib in path.parents and "site-packages" not in path.parts:
+                continue
+            if path not in files:
+                files.append(path)
+        if not files:
+            out[name] = "?"
+            continue
+        for path in files:
+            try:
+                h.update(path.name.encode() + b"\0" + path.read_bytes())
+            except OSError:
+                h.update(path.name.encode() + b"\0?")
+        out[name] = h.hexdigest()[:16]
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class Retrieval:
     """The full ranking of every task by one retriever, and the fold of every task.
@@ -226,20 +330,15 @@ class Retrieval:
         return {t: dict(r) for t, r in self.ranked.items()}
 
 
-def _with_seed(spec: Any, seed: int) -> Any:
-    """Pass the cell's seed to a retriever whose constructor takes ``seed`` and was given none."""
-    import inspect
-
-    from primsel import registry
-
-    name = spec if isinstance(spec, str) else spec.get("type")
-    try:
-        params = inspect.signature(registry.resolve(name, "retriever")).parameters
-    except (TypeError, ValueError):
-        return spec
-    if "seed" not in params or (isinstance(spec, Mapping) and "seed" in spec):
-        return spec
-    return {**({"type": spec} if isinstance(spec, str) else dict(spec)), "seed": seed}
+def retrieval_errors(retrieval: Retrieval) -> dict[str, int]:
+    """Task id -> failed LLM requests of the retriever for that task (``usage`` ``errors``),
+    for the tasks that had any."""
+    out = {}
+    for task_id, usage in retrieval.usage.items():
+        errors = int(float(usage.get("errors", 0) or 0))
+        if errors:
+            out[task_id] = errors
+    return out
 
 
 class RetrievalStore:
@@ -266,7 +365,7 @@ class RetrievalStore:
         fingerprint = self.library.fingerprint() if hasattr(self.library, "fingerprint") else \
             hashlib.sha256(canonical_json(to_json(list(self.library.values()))).encode()).hexdigest()
         payload = {"spec": spec, "folds": folds, "seed": seed, "library": fingerprint,
-                   "dataset": self.dataset.fingerprint, "code": self._code}
+                   "dataset": self.dataset.fingerprint, "code": self._code, "sources": spec_sources(spec)}
         return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
     def effective_folds(self, folds: int) -> int:
@@ -284,7 +383,7 @@ class RetrievalStore:
         result = self._read(path) if self.use_disk else None
         if result is None:
             result = self._compute(spec, folds, seed)
-            if self.use_disk:
+            if self.use_disk and not retrieval_errors(result):
                 payload = {"ranked": {t: [list(p) for p in r] for t, r in result.ranked.items()},
                            "folds": dict(result.folds), "seconds": result.seconds,
                            "usage": {t: dict(u) for t, u in result.usage.items()}}
@@ -313,7 +412,7 @@ class RetrievalStore:
 
         start = time.perf_counter()
         usage: dict[str, dict[str, float]] = {}
-        run, fold_of = cross_validated_run(_with_seed(spec, seed), self.library, list(self.dataset.tasks),
+        run, fold_of = cross_validated_run(registry.with_seed(spec, seed), self.library, list(self.dataset.tasks),
                                            k=len(self.library), folds=folds, seed=seed, usage_out=usage)
         ranked = {}
         for t in self.dataset.tasks:
@@ -357,7 +456,8 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
 
     Returns
     -------
-    The cell's report (metric name -> value).
+    The cell's report (metric name -> value, and ``complete``: False when a task's LLM request
+    failed after its retries; see the module docstring).
 
     Raises
     ------
@@ -431,8 +531,16 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     report["retrieval_seconds"] = retrieval.seconds
     report["retrieval_cached"] = float(retrieval.cached)
     report["seconds"] = time.perf_counter() - start
+    # a task whose LLM request (selection or generation) failed after its retries makes the cell
+    # incomplete: it is written, and recomputed by the next run
+    incomplete = set(retrieval_errors(retrieval))
+    incomplete.update(row["task_id"] for row in rows if row.get("status") == "llm_error")
+    report["incomplete_tasks"] = float(len(incomplete))
+    report["complete"] = not incomplete
 
     directory.mkdir(parents=True, exist_ok=True)
+    # an earlier (incomplete) report.json must not outlive a run killed before the new one
+    (directory / "report.json").unlink(missing_ok=True)
     write_atomic(directory / "config.json", _json({
         "id": cell.id,
         "label": cell.label,
@@ -456,7 +564,6 @@ def _generate_and_execute(cell: Cell, ctx: CellContext, selections: Mapping[str,
                           folds: Mapping[str, int], task_bar: Any) -> tuple[dict[str, dict], list[dict], dict]:
     """Generate a program per task (per fold when the generator learns from training folds),
     run them in the sandbox, attribute failures. Returns (row updates, failures, report part)."""
-    from primsel import registry
     from primsel.eval.attribution import attribute, count_categories
     from primsel.simulator.sandbox import Sandbox
 
@@ -560,6 +667,8 @@ class ExperimentResult:
     computed : ids of the cells computed by this call.
     skipped : ids of the cells already finished before it.
     seconds : wall time of the call.
+    incomplete : ids of the computed cells that are incomplete (LLM requests failed after their
+        retries); the next run recomputes them.
     """
 
     directory: Path
@@ -567,6 +676,7 @@ class ExperimentResult:
     computed: tuple[str, ...]
     skipped: tuple[str, ...]
     seconds: float
+    incomplete: tuple[str, ...] = ()
 
 
 def run_experiment(
@@ -605,6 +715,7 @@ def run_experiment(
     Raises
     ------
     primsel.datasets.DatasetError : missing or malformed dataset.
+    OutputError : ``<out>/<name>`` cannot be created or written.
     Anything a component raises while computing a cell (finished cells stay written).
     """
     from tqdm import tqdm
@@ -621,28 +732,40 @@ def run_experiment(
         dataset = load_dataset(data if data is not None else config.data, library, log)
     cells = expand(config, dataset=dataset.fingerprint)
     directory = Path(out) / config.name
-    directory.mkdir(parents=True, exist_ok=True)
-    write_atomic(directory / "experiment.json", _json({
+    manifest = {
         "name": config.name,
         "description": config.description,
         "baseline": config.baseline,
         "data": {"source": dataset.source, "n_tasks": len(dataset.tasks), "fingerprint": dataset.fingerprint},
         "grids": [{k: list(v) for k, v in g.items()} for g in config.grids],
         "cells": [{"id": c.id, "label": c.label, "settings": c.settings} for c in cells],
-    }))
+    }
+    if config.pair_on is not None:
+        manifest["pair_on"] = list(config.pair_on)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(directory / "experiment.json", _json(manifest))
+    except OSError as exc:
+        raise OutputError(f"cannot write the output directory {directory}: "
+                          f"{exc.strerror or exc}") from None
     ctx = CellContext(experiment=config.name, library=library, dataset=dataset,
                       store=RetrievalStore(library, dataset, use_disk=use_cache), workers=workers,
                       progress=progress, versions=package_versions(), base_dir=config.base_dir)
-    done = [c.id for c in cells if (directory / c.id / "report.json").is_file()]
+    done = [c.id for c in cells if is_finished(directory / c.id)]
     todo = [c for c in cells if c.id not in set(done)]
     if done:
         print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
+    redo = [c.id for c in todo if (directory / c.id / "report.json").is_file()]
+    if redo:
+        print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
+              "cached answers are reused", file=log)
     capped = sorted({int(c.settings["folds"]) for c in todo if ctx.store.effective_folds(int(c.settings["folds"]))
                      != int(c.settings["folds"])})
     if capped:
         print(f"primsel run: only {len(dataset.tasks)} tasks: folds {capped} capped at "
               f"{ctx.store.effective_folds(max(capped))}", file=log)
     computed = []
+    incomplete = []
     with tqdm(total=len(cells), initial=len(done), desc=config.name, unit="cell", file=log,
               disable=not progress, position=0, dynamic_ncols=True) as cell_bar:
         for cell in todo:
@@ -653,8 +776,11 @@ def run_experiment(
                       disable=not progress, position=1, dynamic_ncols=True) as task_bar:
                 report = run_cell(cell, ctx, directory / cell.id, task_bar)
             computed.append(cell.id)
+            if report.get("complete") is False:
+                incomplete.append(cell.id)
             cell_bar.update(1)
             if on_cell is not None:
                 on_cell(cell, report)
     return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
-                            skipped=tuple(done), seconds=time.perf_counter() - begin)
+                            skipped=tuple(done), seconds=time.perf_counter() - begin,
+                            incomplete=tuple(incomplete))

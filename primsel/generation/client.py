@@ -10,14 +10,18 @@ llama.cpp server, ...) and returns a :class:`Completion`. It
   too), capped at ``max_retry_after_s``;
 * stops the run on errors that every further request would repeat: a 429 whose error code or
   type is ``insufficient_quota`` (:class:`QuotaExceededError`, raised after that one request,
-  without retries), 401, 403 and 404 (:class:`LLMFatalError`). After a fatal error the client
+  without retries), 401, 403 and 404 (:class:`LLMFatalError`), and a request whose every
+  attempt failed to connect (:class:`EndpointUnreachableError`: nothing listens at the URL, the
+  host is unknown, ...; a timeout is not a connection failure). After a fatal error the client
   refuses every later call without sending it;
 * bounds the requests in flight to ``concurrency`` across all threads (the client is
   thread-safe; :meth:`ChatClient.complete_many` runs a thread pool of that size);
 * caches completions on disk under ``$PRIMSEL_CACHE_DIR/llm`` (default ``~/.cache/primsel/llm``),
   one JSON file per request, keyed by the sha256 of the canonical JSON of
-  ``{"model", "messages", "params": {"temperature", "seed", "max_tokens"}}``. The endpoint URL is
-  not part of the key (the same model name behind another URL is assumed to be the same model).
+  ``{"model", "messages", "params": {"temperature", "seed", "max_tokens"}}``, plus
+  ``"namespace"`` when ``cache_namespace`` is set. The endpoint URL is not part of the key: two
+  endpoints serving the same model name share answers, unless they are given different
+  ``cache_namespace`` values.
   A cached request sends nothing; files are written atomically (temporary file + ``os.replace``),
   so a run killed midway leaves only complete entries. Errors are never cached; truncated
   completions (``finish_reason == "length"``) are, since the same request truncates again.
@@ -45,6 +49,7 @@ from typing import Any, NoReturn
 __all__ = [
     "ChatClient",
     "Completion",
+    "EndpointUnreachableError",
     "LLMError",
     "LLMFatalError",
     "QuotaExceededError",
@@ -80,6 +85,11 @@ class LLMFatalError(RuntimeError):
 
 class QuotaExceededError(LLMFatalError):
     """The endpoint answered 429 with code ``insufficient_quota``: the account has no credit."""
+
+
+class EndpointUnreachableError(LLMFatalError):
+    """Every attempt of a request failed to connect (retries included): nothing answers at the
+    endpoint URL (server down, wrong host or port)."""
 
 
 @dataclass(frozen=True)
@@ -122,14 +132,18 @@ def cache_dir() -> Path:
     return Path(value).expanduser() if value else Path.home() / ".cache" / "primsel"
 
 
-def cache_key(model: str, messages: Messages, params: Mapping[str, Any]) -> str:
-    """sha256 (hex) of the canonical JSON of ``{"model", "messages", "params"}``.
+def cache_key(model: str, messages: Messages, params: Mapping[str, Any], namespace: str | None = None) -> str:
+    """sha256 (hex) of the canonical JSON of ``{"model", "messages", "params"}``, with
+    ``"namespace"`` added when ``namespace`` is given (None keeps the key of earlier versions).
 
-    Canonical: keys sorted, no whitespace, UTF-8 text kept as is.
+    Canonical: keys sorted, no whitespace, UTF-8 text kept as is (a lone surrogate is hashed as
+    its ``surrogatepass`` bytes instead of failing).
     """
-    payload = {"model": model, "messages": [dict(m) for m in messages], "params": dict(params)}
+    payload: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages], "params": dict(params)}
+    if namespace is not None:
+        payload["namespace"] = namespace
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -218,10 +232,13 @@ class ChatClient:
     backoff_s : first backoff wait in seconds (doubles per retry), >= 0.
     max_backoff_s : cap of one backoff wait in seconds.
     max_retry_after_s : cap of one ``Retry-After`` wait in seconds.
+    cache_namespace : optional label added to the cache key (e.g. the endpoint's name or URL),
+        so that answers of two endpoints serving the same model name are kept apart. None
+        (default): the key has model, messages and parameters only.
 
     Raises
     ------
-    ValueError : empty model or an out-of-range numeric setting.
+    ValueError : empty model, an out-of-range numeric setting or a non-string namespace.
     """
 
     def __init__(
@@ -240,7 +257,10 @@ class ChatClient:
         backoff_s: float = 1.0,
         max_backoff_s: float = 60.0,
         max_retry_after_s: float = 300.0,
+        cache_namespace: str | None = None,
     ) -> None:
+        if cache_namespace is not None and not isinstance(cache_namespace, str):
+            raise ValueError(f"cache_namespace must be a string, got {cache_namespace!r}")
         if not model or not isinstance(model, str):
             raise ValueError("an LLM model name is required (set `model`, e.g. generator.model = \"gpt-4o\")")
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
@@ -265,6 +285,7 @@ class ChatClient:
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
+        self.cache_namespace = cache_namespace
         self._slots = threading.BoundedSemaphore(concurrency)
         self._counters = _Counters()
         self._client: Any = None
@@ -296,13 +317,14 @@ class ChatClient:
         Raises
         ------
         LLMError : the request failed after the allowed retries, or was rejected (4xx).
-        LLMFatalError, QuotaExceededError : the run must stop (see the module docstring).
+        LLMFatalError, QuotaExceededError, EndpointUnreachableError : the run must stop (see the
+            module docstring).
         """
-        messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+        messages = [{"role": str(m["role"]), "content": _utf8(str(m["content"]))} for m in messages]
         start = time.perf_counter()
         with self._counters.lock:
             self._counters.calls += 1
-        key = cache_key(self.model, messages, self.params)
+        key = cache_key(self.model, messages, self.params, self.cache_namespace)
         with self._lock_for(key):
             if self.cache:
                 hit = self._cache_read(key)
@@ -338,8 +360,8 @@ class ChatClient:
 
         Raises
         ------
-        LLMFatalError, QuotaExceededError : raised as soon as one request hits it; requests not
-            yet started are cancelled.
+        LLMFatalError, QuotaExceededError, EndpointUnreachableError : raised as soon as one
+            request hits it; requests not yet started are cancelled.
         """
         if not requests:
             return []
@@ -377,6 +399,11 @@ class ChatClient:
         (sum of call wall times; calls overlap, so this exceeds elapsed time).
         """
         return self._counters.snapshot()
+
+    @property
+    def url(self) -> str:
+        """The endpoint URL requests go to (``base_url``, or OpenAI's default)."""
+        return self.base_url or "https://api.openai.com/v1 (the OpenAI default)"
 
     # -- internals ----------------------------------------------------------------------------
     def _lock_for(self, key: str) -> threading.Lock:
@@ -430,6 +457,7 @@ class ChatClient:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         body.update((name, value) for name, value in self.params.items() if value is not None)
         retries = 0
+        connection_failures = 0
         while True:
             if self._fatal is not None:
                 raise self._fatal
@@ -461,14 +489,20 @@ class ChatClient:
                 retry_after = parse_retry_after(getattr(exc.response, "headers", None))
             except openai.APITimeoutError:
                 reason = f"timeout after {self.timeout_s:g} s"
-            except openai.APIConnectionError as exc:
-                reason = f"connection error: {exc}"
+            except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
+                reason = f"connection error: {_cause(exc)}"
+                connection_failures += 1
             else:
                 completion = _completion(response, time.perf_counter() - start, retries)
                 if completion is None:
                     self._fail("the endpoint answered without choices")
                 return completion
             if retries >= self.max_retries:
+                if connection_failures == retries + 1:
+                    self._fail_fatal(EndpointUnreachableError(
+                        f"cannot connect to the LLM endpoint at {self.url} ({retries + 1} attempts; last: "
+                        f"{reason}): is the server running, and is base_url / OPENAI_BASE_URL right?"
+                    ))
                 self._fail(f"gave up after {retries + 1} attempts; last: {reason}")
             if retry_after is not None:
                 delay = min(retry_after, self.max_retry_after_s)
@@ -525,7 +559,7 @@ class ChatClient:
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(entry, fh, ensure_ascii=False)
+                    json.dump(entry, fh)  # ASCII escapes: any str (lone surrogates too) round-trips
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
@@ -545,7 +579,27 @@ def _is_quota_error(exc: Any) -> bool:
     return False
 
 
-def _short(exc: Exception, limit: int = 300) -> str:
+def _utf8(text: str) -> str:
+    """``text``, with each lone surrogate (which UTF-8 cannot encode, so no request can carry it)
+    replaced by the text of its ``\\udXXXX`` escape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
+    return text
+
+
+def _cause(exc: BaseException) -> str:
+    """The exception's text, followed by that of its innermost cause (the SDK's "Connection
+    error." says nothing about refused connections or unknown hosts)."""
+    inner = exc
+    while inner.__cause__ is not None and inner.__cause__ is not inner:
+        inner = inner.__cause__
+    text = str(exc)
+    return text if inner is exc or not str(inner) else f"{text} ({_short(inner, 200)})"
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
     text = str(exc)
     return text if len(text) <= limit else text[:limit] + "..."
 

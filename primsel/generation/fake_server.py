@@ -349,12 +349,36 @@ def pipeline_responder(tasks: Iterable[Any], mode: str = "reference") -> Callabl
     return respond
 
 
+#: ``--help`` text of the command (plain text).
+CLI_DESCRIPTION = """\
+A local OpenAI-compatible chat-completions endpoint (127.0.0.1 only) that answers primsel's
+prompts as a perfect model would, to check a set-up offline: no key, no network, no cost.
+
+It prints its base URL on stdout; export OPENAI_BASE_URL=<that URL> (any model name and key
+will do), run primsel, and stop the server with Ctrl-C."""
+
+CLI_EPILOG = """\
+What it answers:
+  selection prompts (one per module)  the task's gold primitives of that module, as a JSON list
+  generation prompts                  the task's reference program, in a fenced code block
+
+So with --mode reference every task passes (success 1.0) whatever the retriever, and the LLM
+selector picks exactly the gold primitives (recall 1.0): by construction, the figures check the
+pipeline, not a model. The task of a prompt is found by its query, so --data must name the
+run's task set (both default to $PRIMSEL_ASPER_BENCH, else the built-in tasks); a prompt whose
+query it does not know gets an answer without a program (no_program).
+
+example:
+  python -m primsel.generation.fake_server --latency 0.2 --stats stats.json"""
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve :func:`pipeline_responder` answers for a task set until interrupted.
+    """Serve :func:`pipeline_responder` answers for a task set until interrupted (``--help``:
+    :data:`CLI_DESCRIPTION` and :data:`CLI_EPILOG`).
 
     ``python -m primsel.generation.fake_server [--data ARCHIVE] [--latency S] [--mode reference|cut]
     [--port N] [--stats FILE]``: prints the base URL (set ``OPENAI_BASE_URL`` to it), then
@@ -365,17 +389,31 @@ def main(argv: list[str] | None = None) -> int:
     import signal
     import sys
 
-    from primsel.datasets import load_tasks
+    from primsel.datasets import DatasetError, load_tasks
     from primsel.library import Library, with_gold
 
-    parser = argparse.ArgumentParser(prog="python -m primsel.generation.fake_server", description=main.__doc__)
-    parser.add_argument("--data", help="Asper-Bench archive (default $PRIMSEL_ASPER_BENCH, else built-in tasks)")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer (default 0)")
-    parser.add_argument("--mode", choices=("reference", "cut"), default="reference")
+    parser = argparse.ArgumentParser(prog="python -m primsel.generation.fake_server", description=CLI_DESCRIPTION,
+                                     epilog=CLI_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", metavar="PATH",
+                        help="Asper-Bench archive (default $PRIMSEL_ASPER_BENCH, else the built-in tasks); must "
+                             "be the task set of the run you point at this server")
+    parser.add_argument("--latency", type=float, default=0.0, metavar="S",
+                        help="seconds to wait before each answer, to imitate a remote model (default 0)")
+    parser.add_argument("--mode", choices=("reference", "cut"), default="reference",
+                        help="reference: answer with the complete reference program; cut: answer with the "
+                             "program cut off mid-line and finish_reason 'length', as a model that ran out "
+                             "of tokens (default reference)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
-    parser.add_argument("--stats", help="JSON file of the request counters, rewritten 5 times a second")
+    parser.add_argument("--stats", metavar="FILE",
+                        help="JSON file of the request counters (requests received, answered, "
+                             "max_in_flight), rewritten 5 times a second")
     args = parser.parse_args(argv)
-    tasks = with_gold(load_tasks(args.data), Library.from_simulator())
+    if not args.latency >= 0:
+        parser.error(f"--latency must be >= 0 seconds, got {args.latency}")
+    try:
+        tasks = with_gold(load_tasks(args.data), Library.from_simulator())
+    except DatasetError as exc:
+        parser.error(str(exc))
     server = FakeOpenAIServer(pipeline_responder(tasks, args.mode), latency_s=args.latency, port=args.port)
     signal.signal(signal.SIGTERM, _interrupt)
     server.start()

@@ -79,6 +79,9 @@ class OpenAIGenerator:
     template : packaged template name (``"ps"``, ``"cck"``) or a template file path.
     example_selection : ``"similar"`` or ``"fixed"``.
     backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``.
+    cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
+        apart the answers of endpoints that serve the same model name; None: model, messages
+        and sampling parameters only (:class:`primsel.generation.client.ChatClient`).
 
     Raises
     ------
@@ -101,6 +104,7 @@ class OpenAIGenerator:
         template: str = "ps",
         example_selection: str = "similar",
         backoff_s: float = 1.0,
+        cache_namespace: str | None = None,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError("the openai generator needs `model` (the model name at your endpoint)")
@@ -123,11 +127,13 @@ class OpenAIGenerator:
         self.template = template
         self.example_selection = example_selection
         self.backoff_s = backoff_s
+        self.cache_namespace = cache_namespace
         # checks the numeric settings now; the client sends nothing until asked
         self._client = ChatClient(
             model=model, base_url=base_url, api_key_env=api_key_env, api_key=api_key,
             timeout_s=timeout_s, max_retries=max_retries, temperature=temperature, seed=seed,
             max_tokens=max_tokens, concurrency=concurrency, backoff_s=backoff_s,
+            cache_namespace=cache_namespace,
         )
         self._pool: list[Task] | None = None
         self._library_order: dict[str, int] = {}
@@ -143,6 +149,7 @@ class OpenAIGenerator:
             "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
             "concurrency": self.concurrency, "examples": self.examples, "template": self.template,
             "example_selection": self.example_selection, "backoff_s": self.backoff_s,
+            "cache_namespace": self.cache_namespace,
         }
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> OpenAIGenerator:
@@ -205,8 +212,9 @@ class OpenAIGenerator:
 
         Raises
         ------
-        LLMFatalError, QuotaExceededError : the endpoint refuses every request (bad key,
-            unknown model, no quota); the run must stop.
+        LLMFatalError, QuotaExceededError, EndpointUnreachableError : the endpoint refuses
+            every request (bad key, unknown model, no quota) or cannot be reached; the run must
+            stop.
         """
         messages = self.messages(task, docs)
         try:

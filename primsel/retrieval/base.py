@@ -35,6 +35,77 @@ def check_k(k: Any) -> int:
     return k
 
 
+def check_number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
+                 above: float | None = None, integer: bool = False) -> Any:
+    """Validate a numeric constructor parameter.
+
+    Parameters
+    ----------
+    name : parameter name, used in the message.
+    value : the value given (``bool`` is refused: ``True`` is not a number here).
+    minimum, maximum : inclusive bounds, or None.
+    above : exclusive lower bound, or None.
+    integer : require an ``int``.
+
+    Returns
+    -------
+    ``value`` unchanged.
+
+    Raises
+    ------
+    ValueError : not a (finite) number, not an integer when one is needed, or out of bounds;
+        the message names the parameter.
+    """
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if above is not None and not value > above:
+        raise ValueError(f"{name} must be {kind} > {above}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be {kind} >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be {kind} <= {maximum}, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
+    """Validate a parameter that takes one of ``choices``; returns ``value``.
+
+    Raises
+    ------
+    ValueError : ``value`` is not one of ``choices`` (the message names the parameter and lists them).
+    """
+    if isinstance(value, bool) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """Validate a boolean parameter; returns ``value``.
+
+    Raises
+    ------
+    ValueError : ``value`` is not ``True`` or ``False``.
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def check_text(name: str, value: Any, *, empty: bool = True) -> str:
+    """Validate a string parameter (non-empty unless ``empty``); returns ``value``.
+
+    Raises
+    ------
+    ValueError : not a string, or empty when ``empty`` is False.
+    """
+    if not isinstance(value, str) or (not empty and not value.strip()):
+        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}string, got {value!r}")
+    return value
+
+
 def top_k(ids: Sequence[str], scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:
     """Rank ``ids`` by score (descending, ties by id) and keep the first ``k``.
 

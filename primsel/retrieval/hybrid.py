@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from primsel.registry import build, register
-from primsel.retrieval.base import BaseRetriever, SeesGold, learns_from_tasks
+from primsel.registry import build, error_context, register
+from primsel.retrieval.base import BaseRetriever, SeesGold, check_choice, check_number, learns_from_tasks
 from primsel.types import Task
 
 METHODS = ("rrf", "wsum")
@@ -61,11 +61,11 @@ class HybridRetriever(BaseRetriever):
     Parameters
     ----------
     members : member specifications (names, ``"module:Class"`` or tables), built with
-        :func:`primsel.registry.build` in ``fit``.
+        :func:`primsel.registry.build` (once in ``__init__`` to check them, afresh in ``fit``).
     method : ``"rrf"`` (reciprocal rank fusion) or ``"wsum"`` (weighted sum of min-max
         normalised scores).
     weights : one weight per member (default all 1).
-    rrf_k : the RRF constant (60 in Cormack et al.).
+    rrf_k : the RRF constant (60 in Cormack et al.), >= 0.
 
     Notes
     -----
@@ -73,30 +73,45 @@ class HybridRetriever(BaseRetriever):
 
     Raises
     ------
-    ValueError : no members, unknown method, or weights of the wrong length.
+    ValueError : no members, unknown method, weights of the wrong length or not numbers, a
+        negative rrf_k, or a member whose parameters its class rejects (the message says which
+        member, ``members[i]``).
+    primsel.registry.UnknownComponentError : a member names no retriever class.
+    TypeError : a member specification is neither a name nor a table, or its class does not
+        take the parameters given.
     """
 
     def __init__(self, members: Sequence[Any] = ("bm25", "dense"), method: str = "rrf",
                  weights: Sequence[float] | None = None, rrf_k: float = 60) -> None:
+        if isinstance(members, (str, Mapping)) or not isinstance(members, Sequence):
+            raise ValueError(f"members must be a list of retriever specifications, got {members!r}")
         members = list(members)
         if not members:
             raise ValueError("hybrid needs at least one member")
-        if method not in METHODS:
-            raise ValueError(f"unknown fusion method {method!r}; expected one of {METHODS}")
-        if weights is not None and len(weights) != len(members):
-            raise ValueError(f"{len(weights)} weights for {len(members)} members")
+        check_choice("method", method, METHODS)
+        if weights is not None:
+            if isinstance(weights, (str, Mapping)) or not isinstance(weights, Sequence):
+                raise ValueError(f"weights must be a list of numbers, got {weights!r}")
+            if len(weights) != len(members):
+                raise ValueError(f"{len(weights)} weights for {len(members)} members")
+            weights = [float(check_number(f"weights[{i}]", w)) for i, w in enumerate(weights)]
         self.members = [dict(m) if isinstance(m, Mapping) else m for m in members]
         self.method = method
-        self.weights = None if weights is None else [float(w) for w in weights]
-        self.rrf_k = rrf_k
+        self.weights = weights
+        self.rrf_k = check_number("rrf_k", rrf_k, minimum=0)
+        self._probes = self._build_members()
 
     def _build_members(self) -> list[Any]:
-        return [build(m, "retriever") for m in self.members]
+        built = []
+        for i, spec in enumerate(self.members):
+            with error_context(f"members[{i}]"):
+                built.append(build(spec, "retriever"))
+        return built
 
     @property
     def learns_from_tasks(self) -> bool:  # type: ignore[override]
         """True when a member learns from tasks."""
-        built = getattr(self, "_members", None) or self._build_members()
+        built = getattr(self, "_members", None) or self._probes
         return any(learns_from_tasks(m) for m in built)
 
     def set_gold(self, gold: Mapping[str, Any]) -> None:

@@ -15,17 +15,27 @@ All three see only the tasks passed to ``fit`` (cross-validation passes the othe
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever, code_tokens, english_stopwords
+from primsel.retrieval.base import (
+    BaseRetriever,
+    check_choice,
+    check_flag,
+    check_number,
+    check_text,
+    code_tokens,
+    english_stopwords,
+)
 from primsel.retrieval.bm25 import bm25_index
 from primsel.retrieval.encoders import DEFAULT_MODEL, Encoder, SentenceEncoder, l2_normalise
-from primsel.types import Task
+from primsel.types import TEXT_VIEWS, Task
+
+logger = logging.getLogger(__name__)
 
 FEATURES = ("tfidf", "dense", "tfidf+dense")
 
@@ -45,8 +55,6 @@ class _QueryFeatures:
     """Query features fitted on the training queries: TF-IDF of code tokens and/or embeddings."""
 
     def __init__(self, features: str, model: str, dense_weight: float, encoder: Encoder | None) -> None:
-        if features not in FEATURES:
-            raise ValueError(f"unknown features {features!r}; expected one of {FEATURES}")
         self.features = features
         self.model = model
         self.dense_weight = dense_weight
@@ -111,20 +119,21 @@ class KnnRetriever(_LearnedBase):
     power : exponent that sharpens the similarity weights.
     features : ``"tfidf"`` (query words), ``"dense"`` (sentence embedding) or ``"tfidf+dense"``.
     model : sentence-transformers model for dense features (see :class:`DenseRetriever`).
-    dense_weight : scale of the embedding block when features are concatenated.
+    dense_weight : scale of the embedding block when features are concatenated, >= 0.
+
+    Raises
+    ------
+    ValueError : neighbours not an integer >= 1, negative power or dense_weight, unknown
+        features, or an empty model name.
     """
 
     def __init__(self, neighbours: int = 10, power: float = 2.0, features: str = "tfidf",
                  model: str = DEFAULT_MODEL, dense_weight: float = 1.0) -> None:
-        if neighbours < 1:
-            raise ValueError(f"neighbours must be >= 1, got {neighbours}")
-        if features not in FEATURES:
-            raise ValueError(f"unknown features {features!r}; expected one of {FEATURES}")
-        self.neighbours = neighbours
-        self.power = power
-        self.features = features
-        self.model = model
-        self.dense_weight = dense_weight
+        self.neighbours = check_number("neighbours", neighbours, minimum=1, integer=True)
+        self.power = check_number("power", power, minimum=0)
+        self.features = check_choice("features", features, FEATURES)
+        self.model = check_text("model", model, empty=False)
+        self.dense_weight = check_number("dense_weight", dense_weight, minimum=0)
 
     def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> KnnRetriever:
         super().fit(library, train_tasks)
@@ -159,17 +168,21 @@ class ExpansionRetriever(BaseRetriever):
     Parameters
     ----------
     view : documentation text per primitive (``"full"``, ``"signature"``, ``"name"``).
-    k1, b : BM25 parameters (Lucene idf, see :mod:`primsel.retrieval.bm25`).
+    k1, b : BM25 parameters (Lucene idf, see :mod:`primsel.retrieval.bm25`): k1 > 0, b in [0, 1].
     stopwords : drop English stop words.
+
+    Raises
+    ------
+    ValueError : unknown view, k1 <= 0, b outside [0, 1], or stopwords not a boolean.
     """
 
     learns_from_tasks = True
 
     def __init__(self, view: str = "full", k1: float = 1.2, b: float = 0.75, stopwords: bool = True) -> None:
-        self.view = view
-        self.k1 = k1
-        self.b = b
-        self.stopwords = stopwords
+        self.view = check_choice("view", view, TEXT_VIEWS)
+        self.k1 = check_number("k1", k1, above=0)
+        self.b = check_number("b", b, minimum=0, maximum=1)
+        self.stopwords = check_flag("stopwords", stopwords)
 
     def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> ExpansionRetriever:
         super().fit(library, train_tasks)
@@ -201,25 +214,26 @@ class ClassifierRetriever(_LearnedBase):
     ----------
     features : ``"tfidf"`` (code tokens of the query, sublinear tf), ``"dense"`` (sentence
         embedding) or ``"tfidf+dense"`` (both, concatenated).
-    C : inverse regularisation strength.
+    C : inverse regularisation strength, > 0.
     class_weight : ``"balanced"`` or None.
     model : sentence-transformers model for dense features.
-    dense_weight : scale of the embedding block in ``"tfidf+dense"``.
-    max_iter : lbfgs iterations.
+    dense_weight : scale of the embedding block in ``"tfidf+dense"``, >= 0.
+    max_iter : lbfgs iterations, >= 1.
+
+    Raises
+    ------
+    ValueError : unknown features or class_weight, C <= 0, negative dense_weight, max_iter not
+        an integer >= 1, or an empty model name.
     """
 
     def __init__(self, features: str = "tfidf+dense", C: float = 30.0, class_weight: str | None = "balanced",
                  model: str = DEFAULT_MODEL, dense_weight: float = 1.0, max_iter: int = 2000) -> None:
-        if features not in FEATURES:
-            raise ValueError(f"unknown features {features!r}; expected one of {FEATURES}")
-        if C <= 0:
-            raise ValueError(f"C must be > 0, got {C}")
-        self.features = features
-        self.C = C
-        self.class_weight = class_weight
-        self.model = model
-        self.dense_weight = dense_weight
-        self.max_iter = max_iter
+        self.features = check_choice("features", features, FEATURES)
+        self.C = check_number("C", C, above=0)
+        self.class_weight = check_choice("class_weight", class_weight, ("balanced", None))
+        self.model = check_text("model", model, empty=False)
+        self.dense_weight = check_number("dense_weight", dense_weight, minimum=0)
+        self.max_iter = check_number("max_iter", max_iter, minimum=1, integer=True)
 
     def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> ClassifierRetriever:
         from sklearn.linear_model import LogisticRegression
@@ -240,7 +254,7 @@ class ClassifierRetriever(_LearnedBase):
             elif positives > 0:
                 model = LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=self.max_iter)
                 self._models[j] = model.fit(x, y[:, j])
-        print(f"classifier: {len(self._models)} primitives learned from {len(train_tasks)} tasks", file=sys.stderr)
+        logger.debug("classifier: %d primitives learned from %d tasks", len(self._models), len(train_tasks))
         return self
 
     def score(self, queries: Mapping[str, str]) -> dict[str, Sequence[float]]:

@@ -115,6 +115,9 @@ class LLMSelector(BaseRetriever):
     concurrency : most requests in flight, across tasks and modules (>= 1).
     template : packaged template name (``"select"``) or a template file path.
     backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``.
+    cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
+        apart the answers of endpoints that serve the same model name; None: model, messages
+        and sampling parameters only (:class:`primsel.generation.client.ChatClient`).
 
     Raises
     ------
@@ -124,7 +127,7 @@ class LLMSelector(BaseRetriever):
     -----
     A module request that fails after its retries selects nothing from that module and is
     counted in ``usage()[task]["errors"]``; a fatal endpoint error (no quota, bad key, unknown
-    model) is raised (:class:`primsel.generation.client.LLMFatalError`).
+    model, an endpoint that cannot be reached) is raised (:class:`primsel.generation.client.LLMFatalError`).
     """
 
     def __init__(
@@ -141,6 +144,7 @@ class LLMSelector(BaseRetriever):
         concurrency: int = 8,
         template: str = "select",
         backoff_s: float = 1.0,
+        cache_namespace: str | None = None,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError("the llm_selector retriever needs `model` (the model name at your endpoint)")
@@ -157,10 +161,12 @@ class LLMSelector(BaseRetriever):
         self.concurrency = concurrency
         self.template = template
         self.backoff_s = backoff_s
+        self.cache_namespace = cache_namespace
         self._client = ChatClient(
             model=model, base_url=base_url, api_key_env=api_key_env, api_key=api_key,
             timeout_s=timeout_s, max_retries=max_retries, temperature=temperature, seed=seed,
             max_tokens=max_tokens, concurrency=concurrency, backoff_s=backoff_s,
+            cache_namespace=cache_namespace,
         )
         self._usage: dict[str, dict[str, float]] = {}
         self._unknown: dict[str, list[str]] = {}

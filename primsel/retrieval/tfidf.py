@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever, code_tokens, english_stopwords
-from primsel.types import Task
+from primsel.retrieval.base import BaseRetriever, check_choice, check_flag, code_tokens, english_stopwords
+from primsel.types import TEXT_VIEWS, Task
 
 
 @register("tfidf")
@@ -24,12 +24,16 @@ class TfidfRetriever(BaseRetriever):
     -----
     scikit-learn's ``TfidfVectorizer`` (smoothed idf, L2-normalised rows) fitted on the
     primitives' texts; a query's score for a primitive is the dot product of the two unit vectors.
+
+    Raises
+    ------
+    ValueError : unknown view, or sublinear_tf / stopwords not a boolean.
     """
 
     def __init__(self, view: str = "full", sublinear_tf: bool = True, stopwords: bool = True) -> None:
-        self.view = view
-        self.sublinear_tf = sublinear_tf
-        self.stopwords = stopwords
+        self.view = check_choice("view", view, TEXT_VIEWS)
+        self.sublinear_tf = check_flag("sublinear_tf", sublinear_tf)
+        self.stopwords = check_flag("stopwords", stopwords)
 
     def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> TfidfRetriever:
         from sklearn.feature_extraction.text import TfidfVectorizer

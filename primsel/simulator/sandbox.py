@@ -1,12 +1,14 @@
 """Run untrusted programs against tasks, isolated at the operating-system level.
 
-A :class:`Sandbox` keeps a pool of long-lived worker processes (``python -m
+A :class:`Sandbox` keeps a pool of long-lived worker processes (``python -P -m
 primsel.simulator.worker``, started with :mod:`subprocess` in a clean interpreter, never a fork
-of the caller). Each worker imports the assistant library once; for every task it forks a child
-that runs all of the task's (SIP, EP) pairs and reports the verdict over a pipe. So every task
-starts from the same pristine state, and nothing a program does (rebinding a primitive, setting
-a module global, deleting events) reaches the next task. See :mod:`primsel.simulator.worker`
-for what the child does before program code runs, and :func:`sandbox_info` for what is active.
+of the caller; they die with it). Each worker imports the assistant library once; for every
+task it forks a child that runs all of the task's (SIP, EP) pairs and reports the verdict over
+a pipe. So every task starts from the same pristine state, and nothing a program does
+(rebinding a primitive, setting a module global, deleting events) reaches the next task. See
+:mod:`primsel.simulator.worker` for what the child does before program code runs (its own
+session, resource limits, Landlock, seccomp, an audit hook), and :func:`sandbox_info` for what
+is active on this machine. Program text is size-capped and parsed at most once in the caller.
 
 Verdicts follow DESIGN.md (Interfaces, "Statuses"): ``pass``, ``fail`` (``SolutionError`` or
 ``AssertionError`` escaped the EP), ``requires_user_input``, ``error`` (any other exception,
@@ -21,8 +23,10 @@ import collections
 import concurrent.futures
 import contextlib
 import json
+import math
 import os
 import queue
+import re
 import select
 import shutil
 import subprocess
@@ -35,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from primsel.types import ExecutionResult, Task, entry_point
+from primsel.types import ExecutionResult, Task
 
 #: Seconds a worker may take to start (import the library) before it is declared broken.
 STARTUP_TIMEOUT = 60.0
@@ -43,33 +47,49 @@ STARTUP_TIMEOUT = 60.0
 ANSWER_GRACE = 10.0
 #: Environment variables passed on to workers (everything else, e.g. API keys, is dropped).
 _ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "SYSTEMROOT")
+#: Longest time limit accepted, in seconds (one day).
+MAX_TIMEOUT = 86400.0
+#: At most this many workers per CPU; more only adds processes competing for the same cores.
+MAX_WORKERS_PER_CPU = 4
+#: Default cap on a program's size, in bytes of UTF-8.
+PROGRAM_CAP = 256 * 1024
+#: Scratch directories are named ``primsel-worker-<pid of the sandbox's process>-<random>``.
+_SCRATCH_PREFIX = "primsel-worker-"
+_SCRATCH_NAME = re.compile(r"primsel-worker-(\d+)-")
 
 
-def sandbox_info(seccomp: bool = True) -> dict[str, Any]:
+def sandbox_info(seccomp: bool = True, landlock: bool = True) -> dict[str, Any]:
     """What isolation a :class:`Sandbox` applies on this machine.
 
     Parameters
     ----------
     seccomp : whether the sandbox would be asked to use the seccomp filter.
+    landlock : whether the sandbox would be asked to use Landlock.
 
     Returns
     -------
     dict with ``isolation`` (a sentence), ``seccomp`` (bool: the filter will be loaded),
-    ``seccomp_detail`` (why, or why not), ``audit_hook`` (True), ``rlimits`` (names of the
-    resource limits set in each task's process) and ``platform``.
+    ``seccomp_detail`` (what it denies, or why it is off), ``landlock`` and ``landlock_detail``
+    (the same for Landlock), ``audit_hook`` (True), ``rlimits`` (names of the resource limits
+    set in each task's process) and ``platform``.
     """
+    from primsel.simulator import landlock as landlock_module
     from primsel.simulator import seccomp as seccomp_module
 
-    if not sys.platform.startswith("linux"):
-        available, detail = False, f"seccomp needs Linux (this is {sys.platform})"
-    elif not seccomp:
-        available, detail = False, "disabled by the caller"
-    else:
-        available, detail = seccomp_module.status()
+    layers = {}
+    for name, wanted, module in (("seccomp", seccomp, seccomp_module), ("landlock", landlock, landlock_module)):
+        if not sys.platform.startswith("linux"):
+            layers[name] = (False, f"{name} needs Linux (this is {sys.platform})")
+        elif not wanted:
+            layers[name] = (False, "disabled by the caller")
+        else:
+            layers[name] = module.status()
     return {
-        "isolation": "each task runs in a process forked from a pool of long-lived worker interpreters",
-        "seccomp": available,
-        "seccomp_detail": detail,
+        "isolation": "each task runs in its own session, forked from a pool of long-lived worker interpreters",
+        "seccomp": layers["seccomp"][0],
+        "seccomp_detail": layers["seccomp"][1],
+        "landlock": layers["landlock"][0],
+        "landlock_detail": layers["landlock"][1],
         "audit_hook": True,
         "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0"],
         "platform": sys.platform,
@@ -95,10 +115,12 @@ class _Worker:
 
     def start(self) -> None:
         self.stop()
-        # The tasks' working directories go here; removed when the worker stops, even if killed.
-        self.scratch = tempfile.mkdtemp(prefix="primsel-worker-")
+        # The tasks' working directories go here; removed when the worker stops, by the worker
+        # itself on its way out, or (if both died) by the next Sandbox (the name holds our pid).
+        self.scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "primsel.simulator.worker", self.scratch],
+            # -P: the caller's working directory is not put on the worker's sys.path.
+            [sys.executable, "-P", "-m", "primsel.simulator.worker", self.scratch],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=self.env,
@@ -120,7 +142,8 @@ class _Worker:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=5)
             with contextlib.suppress(OSError):
                 process.stdout.close()
         scratch, self.scratch = self.scratch, None
@@ -166,6 +189,43 @@ class _Worker:
         return line
 
 
+def remove_stale_scratch(directory: str | None = None) -> list[str]:
+    """Remove scratch directories left by sandboxes whose process is gone (e.g. SIGKILLed).
+
+    Parameters
+    ----------
+    directory : where to look (default: the system's temporary directory).
+
+    Returns
+    -------
+    The paths removed. Only directories named ``primsel-worker-<pid>-...``, owned by this user,
+    whose ``<pid>`` is not a running process, are touched (symbolic links never are).
+    """
+    directory = directory or tempfile.gettempdir()
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            match = _SCRATCH_NAME.match(entry.name)
+            if match is None or not entry.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid != os.getuid() or _alive(int(match.group(1))):
+                    continue
+                shutil.rmtree(entry.path)
+                removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or a number we cannot check): leave it
+    return True
+
+
 def _stop_all(workers: list[_Worker], executor: list[concurrent.futures.ThreadPoolExecutor]) -> None:
     for worker in workers:
         worker.stop()
@@ -181,12 +241,17 @@ class Sandbox:
 
     Parameters
     ----------
-    workers : number of worker processes (default: the number of CPUs).
-    timeout : wall-clock limit per task in seconds, covering all its (SIP, EP) pairs; > 0.
+    workers : number of worker processes (default: the number of CPUs); more than
+        :data:`MAX_WORKERS_PER_CPU` per CPU are capped to that (``self.workers`` says how many).
+    timeout : wall-clock limit per task in seconds, covering all its (SIP, EP) pairs; finite,
+        > 0 and <= :data:`MAX_TIMEOUT` (one day).
     memory_mb : address space a task may add on top of the worker's, in MiB (RLIMIT_AS).
     stdout_cap : characters of the program's stdout/stderr kept; beyond that the output is
         dropped and the result says ``stdout_truncated``.
+    program_cap : largest program accepted, in bytes of UTF-8; a larger one gets ``error`` /
+        ``ProgramTooLarge`` without being parsed.
     seccomp : load the seccomp filter in each task's process (when the machine supports it).
+    landlock : restrict each task's process with Landlock (when the kernel supports it).
 
     Raises
     ------
@@ -200,21 +265,28 @@ class Sandbox:
         memory_mb: int = 1024,
         stdout_cap: int = 65536,
         *,
+        program_cap: int = PROGRAM_CAP,
         seccomp: bool = True,
+        landlock: bool = True,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+            raise ValueError(f"timeout must be a finite number of seconds in (0, {MAX_TIMEOUT:g}], got {timeout}")
         if memory_mb < 16:
             raise ValueError(f"memory_mb must be >= 16, got {memory_mb}")
         if stdout_cap < 0:
             raise ValueError(f"stdout_cap must be >= 0, got {stdout_cap}")
-        self.workers = workers or os.cpu_count() or 1
+        if program_cap < 1:
+            raise ValueError(f"program_cap must be >= 1, got {program_cap}")
+        cpus = os.cpu_count() or 1
+        self.workers = min(workers or cpus, MAX_WORKERS_PER_CPU * cpus)
         self.timeout = float(timeout)
         self.memory_mb = int(memory_mb)
         self.stdout_cap = int(stdout_cap)
+        self.program_cap = int(program_cap)
         self.seccomp = seccomp
+        self.landlock = landlock
         self._lock = threading.Lock()
         self._all: list[_Worker] = []
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
@@ -230,7 +302,7 @@ class Sandbox:
 
     def info(self) -> dict[str, Any]:
         """:func:`sandbox_info` for this sandbox's settings."""
-        return sandbox_info(self.seccomp)
+        return sandbox_info(self.seccomp, self.landlock)
 
     def execute(self, task: Task, program: str | None, entry_point: str | None = None) -> ExecutionResult:
         """Run ``program`` against ``task`` and return the verdict.
@@ -244,8 +316,9 @@ class Sandbox:
 
         Returns
         -------
-        :class:`ExecutionResult`. Empty text or no top-level function gives ``no_program`` and
-        a syntax error ``error``/``SyntaxError``, both without starting a process.
+        :class:`ExecutionResult`. Empty text or no top-level function gives ``no_program``, a
+        syntax error ``error``/``SyntaxError`` and a program over ``program_cap`` bytes
+        ``error``/``ProgramTooLarge``, all without starting a process.
 
         Raises
         ------
@@ -299,18 +372,28 @@ class Sandbox:
     def _prepare(
         self, task: Task, program: str | None, preferred: str | None
     ) -> ExecutionResult | dict[str, Any]:
-        """A verdict reached without running anything, or the request for a worker."""
+        """A verdict reached without running anything, or the request for a worker.
+
+        The program text is parsed here at most once, and only if it is within ``program_cap``.
+        """
+        if program is not None:
+            size = len(program) if len(program) > self.program_cap or program.isascii() else _utf8_size(program)
+            if size > self.program_cap:
+                message = f"the program is larger than the sandbox's cap of {self.program_cap} bytes"
+                return ExecutionResult(task.id, "error", "ProgramTooLarge", message)
         if program is None or not program.strip():
             return ExecutionResult(task.id, "no_program", message="empty program")
         try:
-            ast.parse(program)
+            tree = ast.parse(program)
         except SyntaxError as exc:
             return ExecutionResult(task.id, "error", "SyntaxError", exc.msg, exc.lineno)
-        except (ValueError, RecursionError, MemoryError) as exc:
+        except (ValueError, RecursionError, MemoryError) as exc:  # e.g. a lone surrogate
             return ExecutionResult(task.id, "error", type(exc).__name__, str(exc))
-        entry = entry_point(program, preferred)
-        if entry is None:
+        # The rule of primsel.types.entry_point, applied to the tree parsed above.
+        names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if not names:
             return ExecutionResult(task.id, "no_program", message="the program defines no top-level function")
+        entry = preferred if preferred in names else names[0]
         scenario = task.scenario
         return {
             "task": {
@@ -328,6 +411,7 @@ class Sandbox:
             "memory_mb": self.memory_mb,
             "stdout_cap": self.stdout_cap,
             "seccomp": self.seccomp,
+            "landlock": self.landlock,
         }
 
     def _submit(self, task: Task, request: dict[str, Any]) -> concurrent.futures.Future[ExecutionResult]:
@@ -335,6 +419,7 @@ class Sandbox:
             if self._closed:
                 raise RuntimeError("the sandbox is closed")
             if not self._executor:
+                remove_stale_scratch()
                 self._executor.append(
                     concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="primsel-sandbox")
                 )
@@ -372,6 +457,11 @@ class Sandbox:
 
 def _value(item: ExecutionResult | concurrent.futures.Future[ExecutionResult]) -> ExecutionResult:
     return item if isinstance(item, ExecutionResult) else item.result()
+
+
+def _utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8 (a lone surrogate counts as the 3 bytes it would take)."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _worker_env() -> dict[str, str]:

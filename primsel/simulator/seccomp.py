@@ -2,24 +2,37 @@
 
 The filter is built with libseccomp (``libseccomp.so.2``) through ``ctypes``. Everything is
 allowed except the calls listed below, which fail with ``EPERM`` (``ENOSYS`` for ``clone3``
-and ``openat2``, so that the C library falls back to the filterable ``clone`` / ``openat``):
+and ``openat2``, so that the C library falls back to the filterable ``clone`` / ``openat``;
+``ENOTTY`` for ``ioctl``):
 
 * networking: ``socket``, ``socketpair``, ``connect``, ``bind``, ``listen``, ``accept``, ``accept4``;
 * new programs and processes: ``execve``, ``execveat``, ``fork``, ``vfork``, and ``clone`` unless
   it creates a thread (``CLONE_THREAD`` set);
-* signals and access to other processes: ``kill``, ``tkill``, ``tgkill`` aimed at another
-  process, ``ptrace``, ``process_vm_readv`` / ``writev``, ``pidfd_*``;
+* signals to any process but itself: ``kill``, ``tkill``, ``tgkill``, ``rt_sigqueueinfo``,
+  ``rt_tgsigqueueinfo`` whose first argument is not the filtered process's pid, and
+  ``pidfd_send_signal``; ``fcntl`` commands that route signals or leases to other processes
+  (``F_SETOWN``, ``F_SETOWN_EX``, ``F_SETSIG``, ``F_SETLEASE``, ``F_NOTIFY``);
+* other processes and the scheduler: ``ptrace``, ``process_vm_readv`` / ``writev``, ``pidfd_*``,
+  ``kcmp``, ``setpriority``, ``sched_setaffinity`` / ``setscheduler`` / ``setparam`` /
+  ``setattr``, ``ioprio_set``, ``migrate_pages``, ``move_pages``, ``setpgid``, ``setsid``,
+  and ``prctl`` altogether (so ``PR_SET_PDEATHSIG`` cannot be cleared);
+* ``ioctl`` except ``TCGETS`` (what ``isatty`` asks; CPython treats ``ENOTTY`` from the
+  others as "not supported" and falls back to ``fcntl``);
+* inter-process communication: System V shared memory, message queues and semaphores, POSIX
+  message queues;
 * writing to the file system: ``open`` / ``openat`` with any of ``O_WRONLY``, ``O_RDWR``,
   ``O_CREAT``, ``O_TRUNC``, ``O_APPEND``; ``creat``, ``unlink*``, ``rename*``, ``mkdir*``,
   ``rmdir``, ``chmod`` / ``chown`` families, ``link*``, ``symlink*``, ``truncate``,
-  ``ftruncate``, ``mknod*``, extended attributes, time stamps, the ``mount`` family;
-* raising resource limits (``setrlimit``, ``prlimit64`` with a new limit), and a few kernel
-  interfaces a program never needs (``bpf``, ``io_uring_setup``, ``unshare``, ``setns``,
-  ``userfaultfd``, ``perf_event_open``, keyrings, modules, ``reboot``, clock setting,
-  ``ioctl(TIOCSTI)``).
+  ``ftruncate``, ``mknod*``, extended attributes, time stamps, the ``mount`` family,
+  ``chroot``, ``pivot_root``;
+* raising resource limits (``setrlimit``, ``prlimit64`` with a new limit), and kernel
+  interfaces a program never needs: ``bpf``, ``io_uring_*``, ``unshare``, ``setns``,
+  ``userfaultfd``, ``perf_event_open``, ``personality``, keyrings, modules, ``kexec``,
+  ``reboot``, swap, host and domain names, clocks, ``acct``, ``quotactl``, ``syslog``.
 
-Reading files stays allowed (imports need it). The filter is inherited by threads created after
-it is loaded and cannot be removed by the filtered process.
+Reading files stays allowed (imports need it; :mod:`primsel.simulator.landlock` narrows what
+can be read). The filter is inherited by threads created after it is loaded and cannot be
+removed by the filtered process.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 from collections.abc import Sequence
 
@@ -41,27 +55,37 @@ def _act_errno(code: int) -> int:
 
 
 _CLONE_THREAD = 0x00010000
-_TIOCSTI = 0x5412
+_TCGETS = 0x5401  # the same on x86_64 and aarch64
 _WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
+#: fcntl commands denied: F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETLEASE, F_NOTIFY.
+_FCNTL_DENIED = (8, 10, 15, 1024, 1026)
+#: System calls taking a pid first that are allowed only when it is the process's own pid.
+_OWN_PID_ONLY = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 
 #: System calls that always fail with EPERM.
 DENIED = (
     "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
     "execve", "execveat", "fork", "vfork",
-    "kill", "tkill", "ptrace", "process_vm_readv", "process_vm_writev",
-    "pidfd_open", "pidfd_send_signal", "pidfd_getfd",
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "process_mrelease",
+    "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "kcmp",
+    "setpriority", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
+    "ioprio_set", "migrate_pages", "move_pages", "setpgid", "setsid", "prctl", "personality",
+    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+    "semget", "semop", "semtimedop", "semctl",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
     "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2",
     "mkdir", "mkdirat", "rmdir", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown",
     "fchownat", "link", "linkat", "symlink", "symlinkat", "truncate", "ftruncate",
     "mknod", "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
     "fremovexattr", "utime", "utimes", "utimensat", "futimesat",
     "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount",
-    "fspick", "mount_setattr", "name_to_handle_at", "open_by_handle_at",
-    "setrlimit", "bpf", "io_uring_setup", "unshare", "setns", "userfaultfd", "perf_event_open",
-    "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module",
-    "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "sethostname",
-    "setdomainname", "acct", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
-    "quotactl", "fanotify_init",
+    "fsconfig", "fspick", "mount_setattr", "name_to_handle_at", "open_by_handle_at",
+    "setrlimit", "bpf", "io_uring_setup", "io_uring_enter", "io_uring_register", "unshare",
+    "setns", "userfaultfd", "perf_event_open", "keyctl", "add_key", "request_key",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
+    "swapon", "swapoff", "sethostname", "setdomainname", "acct", "settimeofday",
+    "clock_settime", "adjtimex", "clock_adjtime", "quotactl", "quotactl_fd", "fanotify_init",
+    "syslog", "vhangup", "iopl", "ioperm", "uselib",
 )  # fmt: skip
 #: System calls that fail with ENOSYS (their arguments cannot be filtered; libc falls back).
 UNSUPPORTED = ("clone3", "openat2")
@@ -78,21 +102,28 @@ class _ArgCmp(ctypes.Structure):
     ]
 
 
-_lib: ctypes.CDLL | None = None
-_load_error: str | None = None
+@functools.cache
+def _library_name() -> str:
+    """The name to load libseccomp by (looked up once, before any sandbox restriction)."""
+    try:
+        ctypes.CDLL("libseccomp.so.2")  # the usual soname: no need to search
+        return "libseccomp.so.2"
+    except OSError:
+        return ctypes.util.find_library("seccomp") or "libseccomp.so.2"  # may run ldconfig
 
 
-def _library() -> ctypes.CDLL | None:
-    """libseccomp loaded through ctypes, or None (the reason is kept for :func:`status`)."""
-    global _lib, _load_error
-    if _lib is not None or _load_error is not None:
-        return _lib
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+def _library() -> ctypes.CDLL:
+    """libseccomp loaded through ctypes (the handle is not kept: none is left lying around).
+
+    Raises
+    ------
+    OSError : libseccomp cannot be loaded.
+    """
+    name = _library_name()
     try:
         lib = ctypes.CDLL(name, use_errno=True)
     except OSError as exc:
-        _load_error = f"libseccomp not loadable ({exc})"
-        return None
+        raise OSError(errno.ENOSYS, f"libseccomp not loadable ({exc})") from exc
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_rule_add_array.restype = ctypes.c_int
@@ -109,7 +140,6 @@ def _library() -> ctypes.CDLL | None:
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    _lib = lib
     return lib
 
 
@@ -119,8 +149,10 @@ def status() -> tuple[bool, str]:
     Checks that libseccomp loads and that the kernel reports seccomp support in
     ``/proc/self/status``; it does not install anything.
     """
-    if _library() is None:
-        return False, _load_error or "libseccomp not loadable"
+    try:
+        _library()
+    except OSError as exc:
+        return False, exc.strerror or str(exc)
     try:
         with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
             supported = any(line.startswith("Seccomp:") for line in handle)
@@ -128,19 +160,32 @@ def status() -> tuple[bool, str]:
         supported = False
     if not supported:
         return False, "the kernel does not report seccomp support"
-    return True, "libseccomp filter (EPERM on network, process, signal and file-write system calls)"
+    return True, "libseccomp filter (EPERM on network, process, signal, IPC and file-write system calls)"
 
 
-def install() -> None:
+def syscall_number(name: str) -> int:
+    """Number of system call ``name`` on this machine's architecture (negative if it has none).
+
+    Raises
+    ------
+    OSError : libseccomp cannot be loaded.
+    """
+    return _library().seccomp_syscall_resolve_name(name.encode())
+
+
+def install(own_pid: int | None = None) -> None:
     """Load the filter into the calling process (irreversible; inherited by its threads).
+
+    Parameters
+    ----------
+    own_pid : the pid signals may still be sent to (default: the calling process's).
 
     Raises
     ------
     OSError : libseccomp is missing, or building or loading the filter failed.
     """
+    own_pid = os.getpid() if own_pid is None else own_pid
     lib = _library()
-    if lib is None:
-        raise OSError(errno.ENOSYS, _load_error or "libseccomp not loadable")
     ctx = lib.seccomp_init(_ACT_ALLOW)
     if not ctx:
         raise OSError(errno.ENOMEM, "seccomp_init failed")
@@ -155,9 +200,12 @@ def install() -> None:
         for flag in _WRITE_FLAGS:
             _rule(lib, ctx, deny, "open", [(1, _CMP_MASKED_EQ, flag, flag)])
             _rule(lib, ctx, deny, "openat", [(2, _CMP_MASKED_EQ, flag, flag)])
-        _rule(lib, ctx, deny, "tgkill", [(0, _CMP_NE, os.getpid(), 0)])
+        for name in _OWN_PID_ONLY:  # a 64-bit comparison: any other value, however encoded, is denied
+            _rule(lib, ctx, deny, name, [(0, _CMP_NE, own_pid, 0)])
+        for command in _FCNTL_DENIED:  # the kernel reads the command as 32 bits
+            _rule(lib, ctx, deny, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, command)])
+        _rule(lib, ctx, _act_errno(errno.ENOTTY), "ioctl", [(1, _CMP_NE, _TCGETS, 0)])
         _rule(lib, ctx, deny, "prlimit64", [(2, _CMP_NE, 0, 0)])
-        _rule(lib, ctx, deny, "ioctl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, _TIOCSTI)])
         result = lib.seccomp_load(ctx)
         if result < 0:
             raise OSError(-result, f"seccomp_load failed: {os.strerror(-result)}")

@@ -5,13 +5,16 @@ Without ``--programs`` every task's reference program is run (a check of the sim
 ``"entry_point": "name"``) is run against its task. One JSON row per input line is written, in
 input order, to ``--out`` (or stdout): ``{"task_id", "status", "error_type", "message", "line",
 "seconds"}``. The last stdout line is ``passed N/M``; progress goes to stderr. Exit status 0
-when the run completed (whatever the verdicts), 2 on bad arguments or an unreadable dataset.
+when the run completed (whatever the verdicts), 2 on bad arguments or an unreadable dataset,
+130 when interrupted (Ctrl-C; the rows already written are kept).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -36,24 +39,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default: every task's reference program",
     )
     parser.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="parallel worker processes (default: CPU count)"
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel worker processes (default: CPU count; at most 4 per CPU)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=10.0, metavar="S", help="time limit per task in seconds (default 10)"
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="time limit per task in seconds, at most 86400 (default 10)",
     )
     parser.add_argument("--out", metavar="FILE.jsonl", help="write the result rows here instead of stdout")
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the verification; returns the exit status (see the module docstring)."""
+    try:
+        return _verify(args)
+    except KeyboardInterrupt:
+        print("primsel verify: interrupted; the rows already written are kept", file=sys.stderr)
+        return 130
+
+
+def _verify(args: argparse.Namespace) -> int:
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError, load_tasks, resolve_dataset
-    from primsel.simulator.sandbox import Sandbox
+    from primsel.simulator.sandbox import MAX_TIMEOUT, MAX_WORKERS_PER_CPU, Sandbox
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT):
+        raise UsageError(f"--timeout must be a finite number of seconds in (0, {MAX_TIMEOUT:g}], got {args.timeout}")
+    most = MAX_WORKERS_PER_CPU * (os.cpu_count() or 1)
+    if args.workers is not None and args.workers > most:
+        print(
+            f"primsel verify: --workers {args.workers} capped at {most} ({MAX_WORKERS_PER_CPU} per CPU)",
+            file=sys.stderr,
+        )
     jobs = read_programs(args.programs) if args.programs else None
     try:
         archive = resolve_dataset(args.data)
@@ -149,7 +174,15 @@ def _rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, str | None,
 def _row(
     task_id: str, status: str, error_type: str | None, message: str | None, line: int | None, seconds: float
 ) -> dict[str, Any]:
-    return dict(zip(ROW_KEYS, (task_id, status, error_type, message, line, round(seconds, 4))))
+    values = (_clean(task_id), status, _clean(error_type), _clean(message), line, round(seconds, 4))
+    return dict(zip(ROW_KEYS, values))
+
+
+def _clean(text: str | None) -> str | None:
+    """``text`` with lone surrogates replaced by ``?``, so every row is valid UTF-8 JSON."""
+    if text is None or text.isascii():
+        return text
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class _Progress:

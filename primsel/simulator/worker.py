@@ -1,21 +1,28 @@
 """Sandbox worker process: runs tasks for :class:`primsel.simulator.sandbox.Sandbox`.
 
-Started as ``python -m primsel.simulator.worker`` (a clean interpreter, never a fork of the
-caller). It imports the assistant library once, installs the reference import paths
+Started as ``python -P -m primsel.simulator.worker SCRATCH`` (a clean interpreter, never a fork
+of the caller). It imports the assistant library once, installs the reference import paths
 (``aspera.apps_implementation.<module>`` ...) as aliases of our modules, then serves requests:
-one JSON line in on stdin, one JSON line out on stdout.
+one JSON line in on stdin, one JSON line out on stdout. It dies with the process that started it
+(``PR_SET_PDEATHSIG``) and removes its scratch directory on every way out.
 
 For every request it forks a child that runs the whole task and reports over a pipe, so every
 task starts from the same pristine interpreter state. Before any program code runs the child:
-moves into a throwaway working directory, closes every other descriptor, points fds 0/1/2 at
-``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped buffer, sets resource
-limits (address space, CPU seconds, file size 0, few descriptors, no core files), asks to be
-killed when the worker dies, loads a seccomp filter (:mod:`primsel.simulator.seccomp`) and adds
-an audit hook that refuses the same operations at the Python level. The worker enforces the
-wall-clock limit by waiting on the pipe with a timeout and SIGKILLing the child.
+starts its own session and process group, moves into a throwaway working directory, closes
+every other descriptor, points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` /
+``sys.stderr`` in a capped buffer, sets resource limits (address space, CPU seconds, file size
+0, few descriptors, no core files), asks to be killed when the worker dies, restricts itself
+with Landlock (:mod:`primsel.simulator.landlock`: read-only access to the Python installation
+and the imported packages, no TCP, no signals out), loads a seccomp filter
+(:mod:`primsel.simulator.seccomp`) and adds an audit hook that refuses the same operations at
+the Python level. The worker enforces the wall-clock limit by waiting on the pipe with a
+timeout; as soon as the verdict is in or the time is up it SIGKILLs the child's process group.
 
 Child -> worker lines: ``P <primitive id>`` (first call of a library function by the program),
-``T`` (output was truncated), ``R <json>`` (the verdict, last line).
+``T`` (output was truncated), ``R <token> <json>`` (the verdict, last line). The token is a
+random string the worker writes into a second pipe after the fork; the child reads it only
+once the task has finished, so it is not in the child's memory while the program runs, and a
+verdict line without it is rejected as ``SandboxViolation``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import ctypes
+import errno
 import functools
 import gc
 import importlib
@@ -32,6 +40,7 @@ import json
 import math
 import os
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -56,21 +65,9 @@ MESSAGE_CAP = 2000
 CHANNEL_CAP = 1 << 20
 #: Descriptor limit inside the child (imports open files read-only, one at a time).
 CHILD_NOFILE = 64
-
-_AUDIT_BLOCKED = frozenset(
-    {
-        "os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-        "os.forkpty", "pty.spawn", "os.kill", "os.killpg",
-        "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
-        "socket.gethostbyname", "socket.sendto", "sqlite3.connect",
-        "os.remove", "os.rmdir", "os.rename", "os.mkdir", "os.chmod", "os.chown", "os.link",
-        "os.symlink", "os.truncate", "os.utime", "shutil.rmtree", "shutil.move", "shutil.copyfile",
-        "shutil.copymode", "shutil.copystat", "shutil.chown",
-        "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.string_at",
-        "ctypes.wstring_at", "ctypes.call_function", "resource.setrlimit", "resource.prlimit",
-    }
-)  # fmt: skip
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+#: Seconds the worker waits for a SIGKILLed child to be reaped before moving on.
+REAP_TIMEOUT = 5.0
+_PR_SET_PDEATHSIG = 1
 
 
 class _Library:
@@ -128,13 +125,14 @@ def _star_exports(module: types.ModuleType) -> dict[str, Any]:
     return {name: getattr(module, name) for name in names}
 
 
-# Child-local record of library functions the program called (first-call order).
+# Child-local record of library functions the program called (first-call order), and the
+# descriptor of the pipe to the worker. Programs can reach both; neither decides a verdict.
 _called: dict[str, None] = {}
 _channel: int | None = None
 
 
 def _send(line: str) -> None:
-    """Write one line to the worker; a closed channel is ignored (the verdict then goes missing)."""
+    """Write one trace line to the worker; a closed channel is ignored."""
     if _channel is not None:
         with contextlib.suppress(OSError):
             os.write(_channel, (line + "\n").encode())
@@ -202,31 +200,50 @@ def _package(name: str) -> types.ModuleType:
 # Running one task (inside the child)
 
 
-def _result(status: str, exc: BaseException | None = None, message: str | None = None) -> dict[str, Any]:
+def _result(status: str, message: str | None = None, error_type: str | None = None) -> dict[str, Any]:
+    """A verdict made by the sandbox itself (not from an exception of the task)."""
+    return {"status": status, "error_type": error_type, "message": message, "line": None}
+
+
+def _verdict(library: _Library, exc: BaseException | None) -> dict[str, Any]:
+    """The verdict for the exception that ended the task (None: every pair passed).
+
+    Self-contained on purpose: :func:`_child` takes it before the program runs and it calls no
+    other function of this module, so a program that rebinds this module's globals (reachable
+    as ``sys.modules["__main__"]``) cannot change the status it gives. Messages are capped at
+    :data:`MESSAGE_CAP` characters, with lone surrogates (not valid UTF-8) replaced by ``?``.
+    """
+    if exc is None:
+        return {"status": "pass", "error_type": None, "message": None, "line": None}
+    if isinstance(exc, library.fail_types):
+        status = "fail"
+    elif library.requires_input and isinstance(exc, library.requires_input):
+        status = "requires_user_input"
+    else:
+        status = "error"
+    error_type = type.__dict__["__name__"].__get__(type(exc))  # a metaclass cannot override it
+    try:
+        message = str.__str__(str(exc))  # a plain str, even if __str__ returned a subclass
+    except BaseException:  # an exception whose __str__ fails still reports its class
+        message = f"<{error_type} object whose str() failed>"
     line = None
-    error_type = None
-    if exc is not None:
-        error_type = type(exc).__name__
-        message = str(exc)
+    try:
         if isinstance(exc, SyntaxError) and exc.filename == PROGRAM_FILE:
-            line = exc.lineno
-            message = exc.msg
+            line, message = exc.lineno, str.__str__(str(exc.msg))
         tb = exc.__traceback__
         while tb is not None:
             if tb.tb_frame.f_code.co_filename == PROGRAM_FILE:
                 line = tb.tb_lineno
             tb = tb.tb_next
-    if message is not None and len(message) > MESSAGE_CAP:
+    except BaseException:
+        pass  # a program-made object posing as an exception or a traceback: no line
+    if type(line) is not int:
+        line = None
+    if len(message) > MESSAGE_CAP:
         message = message[:MESSAGE_CAP] + "..."
+    if not message.isascii():
+        message = message.encode("utf-8", "replace").decode("utf-8")
     return {"status": status, "error_type": error_type, "message": message, "line": line}
-
-
-def _classify(library: _Library, exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, library.fail_types):
-        return _result("fail", exc)
-    if library.requires_input and isinstance(exc, library.requires_input):
-        return _result("requires_user_input", exc)
-    return _result("error", exc)
 
 
 def _first_function(source: str, what: str) -> str:
@@ -237,14 +254,17 @@ def _first_function(source: str, what: str) -> str:
     raise ValueError(f"the task's {what} defines no top-level function")
 
 
-def run_task(library: _Library, request: dict[str, Any]) -> dict[str, Any]:
-    """Run every (SIP, EP) pair of the task against the program; the first non-pass decides.
+def run_task(library: _Library, request: dict[str, Any]) -> BaseException | None:
+    """Run every (SIP, EP) pair of the task against the program; the first exception decides.
 
     Follows the reference protocol (spec section 11.6): per pair a fresh program module
     namespace holding the app star-exports, a fresh SIP/EP namespace holding the star-exports,
     the scenario's tools and ``Any``/``Callable``, then a fresh :class:`ExecutionContext`
     (which reseeds ``random`` with 0) made current while ``EP(query="", executable=...,
     setup_function=...)`` runs.
+
+    Returns the exception that ended the task (None if every pair passed); :func:`_verdict`
+    turns it into a verdict.
     """
     from typing import Any as AnyType
     from typing import Callable as CallableType
@@ -255,7 +275,7 @@ def run_task(library: _Library, request: dict[str, Any]) -> dict[str, Any]:
     try:
         program = compile(request["program"], PROGRAM_FILE, "exec")
     except (SyntaxError, ValueError) as exc:
-        return _result("error", exc)
+        return exc
     for index, (setup_text, check_text) in enumerate(zip(task["setup_programs"], task["evaluation_programs"])):
         try:
             with new_context():  # scratch world for module-level code; the pair gets its own below
@@ -285,8 +305,8 @@ def run_task(library: _Library, request: dict[str, Any]) -> dict[str, Any]:
             with new_context(context):
                 check(query="", executable=entry, setup_function=setup)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt from programs are errors too
-            return _classify(library, exc)
-    return _result("pass")
+            return exc
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,14 +314,26 @@ def run_task(library: _Library, request: dict[str, Any]) -> dict[str, Any]:
 
 
 class _CappedOutput(io.TextIOBase):
-    """A text stream keeping at most ``cap`` characters; past that it only counts (flat memory)."""
+    """A text stream keeping at most ``cap`` characters; past that it only counts (flat memory).
+
+    ``buffer`` is a binary view sharing the same cap (bytes count as characters).
+    """
 
     def __init__(self, cap: int) -> None:
         super().__init__()
         self.cap = cap
-        self.parts: list[str] = []
+        self.parts: list[str | bytes] = []
         self.kept = 0
         self.truncated = False
+        self.buffer = _CappedBinary(self)
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    @property
+    def errors(self) -> str:
+        return "strict"
 
     def writable(self) -> bool:
         return True
@@ -309,31 +341,73 @@ class _CappedOutput(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        return self.keep(text)
+
+    def keep(self, data: str | bytes) -> int:
         room = self.cap - self.kept
         if room > 0:
-            piece = text[:room]
+            piece = data[:room]
             self.parts.append(piece)
             self.kept += len(piece)
-        if len(text) > room and not self.truncated:
+        if len(data) > room and not self.truncated:
             self.truncated = True
             _send("T")
-        return len(text)
-
-    def getvalue(self) -> str:
-        return "".join(self.parts)
+        return len(data)
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    """Refuse process, network, file-write and native-code operations (second layer to seccomp)."""
-    if event == "open":
-        mode, flags = args[1], args[2]
-        writes = bool(flags & _WRITE_FLAGS) if isinstance(flags, int) else False
-        if isinstance(mode, str) and any(c in mode for c in "wax+"):
-            writes = True
-        if writes:
-            raise PermissionError(f"the sandbox does not allow opening {args[0]!r} for writing")
-    elif event in _AUDIT_BLOCKED:
-        raise PermissionError(f"the sandbox does not allow {event}")
+class _CappedBinary(io.RawIOBase):
+    """``sys.stdout.buffer`` in the child: bytes go to the same capped store as the text."""
+
+    def __init__(self, text: _CappedOutput) -> None:
+        super().__init__()
+        self.text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return self.text.keep(bytes(memoryview(data)))
+
+
+def _audit_hook() -> Callable[[str, tuple[Any, ...]], None]:
+    """An audit hook refusing process, network, file-write, native-code and introspection events.
+
+    A second layer behind Landlock and seccomp (a program can get around it with ``ctypes``,
+    which the worker has loaded). Its tables and every name it uses are held in this closure,
+    not in module globals or builtins, so a program cannot switch it off by rebinding them.
+    """
+    blocked = frozenset(
+        {
+            "os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+            "os.forkpty", "pty.spawn", "os.kill", "os.killpg",
+            "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
+            "socket.gethostbyname", "socket.sendto", "sqlite3.connect",
+            "os.remove", "os.rmdir", "os.rename", "os.mkdir", "os.chmod", "os.chown", "os.chflags",
+            "os.link", "os.symlink", "os.truncate", "os.utime", "os.setxattr", "os.removexattr",
+            "shutil.rmtree", "shutil.move", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
+            "shutil.chown", "fcntl.ioctl", "fcntl.fcntl", "fcntl.flock", "fcntl.lockf",
+            "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.string_at",
+            "ctypes.wstring_at", "ctypes.call_function", "resource.setrlimit", "resource.prlimit",
+            "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+        }
+    )  # fmt: skip
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    write_modes = frozenset("wax+")
+    denied, str_, int_, type_ = PermissionError, str, int, type
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "open":
+            path, mode, flags = args[0], args[1], args[2]
+            writes = type_(flags) is int_ and flags & write_flags
+            if type_(mode) is str_ and not write_modes.isdisjoint(mode):
+                writes = True
+            if writes:
+                what = repr(path) if type_(path) is str_ else "a file"
+                raise denied(f"the sandbox does not allow opening {what} for writing")
+        elif event in blocked:
+            raise denied(f"the sandbox does not allow {event}")
+
+    return hook
 
 
 def _limit(which: int, value: int) -> None:
@@ -341,20 +415,34 @@ def _limit(which: int, value: int) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def _isolate(channel: int, workdir: str, request: dict[str, Any]) -> _CappedOutput:
-    """Confine the child before any program code runs (see the module docstring)."""
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(*(ctypes.c_ulong(v) for v in (option, value, 0, 0, 0))) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def _isolate(
+    channel: int, token_fd: int, workdir: str, request: dict[str, Any], readable: list[str] | None, worker_pid: int
+) -> _CappedOutput:
+    """Confine the child before any program code runs (see the module docstring).
+
+    ``readable`` is what Landlock leaves readable (None: Landlock is not applied). A layer that
+    is asked for and available but fails raises OSError: the task is not run unconfined.
+    """
     global _channel
     _channel = channel
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the worker
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the worker's handler is not the child's
+    os.setsid()  # own session and process group: the worker kills the group; no terminal
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # die with the worker
+    if os.getppid() != worker_pid:  # the worker died before the death signal was armed
+        os._exit(70)
     os.chdir(workdir)
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    keep = sorted({0, 1, 2, channel})
+    keep = sorted({0, 1, 2, channel, token_fd})
     for low, high in zip(keep, keep[1:] + [65536]):
         os.closerange(low + 1, high)
     output = _CappedOutput(int(request["stdout_cap"]))
@@ -370,59 +458,103 @@ def _isolate(channel: int, workdir: str, request: dict[str, Any]) -> _CappedOutp
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_NOFILE, CHILD_NOFILE)
     _limit(resource.RLIMIT_CORE, 0)
+    if readable is not None and request.get("landlock", True):
+        from primsel.simulator import landlock
+
+        landlock.restrict([*readable, workdir])
     if request.get("seccomp", True):
         from primsel.simulator import seccomp
 
-        with contextlib.suppress(OSError):
-            seccomp.install()
-    sys.addaudithook(_audit)
+        try:
+            seccomp.install(os.getpid())
+        except OSError as exc:
+            if exc.errno != errno.ENOSYS:  # ENOSYS: libseccomp missing (sandbox_info says so)
+                raise
+    sys.addaudithook(_audit_hook())
     return output
 
 
-def _child(library: _Library, request: dict[str, Any], channel: int, workdir: str) -> None:
+def _child(
+    library: _Library,
+    request: dict[str, Any],
+    channel: int,
+    token_fd: int,
+    workdir: str,
+    readable: list[str] | None,
+    worker_pid: int,
+) -> None:
     """Body of the forked child: isolate, run, report, exit (never returns)."""
+    # Taken before the program runs: rebinding these names afterwards does not reach them.
+    verdict_of, dumps, read, write, exit_now = _verdict, json.dumps, os.read, os.write, os._exit
     code = 0
     try:
-        output = _isolate(channel, workdir, request)
-        verdict = run_task(library, request)
-        verdict["called_primitives"] = list(_called)
-        verdict["stdout_truncated"] = output.truncated
-        _send("R " + json.dumps(verdict))
+        try:
+            output = _isolate(channel, token_fd, workdir, request, readable, worker_pid)
+        except OSError as exc:
+            verdict = _result("error", f"the sandbox could not be set up: {exc}", "SandboxError")
+            verdict.update(called_primitives=[], stdout_truncated=False)
+        else:
+            verdict = verdict_of(library, run_task(library, request))
+            verdict["called_primitives"] = list(_called)
+            verdict["stdout_truncated"] = output.truncated
+        token = read(token_fd, 64).decode("ascii", "replace")
+        write(channel, f"R {token} {dumps(verdict)}\n".encode())
     except BaseException:
         code = 70
     finally:
-        os._exit(code)
+        exit_now(code)
 
 
 # ----------------------------------------------------------------------------------------------
 # The worker side
 
+#: Children SIGKILLed but not yet reaped (retried at the next request).
+_unreaped: set[int] = set()
+#: The worker's pid, its scratch directory and the child running a task now (for the SIGTERM
+#: handler, which cleans up by itself instead of unwinding through whatever code it interrupts).
+_worker: dict[str, Any] = {"pid": None, "scratch": None, "child": None}
 
-def run_request(library: _Library, request: dict[str, Any], scratch: str | None = None) -> dict[str, Any]:
+
+def run_request(
+    library: _Library, request: dict[str, Any], scratch: str | None = None, readable: list[str] | None = None
+) -> dict[str, Any]:
     """Fork a child for one task, wait for its verdict within the time limit, clean up.
 
     Parameters
     ----------
     library : the imported library.
     request : ``task`` (dict), ``program``, ``entry``, ``timeout`` (s), ``memory_mb``,
-        ``stdout_cap``, ``seccomp``.
+        ``stdout_cap``, ``seccomp``, ``landlock``.
     scratch : directory in which the task's throwaway working directory is made (default: the
         system's temporary directory).
+    readable : paths Landlock leaves readable (:func:`primsel.simulator.landlock.runtime_paths`);
+        None applies no Landlock restriction.
 
     Returns
     -------
     The verdict dict (``status``, ``error_type``, ``message``, ``line``, ``called_primitives``,
     ``stdout_truncated``, ``seconds``).
     """
+    _reap_leftovers()
     timeout = float(request["timeout"])
     workdir = tempfile.mkdtemp(prefix="primsel-task-", dir=scratch)
     read_end, write_end = os.pipe()
+    token_read, token_write = os.pipe()
     start = time.monotonic()
+    worker_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
+        _worker["pid"] = None  # the SIGTERM handler's clean-up belongs to the worker only
         os.close(read_end)
-        _child(library, request, write_end, workdir)
+        os.close(token_write)
+        _child(library, request, write_end, token_read, workdir, readable, worker_pid)
+    _worker["child"] = pid
     os.close(write_end)
+    os.close(token_read)
+    token = secrets.token_hex(16)  # made after the fork: the child's memory never held it
+    with contextlib.suppress(OSError):
+        os.write(token_write, token.encode())
+    os.close(token_write)
     verdict: dict[str, Any] | None = None
     called: list[str] = []
     truncated = False
@@ -430,6 +562,7 @@ def run_request(library: _Library, request: dict[str, Any], scratch: str | None 
     received = 0
     timed_out = False
     overflow = False
+    status = None
     try:
         while verdict is None:
             remaining = start + timeout - time.monotonic()
@@ -452,15 +585,14 @@ def run_request(library: _Library, request: dict[str, Any], scratch: str | None 
                 elif kind == "T":
                     truncated = True
                 elif kind == "R":
-                    verdict = _checked(payload)
+                    verdict = _checked(payload, token)
                     break
     finally:
-        os.close(read_end)
-        if verdict is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
         seconds = time.monotonic() - start
+        os.close(read_end)
+        _kill_group(pid)  # the verdict is in or the time is up: nothing of the task outlives it
+        status = _reap(pid, REAP_TIMEOUT)
+        _worker["child"] = None
         shutil.rmtree(workdir, ignore_errors=True)
     if verdict is None:
         verdict = _lost_verdict(status, timed_out, overflow, timeout)
@@ -470,79 +602,155 @@ def run_request(library: _Library, request: dict[str, Any], scratch: str | None 
     return verdict
 
 
-def _checked(payload: str) -> dict[str, Any]:
-    """The child's verdict if it has the expected shape, else a ``SandboxViolation`` error."""
+def _kill_group(pid: int) -> None:
+    """SIGKILL the child's process group (it made its own) and the child itself."""
+    for kill in (os.killpg, os.kill):  # by pid too: the child may not have called setsid yet
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+
+
+def _reap(pid: int, within: float) -> int | None:
+    """Wait status of the (killed) child, waiting at most ``within`` seconds; None if not reaped."""
+    deadline = time.monotonic() + within
+    pause = 0.0005
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, None
+        if done:
+            _unreaped.discard(pid)
+            return status
+        if time.monotonic() >= deadline:
+            _unreaped.add(pid)
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _reap_leftovers() -> None:
+    for pid in list(_unreaped):
+        _reap(pid, 0)
+
+
+def _checked(payload: str, token: str) -> dict[str, Any]:
+    """The child's verdict if it carries the task's token and has the expected shape.
+
+    Anything else (no or wrong token, not JSON, too deeply nested, wrong types) is an
+    ``error`` / ``SandboxViolation``.
+    """
+    sent_token, _, text = payload.partition(" ")
+    if sent_token != token:
+        return _violation("the program's process sent a verdict without the task's token (forged)")
     try:
-        verdict = json.loads(payload)
-        valid = (
-            isinstance(verdict, dict)
-            and verdict.get("status") in STATUSES
-            and all(isinstance(verdict.get(k), (str, type(None))) for k in ("error_type", "message"))
-            and isinstance(verdict.get("line"), (int, type(None)))
-            and isinstance(verdict.get("called_primitives"), list)
-            and all(isinstance(p, str) for p in verdict["called_primitives"])
-            and isinstance(verdict.get("stdout_truncated"), bool)
-        )
-    except ValueError:
-        valid = False
-    if valid:
-        return verdict
-    bad = _result("error", message="the program's process sent a malformed verdict")
-    return {**bad, "error_type": "SandboxViolation", "called_primitives": [], "stdout_truncated": False}
+        verdict = json.loads(text)
+    except (ValueError, RecursionError):
+        verdict = None
+    optional_str = (str, type(None))
+    valid = (
+        type(verdict) is dict
+        and verdict.get("status") in STATUSES
+        and all(type(verdict.get(k)) in optional_str for k in ("error_type", "message"))
+        and type(verdict.get("line")) in (int, type(None))  # bool is an int subclass: refused
+        and type(verdict.get("called_primitives")) is list
+        and all(type(p) is str for p in verdict["called_primitives"])
+        and type(verdict.get("stdout_truncated")) is bool
+    )
+    return verdict if valid else _violation("the program's process sent a malformed verdict")
 
 
-def _lost_verdict(status: int, timed_out: bool, overflow: bool, timeout: float) -> dict[str, Any]:
+def _violation(message: str) -> dict[str, Any]:
+    return {**_result("error", message, "SandboxViolation"), "called_primitives": [], "stdout_truncated": False}
+
+
+def _lost_verdict(status: int | None, timed_out: bool, overflow: bool, timeout: float) -> dict[str, Any]:
     """Verdict when the child gave none: killed at the time limit, crashed, or misbehaved."""
     if timed_out:
-        return _result("timeout", message=f"time limit of {timeout:g} s exceeded")
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
-        return _result("timeout", message="CPU time limit exceeded")
+        return _result("timeout", f"time limit of {timeout:g} s exceeded")
+    if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+        return _result("timeout", "CPU time limit exceeded")
     if overflow:
-        verdict = _result("error", message="the program flooded the sandbox's result channel")
-        return {**verdict, "error_type": "SandboxViolation"}
-    if os.WIFSIGNALED(status):
+        return _violation("the program flooded the sandbox's result channel")
+    if status is None:
+        how = "did not exit when killed"
+    elif os.WIFSIGNALED(status):
         how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
     else:
         how = f"exited with status {os.waitstatus_to_exitcode(status)} before reporting a verdict"
-    return {**_result("error", message=f"the process running the program {how}"), "error_type": "ProcessDied"}
+    return _result("error", f"the process running the program {how}", "ProcessDied")
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    """SIGTERM (the caller died): kill the running task, remove the scratch directory, exit.
+
+    Done here rather than by raising SystemExit, which could land inside a ``finally`` block
+    and skip the rest of its clean-up.
+    """
+    if _worker["pid"] == os.getpid():
+        if _worker["child"] is not None:
+            _kill_group(_worker["child"])
+        if _worker["scratch"]:
+            shutil.rmtree(_worker["scratch"], ignore_errors=True)
+    os._exit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve requests from stdin until it closes; ``argv[0]``, if given, is the scratch directory."""
+    """Serve requests from stdin until it closes; ``argv[0]``, if given, is the scratch directory.
+
+    The scratch directory is removed on every way out: stdin closed, the caller gone while a
+    reply is written (broken pipe), or SIGTERM (sent by the kernel when the caller dies).
+    """
     argv = sys.argv[1:] if argv is None else argv
     scratch = argv[0] if argv else None
+    _worker.update(pid=os.getpid(), scratch=scratch)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller handles Ctrl-C and closes our stdin
+    try:
+        with contextlib.suppress(OSError):
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # die with the caller (stdin EOF also ends us)
+        return _serve(scratch)
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serve(scratch: str | None) -> int:
+    from primsel.simulator import landlock, seccomp
+
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # stray prints must not corrupt the protocol
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller handles Ctrl-C and closes our stdin
     library = _Library()
     install_aliases()
-    from primsel.simulator import seccomp
-
-    available, detail = seccomp.status()
+    seccomp_available, seccomp_detail = seccomp.status()
+    landlock_available, landlock_detail = landlock.status()
+    readable = landlock.runtime_paths() if landlock_available else None
     hello = {
         "ready": True,
         "pid": os.getpid(),
-        "seccomp": available,
-        "seccomp_detail": detail,
+        "seccomp": seccomp_available,
+        "seccomp_detail": seccomp_detail,
+        "landlock": landlock_available,
+        "landlock_detail": landlock_detail,
         "missing": library.missing,
     }
-    replies.write(json.dumps(hello).encode() + b"\n")
-    replies.flush()
-    gc.collect()
-    gc.freeze()  # keeps the children's copy-on-write pages shared
-    for line in requests:
-        try:
-            request = json.loads(line)
-            reply = run_request(library, request, scratch)
-        except Exception as exc:  # a bad request must not kill the worker
-            reply = {**_result("error", message=f"sandbox worker failure: {exc}"), "error_type": "SandboxError"}
-        replies.write(json.dumps(reply).encode() + b"\n")
+    try:
+        replies.write(json.dumps(hello).encode() + b"\n")
         replies.flush()
-    if scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
+        gc.collect()
+        gc.freeze()  # keeps the children's copy-on-write pages shared
+        for line in requests:
+            try:
+                request = json.loads(line)
+                reply = run_request(library, request, scratch, readable)
+            except Exception as exc:  # a bad request must not kill the worker
+                reply = _result("error", f"sandbox worker failure: {exc}", "SandboxError")
+            replies.write(json.dumps(reply).encode() + b"\n")
+            replies.flush()
+    except BrokenPipeError:  # the caller is gone
+        return 1
     return 0
 
 

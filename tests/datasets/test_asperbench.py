@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import tarfile
 import textwrap
@@ -226,3 +227,11 @@ def test_builtin_tasks(monkeypatch):
     assert {t.source for t in tasks} == {"builtin"}
     assert all(t.entry_point and t.apps for t in tasks)
     assert load_tasks() == tasks
+
+
+def test_a_directory_is_not_an_archive(tmp_path, monkeypatch):
+    with pytest.raises(DatasetError, match=f"{re.escape(str(tmp_path))} \\(from --data\\) is a directory"):
+        resolve_dataset(tmp_path)
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(DatasetError, match=f"from \\${ENV_VAR}\\) is a directory"):
+        load_tasks(None)

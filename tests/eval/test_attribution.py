@@ -124,6 +124,41 @@ def test_imports_of_library_modules_count_as_use(library):
     assert row["unselected"] == ["work_calendar.find_events"] and row["line"] == 1
 
 
+@pytest.mark.parametrize(("code", "error_type", "line"), [
+    ("def plan():\n    import os\n    os.system('true')\n", "PermissionError", 3),
+    ("def plan():\n    Event()\n    open('x', 'w')\n", "PermissionError", 3),
+    ("def plan():\n    return Event().nope\n", "AttributeError", 2),
+])
+def test_a_program_that_raised_is_a_runtime_error_even_with_a_retrieval_miss(library, code, error_type, line):
+    # add_event (gold) was neither selected nor used: the retrieval information stays in the row
+    res = result("error", error_type, "blocked", line)
+    row = attribute(task(), selection("work_calendar.Event"), program(code), res, library)
+    assert (row["stage"], row["category"], row["line"]) == ("execution", f"runtime_error:{error_type}", line)
+    assert row["missing_gold"] == row["missed_gold"] == ["work_calendar.add_event"]
+
+
+def test_a_program_that_raised_using_an_unselected_primitive_is_a_runtime_error(library):
+    code = "def plan():\n    event = Event()\n    return find_events()[0]\n"
+    row = attribute(task(), SHOWN, program(code), result("error", "IndexError", "list index out of range", 3), library)
+    assert (row["stage"], row["category"], row["line"]) == ("execution", "runtime_error:IndexError", 3)
+    assert row["unselected"] == ["work_calendar.find_events"]
+
+
+def test_a_hand_back_with_a_retrieval_miss_is_a_retrieval_miss(library):
+    code = "def plan():\n    raise RequiresUserInput('which day?')\n"
+    res = result("requires_user_input", "RequiresUserInput", "which day?", 2)
+    row = attribute(task(), selection("work_calendar.Event"), program(code), res, library)
+    assert (row["stage"], row["category"]) == ("retrieval", "retrieval_miss")
+
+
+def test_missed_gold_leaves_out_gold_primitives_the_program_used_anyway(library):
+    code = "def plan():\n    add_event(None)\n"
+    row = attribute(task(), selection("time_utils.now_"), program(code), result("fail", "SolutionError"), library)
+    assert row["missing_gold"] == ["work_calendar.Event", "work_calendar.add_event"]
+    assert row["missed_gold"] == ["work_calendar.Event"]
+    assert row["category"] == "retrieval_miss"
+
+
 def test_runtime_error_keeps_the_type_and_line(library):
     row = attribute(task(), SHOWN, program(), result("error", "KeyError", "'x'", 2), library)
     assert (row["stage"], row["category"], row["line"]) == ("execution", "runtime_error:KeyError", 2)
@@ -158,6 +193,7 @@ def test_wrong_effect(library):
 def test_without_a_selection_the_retrieval_rules_are_skipped(library):
     row = attribute(task(), None, program("def plan():\n    return 1\n"), result("fail", "SolutionError"), library)
     assert row["category"] == "wrong_effect" and row["missing_gold"] == [] and row["unselected"] == []
+    assert row["missed_gold"] == []
 
 
 def test_bad_calls_are_rejected(library):

@@ -174,3 +174,74 @@ def test_report_cli_exit_codes(experiment, tmp_path, capsys):
     assert cli_main(["report", str(experiment)]) == 0
     assert cli_main(["report", str(tmp_path / "nowhere")]) == 2
     assert "no such experiment directory" in capsys.readouterr().err
+
+
+def _with_set_recall(root: Path, cid: str, values: tuple[float, ...]) -> None:
+    """Adds per-task ``set_recall`` to a cell's tasks.jsonl."""
+    path = root / cid / "tasks.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row, value in zip(rows, values):
+        row["metrics"]["set_recall"] = value
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_pair_on_tests_each_cell_against_the_baseline_cell_of_the_same_seed(tmp_path):
+    root = tmp_path / "runs" / "ps"
+    root.mkdir(parents=True)
+    cells = []
+    selector = {"type": "llm_selector", "model": "m"}
+    for retriever, k, extra in ((selector, 65, {"threshold": 0.5}), ("hybrid", 15, {})):
+        for seed in (0, 1):
+            cid = f"{'ps' if retriever is selector else 'hy'}_{seed}"
+            passed = (True, False, False) if retriever is selector else (True, True, seed == 1)
+            cell = make_cell(root, cid, retriever, k, False, (0.5, 0.5, 0.5), {"success": sum(passed) / 3},
+                             generator={"type": "openai", "model": "m", "seed": seed}, passed=passed)
+            config = json.loads((root / cid / "config.json").read_text())
+            config["settings"].update(extra)
+            (root / cid / "config.json").write_text(json.dumps(config))
+            cells.append({**cell, "settings": config["settings"]})
+            _with_set_recall(root, cid, (0.5, 0.5, 0.5) if retriever is selector else (1.0, 0.75, 0.75))
+    exp_dir = make_experiment(tmp_path / "runs", cells, baseline="llm_selector", name="ps")
+    manifest = json.loads((exp_dir / "experiment.json").read_text())
+    # without pair_on nothing pairs: k and threshold differ
+    assert baseline_pairs(load_experiment(exp_dir)) == {"ps_0": "ps_0", "ps_1": "ps_1", "hy_0": None, "hy_1": None}
+    (exp_dir / "experiment.json").write_text(json.dumps({**manifest, "pair_on": ["generator.seed"]}))
+    exp = load_experiment(exp_dir)
+    assert baseline_pairs(exp) == {"ps_0": "ps_0", "ps_1": "ps_1", "hy_0": "ps_0", "hy_1": "ps_1"}
+    tests = significance(exp)
+    # k differs (15 vs 65): the selections' recall is compared; differences (0.5, 0.25, 0.25)
+    assert tests["hy_0"]["recall_metric"] == "set_recall"
+    assert tests["hy_0"]["recall"]["mean_diff"] == pytest.approx(1 / 3)
+    assert tests["hy_0"]["recall"]["p_randomisation"] == 2 / 8
+    # success differences: seed 0 (0, 1, 0), seed 1 (0, 1, 1)
+    assert tests["hy_0"]["success"]["mean_diff"] == pytest.approx(1 / 3)
+    assert tests["hy_1"]["success"]["mean_diff"] == pytest.approx(2 / 3)
+    text = write_report(exp_dir).read_text()
+    row = next(line for line in text.splitlines() if "`hy_1`" in line)
+    cols = [c.strip() for c in row.strip("|").split("|")]
+    assert "+0.333 (set)" in cols and "+0.667" in cols
+    assert "with the same generator.seed" in text
+
+
+def test_cells_of_other_data_are_counted_not_shown(experiment):
+    # a cell computed on other data earlier (e.g. Asper-Bench), absent from experiment.json
+    other = make_cell(experiment, "c_other", "bm25", 5, False, (1.0, 1.0, 1.0))
+    config = json.loads((experiment / "c_other" / "config.json").read_text())
+    config["data"] = {"source": "asper-bench", "n_tasks": 250, "fingerprint": "asper-bench/250/def"}
+    (experiment / "c_other" / "config.json").write_text(json.dumps(config))
+    text = write_report(experiment).read_text()
+    assert "Data: the built-in tasks (3 tasks). Cells finished: 3 of 4." in text
+    assert ("This report covers only the cells run on the built-in tasks (3 tasks). The directory also holds "
+            "1 cells computed on Asper-Bench (250 tasks), not shown here") in text
+    assert other["id"] not in text.split("This report covers")[1]
+    (experiment / "c_other" / "config.json").unlink()
+    assert "other data" not in write_report(experiment).read_text()
+
+
+def test_unwritable_export_directory_is_a_report_error(experiment, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ReportError, match="cannot export to"):
+        write_report(experiment, export=blocker / "sub")
+    assert cli_main(["report", str(experiment), "--export", str(blocker / "sub")]) == 2
+    assert f"cannot export to {blocker / 'sub'}" in capsys.readouterr().err

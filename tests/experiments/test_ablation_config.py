@@ -38,3 +38,24 @@ def test_ps_reproduction_loads_with_the_selector_threshold_and_distinct_labels()
     assert [c.settings["generator"]["seed"] for c in ps] == [0, 1, 2]
     assert len(cells) == 6 and len({c.label for c in cells}) == 6
     assert all(c.label.endswith(f"generator.seed={c.settings['generator']['seed']}") for c in cells)
+
+
+def test_ps_reproduction_tests_each_cell_against_the_ps_cell_of_its_seed(tmp_path):
+    import json
+
+    from primsel.eval.report import baseline_pairs, load_experiment
+
+    cfg = load_config(PS)
+    assert cfg.baseline == "llm_selector" and cfg.pair_on == ("generator.seed",)
+    cells = expand(cfg, dataset="d")
+    # the report's pairing, on the declared cells (as if every cell had finished)
+    (tmp_path / "experiment.json").write_text(json.dumps({
+        "name": "ps", "baseline": cfg.baseline, "pair_on": list(cfg.pair_on),
+        "cells": [{"id": c.id, "label": c.label, "settings": c.settings} for c in cells]}))
+    for c in cells:
+        (tmp_path / c.id).mkdir()
+        (tmp_path / c.id / "report.json").write_text('{"success": 0.0}')
+    pairs = baseline_pairs(load_experiment(tmp_path))
+    seed = {c.id: c.settings["generator"]["seed"] for c in cells}
+    ps = {seed[c.id]: c.id for c in cells if canonical_spec(c.settings["retriever"])["type"] == "llm_selector"}
+    assert {cid: pairs[cid] for cid in seed} == {cid: ps[s] for cid, s in seed.items()}

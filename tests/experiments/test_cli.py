@@ -229,3 +229,171 @@ def test_replay_programs_are_found_next_to_the_experiment_file(tmp_path, monkeyp
     (cell,) = json.loads((tmp_path / "elsewhere" / "runs" / "replay" / "experiment.json").read_text())["cells"]
     report = json.loads((tmp_path / "elsewhere" / "runs" / "replay" / cell["id"] / "report.json").read_text())
     assert report["success"] == 1.0 and report["n_tasks"] == len(lines)
+
+
+def _closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("stage", ["generator", "retriever"])
+def test_an_unreachable_endpoint_stops_the_run_and_the_fixed_endpoint_resumes_it(tmp_path, capsys, monkeypatch, stage):
+    from primsel.generation.fake_server import FakeOpenAIServer
+
+    llm = 'model = "m", max_retries = 1, backoff_s = 0.01'
+    if stage == "generator":
+        grid = f'retriever = "bm25"\n[grid]\ngenerator = [{{type = "reference"}}, {{type = "openai", {llm}}}]\n'
+    else:
+        grid = f'[generator]\ntype = "reference"\n[grid]\nretriever = ["bm25", {{type = "llm_selector", {llm}}}]\n'
+    cfg = tmp_path / "down.toml"
+    cfg.write_text('name = "down"\nk = 3\n' + grid)
+    url = _closed_port_url()
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    args = ["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--workers", "1"]
+    assert cli_main(args) == 1
+    err = capsys.readouterr().err
+    assert f"the LLM endpoint cannot be reached, stopping: cannot connect to the LLM endpoint at {url}" in err
+    assert "1 cells computed before it stay in" in err and "run the same command again to resume" in err
+    exp = tmp_path / "runs" / "down"
+    first, second = json.loads((exp / "experiment.json").read_text())["cells"]
+    assert (exp / first["id"] / "report.json").is_file() and not (exp / second["id"] / "report.json").exists()
+    with FakeOpenAIServer() as srv:     # the endpoint is back: the same command finishes the run
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        assert cli_main(args) == 0
+        assert srv.request_count > 0
+    assert "1 of 2 cells already finished" in capsys.readouterr().err
+    assert json.loads((exp / second["id"] / "report.json").read_text())["complete"] is True
+
+
+def test_llm_errors_leave_the_cell_incomplete_until_a_run_gets_every_answer(tmp_path, capsys, monkeypatch):
+    from primsel.generation.fake_server import FakeOpenAIServer, Reply
+
+    cfg = tmp_path / "flaky.toml"
+    cfg.write_text('name = "flaky"\nretriever = "bm25"\nk = 3\n'
+                   '[generator]\ntype = "openai"\nmodel = "m"\nmax_retries = 0\nexamples = 0\n')
+    args = ["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--workers", "1"]
+    fail_first = {"n": 0}
+
+    def responder(request):       # the first 5 requests fail, the others get an answer
+        fail_first["n"] += 1
+        return Reply(status=503) if fail_first["n"] <= 5 else Reply(content="no code here")
+
+    with FakeOpenAIServer(responder=responder) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        assert cli_main(args) == 0
+        err = capsys.readouterr().err
+        (cell,) = json.loads((tmp_path / "runs" / "flaky" / "experiment.json").read_text())["cells"]
+        d = tmp_path / "runs" / "flaky" / cell["id"]
+        report = json.loads((d / "report.json").read_text())
+        assert report["complete"] is False and report["incomplete_tasks"] == 5.0
+        assert f"1 cells are incomplete (LLM requests failed after their retries: {cell['id']})" in err
+        assert "*incomplete*" in (tmp_path / "runs" / "flaky" / "report.md").read_text()
+        sent = srv.request_count
+        assert cli_main(args) == 0       # recomputed: only the 5 failed requests are sent again
+        assert srv.request_count == sent + 5
+        assert "recomputing 1 incomplete cells" in capsys.readouterr().err
+        report = json.loads((d / "report.json").read_text())
+        assert report["complete"] is True and report["status_no_program"] == 1.0
+        assert cli_main(args) == 0       # finished: nothing is sent
+        assert srv.request_count == sent + 5
+
+
+def test_an_unwritable_output_directory_exits_2(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert cli_main(["run", str(cfg), "--out", str(blocker / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"primsel run: error: cannot write the output directory {blocker / 'runs' / 'small'}" in err
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_exits_130_with_one_line(tmp_path, capsys, monkeypatch):
+    from primsel.experiments import runner
+
+    def interrupted(*args, **kwargs):
+        from types import SimpleNamespace
+
+        kwargs["on_cell"](SimpleNamespace(id="c1"), {})     # one cell finished before the interrupt
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_experiment", interrupted)
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (f"primsel run: interrupted; 1 cells computed before it stay in {tmp_path / 'runs' / 'small'}; "
+                   "run the same command again to resume")
+
+
+HOSTILE = {
+    "builtin-01": "def plan():\n    import os\n    os.system('true')\n",
+    "builtin-02": "def plan():\n    x = 1\n    open('out.txt', 'w').write('x')\n",
+    "builtin-03": "def plan():\n    raise ValueError(chr(0xd800))\n",
+}
+
+
+def test_blocked_operations_and_lone_surrogates_in_replayed_programs(tmp_path, capsys):
+    lines = [json.dumps({"task_id": t, "program": p}) for t, p in HOSTILE.items()]
+    (tmp_path / "hostile.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = tmp_path / "hostile.toml"
+    cfg.write_text('name = "hostile"\nretriever = "bm25"\nk = 5\n'
+                   '[generator]\ntype = "replay"\nprograms = "hostile.jsonl"\n')
+    args = ["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--workers", "1"]
+    assert cli_main(args) == 0
+    exp = tmp_path / "runs" / "hostile"
+    (cell,) = json.loads((exp / "experiment.json").read_text())["cells"]
+    d = exp / cell["id"]
+    assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
+    failures = {f["task_id"]: f for f in map(json.loads, (d / "failures.jsonl").read_text().splitlines())}
+    # a program that raised is a run-time error at its line, whatever the retrieval missed
+    for task_id, line in (("builtin-01", 3), ("builtin-02", 3)):
+        f = failures[task_id]
+        assert (f["stage"], f["category"], f["line"]) == ("execution", "runtime_error:PermissionError", line), f
+        assert "missed_gold" in f and "missing_gold" in f
+    f = failures["builtin-03"]
+    assert (f["category"], f["line"]) == ("runtime_error:ValueError", 2)
+    # the message (a lone surrogate, or what the sandbox made of it) is written and read back
+    rows = {r["task_id"]: r for r in map(json.loads, (d / "tasks.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert rows["builtin-03"]["message"] == f["message"] and f["message"]
+    assert cli_main(args) == 0
+    assert "1 of 1 cells already finished" in capsys.readouterr().err
+
+
+PLUGIN = '''
+from primsel.retrieval.base import BaseRetriever
+
+
+class Keyword(BaseRetriever):
+    """Ranks one primitive first."""
+
+    def __init__(self):
+        pass
+
+    def score(self, queries):
+        return {q: {"%s": 1.0} for q in queries}
+'''
+
+
+def test_editing_a_plug_in_retriever_invalidates_its_cached_rankings(tmp_path):
+    (tmp_path / "plug_mod_cli.py").write_text(PLUGIN % "work_calendar.add_event")
+    cfg = tmp_path / "plug.toml"
+    cfg.write_text('name = "plug"\nretriever = "plug_mod_cli:Keyword"\nk = 1\n')
+    env = {k: v for k, v in os.environ.items() if k != "PRIMSEL_ASPER_BENCH"}
+    env.update(PYTHONPATH=str(tmp_path))
+
+    def first_ranked(out: str) -> set[str]:
+        cmd = [sys.executable, "-m", "primsel.cli", "run", str(cfg), "--out", str(tmp_path / out), "--quiet",
+               "--no-report"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        (trec,) = (tmp_path / out / "plug").glob("*/run.trec")
+        return {line.split()[2] for line in trec.read_text().splitlines() if line.split()[3] == "1"}
+
+    assert first_ranked("a") == {"work_calendar.add_event"}
+    (tmp_path / "plug_mod_cli.py").write_text(PLUGIN % "time_utils.now_")
+    assert first_ranked("b") == {"time_utils.now_"}

@@ -151,13 +151,32 @@ def test_data_path_is_relative_to_the_file(tmp_path):
     ('retriever = "bm25"\n[generator]\ntype = "test_cfg_generator"\nmodle = "x"\n', "generator.modle",
      "unknown generator parameter"),
     ('retriever = "bm25"\n[generator]\ntype = "nogen"\n', "generator", "unknown generator 'nogen'"),
-    ('retriever = "bm25"\nbaseline = "dense"\n', "baseline", "no retriever labelled 'dense'"),
+    ('retriever = "bm25"\nbaseline = "dense"\n', "baseline", "baseline 'dense' is neither a retriever label"),
     ('k = 5\n', "retriever", "no retriever"),
     ('retriever = "bm25"\nname = "a/b"\n', "name", "without path separators"),
     ('retriever = "bm25"\nthreshold = "0.5"\n', "threshold", "expected a number"),
     ('retriever = "bm25"\n[grid]\nthreshold = [0.5, true]\n', "grid.threshold[1]", "expected a number"),
     ('retriever = "bm25"\n[generator]\ntype = "replay"\nprograms = "absent.jsonl"\n', "generator.programs",
      "no such file"),
+    ('retriever = "bm25"\nmetrics = ["bogus@5"]\n', "metrics", "unknown metric 'bogus@5'"),
+    ('retriever = "bm25"\n[grid]\nmetrics = [["recall@5"], ["ndcg"]]\n', "grid.metrics[1]", "needs a cut-off"),
+    ('retriever = "bm25"\n[grid]\n"retriever.k1" = [1.5, "a"]\n', "grid.retriever.k1",
+     "retriever 'bm25' expects float, got string 'a'"),
+    ('[[grid]]\nretriever = ["tfidf"]\n[[grid]]\nretriever = ["bm25"]\n"retriever.stopwords" = ["no"]\n',
+     "grid[1].retriever.stopwords", "expects bool, got string 'no'"),
+    ('retriever = {type = "bm25", b = true}\n', "retriever.b", "expects float, got boolean True"),
+    ('retriever = {type = "hybrid", members = [{type = "bm25", k1 = "x"}]}\n', "retriever.members[0].k1",
+     "expects float"),
+    ('retriever = {type = "hybrid", weights = ["a", 1]}\n', "retriever.weights", "expects"),
+    ('retriever = "bm25"\n[generator]\ntype = "test_cfg_generator"\ntemperature = "hot"\n',
+     "generator.temperature", "expects float, got string 'hot'"),
+    ('retriever = "bm25"\npair_on = "generator.seed"\n', "pair_on", "expected an array of setting keys"),
+    ('retriever = "bm25"\npair_on = ["retriever"]\n', "pair_on", "not a setting a cell shares"),
+    ('retriever = "bm25"\npair_on = ["colour"]\n', "pair_on", "not a setting a cell shares"),
+    ('baseline = "bm25"\npair_on = []\n[grid]\nretriever = ["bm25", "tfidf"]\nk = [1, 2]\n', "pair_on",
+     "matches 2 baseline cells"),
+    ('baseline = "hybrid"\n[grid]\nretriever = [{type = "hybrid", method = "rrf"}, {type = "hybrid", method = "wsum"}]\n',
+     "baseline", "names several retrievers"),
 ])
 def test_bad_input_names_the_file_and_the_key(tmp_path, text, key, words):
     path = write(tmp_path, text)
@@ -235,3 +254,43 @@ def test_replay_programs_path_is_kept_as_written_and_checked_next_to_the_file(tm
     assert cell.settings["generator"] == {"type": "replay", "programs": "progs.jsonl"}
     assert cfg.base_dir == tmp_path
     assert generator_spec(cell.settings["generator"], cfg.base_dir)["programs"] == str(tmp_path / "progs.jsonl")
+
+
+def test_values_of_the_annotated_type_are_accepted():
+    cfg = parse_config({"retriever": {"type": "hybrid", "members": ["bm25", {"type": "bm25", "k1": 2}],
+                                      "weights": [1, 0.5], "method": "wsum"},
+                        "generator": {"type": "test_cfg_generator", "temperature": 1},
+                        "grid": {"retriever.rrf_k": [60, 10]}, "metrics": ["precision@5", "mrr"]})
+    assert len(expand(cfg, "d")) == 2
+
+
+@pytest.mark.parametrize("value,hint,expected", [
+    (1, "float", True), (True, "float", False), (True, "int", False), (1.5, "int", False), ("a", "str", True),
+    (None, "float | None", True), ("x", "float | None", False), ([1, 2.5], "Sequence[float]", True),
+    (["a"], "Sequence[float]", False), ("ab", "Sequence[str]", False), ({"a": 1}, "Mapping[str, Any]", True),
+    ("rrf", "Literal['rrf', 'wsum']", True), ("max", "Literal['rrf', 'wsum']", False),
+    ("x", "Encoder", None), ("p.jsonl", "str | os.PathLike[str] | None", True),
+])
+def test_value_matches(value, hint, expected):
+    import os  # noqa: F401 - used by the evaluated annotations
+    from collections.abc import Mapping, Sequence  # noqa: F401
+    from typing import Any, Literal  # noqa: F401
+
+    from primsel.experiments.config import value_matches
+
+    class Encoder:  # noqa: F841 - an annotation that cannot be checked
+        pass
+
+    assert value_matches(value, eval(hint)) is expected
+
+
+def test_baseline_may_name_a_retriever_type_and_pair_on_selects_the_partner():
+    cfg = parse_config({
+        "baseline": "llm_selector", "pair_on": ["generator.seed", "generator.seed"],
+        "generator": {"type": "openai", "model": "m"},
+        "grid": [{"retriever": [{"type": "llm_selector", "model": "m"}], "k": [65], "threshold": [0.5],
+                  "generator.seed": [0, 1]},
+                 {"retriever": ["bm25"], "k": [15], "generator.seed": [0, 1]}],
+    })
+    assert cfg.baseline == "llm_selector" and cfg.pair_on == ("generator.seed",)
+    assert len(expand(cfg, "d")) == 4

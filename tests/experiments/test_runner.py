@@ -302,3 +302,139 @@ def test_programs_that_are_not_ok_are_not_executed(tmp_path, monkeypatch):
         ("1", "llm", "truncated", "truncated"), ("2", "llm", "llm_error", "llm_error"),
         ("3", "extraction", "no_program", "no_program")]
     assert failures[0]["line"] == 2               # the last line of the cut program
+
+
+# ---------------------------------------------------------------------------------------------
+# Incomplete cells (LLM requests that failed), JSON of any string, plug-in sources in the key
+# ---------------------------------------------------------------------------------------------
+#: Task ids the ``test_flaky`` generator answers with llm_error (the rest: no_program).
+FLAKY: dict[str, set[str]] = {"llm_error": set()}
+#: Task ids asked of the ``test_flaky`` generator, in order, over a test.
+ASKED: list[str] = []
+
+
+@register("test_flaky", kind="generator")
+class FlakyGenerator:
+    """llm_error for the task ids in ``FLAKY["llm_error"]``, else no_program (nothing is executed)."""
+
+    def generate(self, task, docs):
+        from primsel.types import Program
+
+        ASKED.append(task.id)
+        if task.id in FLAKY["llm_error"]:
+            return Program(task.id, None, status="llm_error", raw="LLM error: HTTP 503 " + chr(0xD800))
+        return Program(task.id, None, status="no_program", raw="nothing")
+
+
+def test_a_cell_with_llm_errors_is_written_incomplete_and_recomputed(tmp_path):
+    FLAKY["llm_error"] = {"2"}
+    ASKED.clear()
+    cfg = config({"k": [1]}, retriever="test_fixed", generator={"type": "test_flaky"})
+    first = run(cfg, tmp_path)
+    (cell,) = first.cells
+    d = tmp_path / "exp" / cell.id
+    report = json.loads((d / "report.json").read_text())
+    assert report["complete"] is False and report["incomplete_tasks"] == 1.0 and report["status_llm_error"] == 0.5
+    assert first.incomplete == (cell.id,) and (d / "failures.jsonl").is_file()
+    rows = [json.loads(line) for line in (d / "tasks.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows[1]["message"] == "LLM error: HTTP 503 " + chr(0xD800)     # any string round-trips
+    assert "Cells finished: 0 of 1; 1 more incomplete" in write_report(tmp_path / "exp").read_text()
+    assert f"`{cell.id}` *incomplete*" in (tmp_path / "exp" / "report.md").read_text()
+    # the next run recomputes it; once every request succeeds, the cell is finished for good
+    FLAKY["llm_error"] = set()
+    second = run(cfg, tmp_path)
+    assert second.computed == (cell.id,) and second.skipped == () and second.incomplete == ()
+    report = json.loads((d / "report.json").read_text())
+    assert report["complete"] is True and report["incomplete_tasks"] == 0.0
+    third = run(cfg, tmp_path)
+    assert third.computed == () and third.skipped == (cell.id,)
+    assert ASKED == ["1", "2"] * 2
+
+
+@register("test_selector_errors")
+class SelectorErrorRetriever(FixedRetriever):
+    """FixedRetriever's ranking; its (made-up) LLM selection of task 2 had one failed request."""
+
+    def usage(self):
+        return {q: {"calls": 5, "errors": int(q == "2")} for q in ("1", "2")}
+
+
+def test_failed_selection_requests_make_the_cell_incomplete_and_are_not_cached(tmp_path):
+    from primsel.experiments.runner import cache_dir
+
+    cfg = config({"k": [1]}, retriever="test_selector_errors")
+    first = run_experiment(cfg, tmp_path / "a", tasks=TASKS, library=LIBRARY, progress=False)
+    (cell,) = first.cells
+    assert first.incomplete == (cell.id,)
+    run_experiment(cfg, tmp_path / "b", tasks=TASKS, library=LIBRARY, progress=False)
+    report = json.loads((tmp_path / "b" / "exp" / cell.id / "report.json").read_text())
+    assert report["complete"] is False and report["incomplete_tasks"] == 1.0 and report["selector_errors"] == 1.0
+    assert FITS["test_fixed"] == 2                 # the second run could not reuse the ranking
+    assert not list((cache_dir() / "experiments" / "retrieval").glob("*.json"))
+
+
+def test_reports_written_before_the_complete_key_count_as_finished(tmp_path):
+    from primsel.experiments.runner import is_finished
+
+    (tmp_path / "report.json").write_text('{"recall@5": 1.0}')
+    assert is_finished(tmp_path)
+    (tmp_path / "report.json").write_text('{"recall@5": 1.0, "complete": false}')
+    assert not is_finished(tmp_path)
+    (tmp_path / "report.json").write_text('{"recall@5": 1.0')   # cut short
+    assert not is_finished(tmp_path)
+
+
+def test_write_atomic_round_trips_lone_surrogates(tmp_path):
+    from primsel.experiments.runner import _jsonl, write_atomic
+
+    row = {"message": "bad " + chr(0xD800) + " é \\ " + chr(0xDFFF)}
+    write_atomic(tmp_path / "t.jsonl", _jsonl([row]))
+    assert json.loads((tmp_path / "t.jsonl").read_text(encoding="utf-8")) == row
+    assert "é" in (tmp_path / "t.jsonl").read_text(encoding="utf-8")   # other text stays readable
+    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+
+
+def test_write_atomic_removes_its_temporary_file_on_failure(tmp_path, monkeypatch):
+    from primsel.experiments import runner
+
+    def broken(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner.os, "fsync", broken)
+    with pytest.raises(OSError, match="No space"):
+        runner.write_atomic(tmp_path / "report.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+PLUGIN = '''
+from primsel.retrieval.base import BaseRetriever
+
+
+class Plugged(BaseRetriever):
+    """Ranks the primitive named {first!r} first."""
+
+    def __init__(self):
+        pass
+
+    def score(self, queries):
+        return {{q: {{"m.{first}": 1.0}} for q in queries}}
+'''
+
+
+def test_the_retrieval_cache_key_follows_the_source_of_plug_in_retrievers(tmp_path, monkeypatch):
+    import sys
+
+    from primsel.experiments.runner import RetrievalStore, make_dataset
+
+    (tmp_path / "plug_mod_key.py").write_text(PLUGIN.format(first="g"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "plug_mod_key", raising=False)
+    store = RetrievalStore(LIBRARY, make_dataset(TASKS))
+    specs = ["plug_mod_key:Plugged", {"type": "hybrid", "members": ["test_fixed", "plug_mod_key:Plugged"]},
+             {"type": "hybrid", "members": ["test_fixed", {"type": "plug_mod_key:Plugged"}]}]
+    before = [store.key(spec, 2, 0) for spec in specs]
+    assert store.key("test_fixed", 2, 0) == RetrievalStore(LIBRARY, make_dataset(TASKS)).key("test_fixed", 2, 0)
+    (tmp_path / "plug_mod_key.py").write_text(PLUGIN.format(first="h"))
+    after = [store.key(spec, 2, 0) for spec in specs]
+    assert all(a != b for a, b in zip(before, after))
+    assert store.key("test_fixed", 2, 0) == RetrievalStore(LIBRARY, make_dataset(TASKS)).key("test_fixed", 2, 0)

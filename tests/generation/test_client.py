@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from email.utils import format_datetime
@@ -11,6 +12,7 @@ import pytest
 
 from primsel.generation.client import (
     ChatClient,
+    EndpointUnreachableError,
     LLMError,
     LLMFatalError,
     QuotaExceededError,
@@ -310,3 +312,86 @@ def test_answer_without_choices_is_an_llm_error(server):
     with pytest.raises(LLMError, match="without choices"):
         client.complete(HELLO)
     assert client.usage_summary()["errors"] == 1
+
+
+def _closed_port_url() -> str:
+    """A loopback URL where nothing listens (a port bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_an_endpoint_that_cannot_be_reached_is_fatal_after_the_retries():
+    url = _closed_port_url()
+    client = ChatClient(model="m", base_url=url, api_key="test", max_retries=2, backoff_s=0.01)
+    waits: list[float] = []
+    client._sleep = waits.append
+    with pytest.raises(EndpointUnreachableError, match="cannot connect to the LLM endpoint at " + url) as info:
+        client.complete(HELLO)
+    assert isinstance(info.value, LLMFatalError) and "3 attempts" in str(info.value)
+    assert len(waits) == 2 and client.usage_summary()["requests"] == 3
+    # every later call fails at once, without a request
+    with pytest.raises(EndpointUnreachableError):
+        client.complete([{"role": "user", "content": "another"}])
+    assert client.usage_summary()["requests"] == 3
+
+
+def test_an_unreachable_endpoint_stops_complete_many():
+    client = ChatClient(model="m", base_url=_closed_port_url(), api_key="test", max_retries=0, concurrency=2)
+    with pytest.raises(EndpointUnreachableError):
+        client.complete_many([[{"role": "user", "content": str(i)}] for i in range(20)])
+    assert client.usage_summary()["requests"] < 20
+
+
+def test_a_connection_failure_then_an_answer_is_not_fatal():
+    url = _closed_port_url()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    client = ChatClient(model="m", base_url=url, api_key="test", max_retries=1, backoff_s=0.01)
+    servers = []
+    client._sleep = lambda delay: servers.append(FakeOpenAIServer(port=port).__enter__())  # the server comes up
+    try:
+        assert client.complete(HELLO).retries == 1
+    finally:
+        for srv in servers:
+            srv.__exit__(None, None, None)
+    assert len(servers) == 1 and servers[0].request_count == 1
+
+
+def test_timeouts_are_not_connection_failures(server):
+    server.push(Reply(hang=True), Reply(hang=True))
+    client, _ = make_client(server, timeout_s=0.2, max_retries=1)
+    with pytest.raises(LLMError) as info:
+        client.complete(HELLO)
+    assert not isinstance(info.value, LLMFatalError)
+
+
+def test_cache_namespace_keeps_endpoints_apart(server):
+    server.push(Reply(content="from a"), Reply(content="from b"))
+    a, _ = make_client(server, cache_namespace="host-a")
+    b, _ = make_client(server, cache_namespace="host-b")
+    a_again, _ = make_client(server, cache_namespace="host-a")
+    assert a.complete(HELLO).text == "from a"
+    assert b.complete(HELLO).text == "from b"
+    assert a_again.complete(HELLO).text == "from a" and server.request_count == 2
+    # without a namespace the key is the one of earlier versions: model, messages, parameters
+    payload = {"model": "m", "messages": HELLO, "params": {"seed": 1}}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert cache_key("m", HELLO, {"seed": 1}) == hashlib.sha256(text.encode()).hexdigest()
+    assert cache_key("m", HELLO, {"seed": 1}, "x") != cache_key("m", HELLO, {"seed": 1})
+    with pytest.raises(ValueError, match="cache_namespace"):
+        ChatClient(model="m", cache_namespace=3)
+
+
+def test_lone_surrogates_in_requests_and_answers_are_cached(server):
+    odd = [{"role": "user", "content": "x" + chr(0xD800)}]
+    server.push(Reply(content="y" + chr(0xDC00)))
+    client, _ = make_client(server)
+    assert client.complete(odd).text == "y" + chr(0xDC00)
+    # UTF-8 cannot carry a lone surrogate: it is sent as the text of its escape
+    assert server.requests[0]["messages"][0]["content"] == "x\\ud800"
+    again, _ = make_client(server)
+    answer = again.complete(odd)
+    assert answer.cached is True and answer.text == "y" + chr(0xDC00)

@@ -94,3 +94,27 @@ def test_pipeline_responder_cut_mode_gives_truncated_programs(toy_tasks):
 def test_pipeline_responder_rejects_unknown_modes(toy_tasks):
     with pytest.raises(ValueError, match="mode"):
         pipeline_responder(toy_tasks, mode="lies")
+
+
+def test_command_help_is_plain_text_and_says_what_it_answers(capsys):
+    from primsel.generation.fake_server import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert ":func:" not in text and "``" not in text and ":data:" not in text
+    flat = " ".join(text.split())
+    assert "the task's gold primitives of that module" in flat
+    assert "the task's reference program" in flat
+    assert "every task passes (success 1.0) whatever the retriever" in flat
+    assert "--data must name the run's task set" in flat
+    assert "cut: answer with the program cut off mid-line and finish_reason 'length'" in flat
+
+
+def test_command_rejects_a_directory_as_data(tmp_path, capsys):
+    from primsel.generation.fake_server import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--data", str(tmp_path)])
+    assert info.value.code == 2 and "is a directory" in capsys.readouterr().err

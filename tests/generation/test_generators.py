@@ -41,6 +41,16 @@ def test_generators_are_registered_and_follow_the_protocol():
     assert isinstance(registry.build("reference", kind="generator"), ReferenceGenerator)
 
 
+def test_openai_generator_passes_its_cache_namespace_to_the_cache_key(toy_library, toy_tasks, fast):
+    with FakeOpenAIServer(responder=answer_with_reference(toy_tasks)) as srv:
+        for namespace in ("a", "b", "a"):
+            gen = OpenAIGenerator(model="m", base_url=srv.base_url, examples=0, cache_namespace=namespace, **fast)
+            gen.fit(toy_library).generate(toy_tasks[1], [])
+        requests = srv.request_count
+    assert requests == 2  # the second "a" is answered from the cache
+    assert gen.get_params()["cache_namespace"] == "a"
+
+
 def test_openai_generator_needs_a_model():
     with pytest.raises(ValueError, match="model"):
         OpenAIGenerator()

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from primsel.retrieval.base import check_k, code_tokens, split_identifier, top_k
+from primsel.retrieval.base import (
+    check_choice,
+    check_flag,
+    check_k,
+    check_number,
+    check_text,
+    code_tokens,
+    split_identifier,
+    top_k,
+)
 
 
 def test_split_identifier_snake_and_camel():
@@ -40,3 +49,39 @@ def test_top_k_cuts_at_k():
 def test_check_k_rejects_non_positive_or_non_integer(k):
     with pytest.raises(ValueError, match="k must be"):
         check_k(k)
+
+
+def test_check_number_returns_the_value_within_bounds():
+    assert check_number("x", 0, minimum=0) == 0
+    assert check_number("x", 1.0, minimum=0, maximum=1) == 1.0
+    assert check_number("n", 3, minimum=1, integer=True) == 3
+
+
+@pytest.mark.parametrize(("value", "rules", "message"), [
+    ("1", {}, "x must be a number, got '1'"),
+    (True, {}, "x must be a number, got True"),
+    (None, {}, "x must be a number, got None"),
+    (float("inf"), {}, "x must be a finite number, got inf"),
+    (0, {"above": 0}, "x must be a number > 0, got 0"),
+    (-1, {"minimum": 0}, "x must be a number >= 0, got -1"),
+    (2, {"maximum": 1}, "x must be a number <= 1, got 2"),
+    (2.0, {"integer": True}, "x must be an integer, got 2.0"),
+])
+def test_check_number_names_the_parameter(value, rules, message):
+    with pytest.raises(ValueError) as info:
+        check_number("x", value, **rules)
+    assert str(info.value) == message
+
+
+def test_check_choice_flag_and_text():
+    assert check_choice("m", None, ("a", None)) is None
+    with pytest.raises(ValueError, match="m must be one of 'a', 'b'; got 'c'"):
+        check_choice("m", "c", ("a", "b"))
+    with pytest.raises(ValueError, match="m must be one of"):
+        check_choice("m", True, (1, 2))  # True == 1, but a flag is not a choice
+    assert check_flag("f", False) is False
+    with pytest.raises(ValueError, match="f must be true or false, got 0"):
+        check_flag("f", 0)
+    assert check_text("t", "") == ""
+    with pytest.raises(ValueError, match="t must be a non-empty string, got ' '"):
+        check_text("t", " ", empty=False)

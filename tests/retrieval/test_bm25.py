@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from rank_bm25 import BM25Okapi
@@ -46,3 +47,16 @@ def test_bm25_retriever_half_the_documents_ranks_them_first():
 def test_bm25_matches_identifier_parts(small_library):
     run = BM25Retriever().fit(small_library).search({"q": "delete an event"}, 1)
     assert list(run["q"]) == ["calendar.delete_event"]
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"k1": "abc"}, "k1 must be a number, got 'abc'"),
+    ({"k1": 0}, "k1 must be a number > 0, got 0"),
+    ({"b": 1.5}, "b must be a number <= 1, got 1.5"),
+    ({"b": True}, "b must be a number, got True"),
+    ({"view": "doc"}, "view must be one of 'name', 'signature', 'full'; got 'doc'"),
+    ({"stopwords": "yes"}, "stopwords must be true or false, got 'yes'"),
+])
+def test_bm25_rejects_bad_parameters_naming_them(params, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        BM25Retriever(**params)

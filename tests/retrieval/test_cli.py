@@ -47,3 +47,78 @@ def test_writes_a_full_trec_run_and_prints_metrics(tmp_path, capsys):
 def test_module_class_spec_is_accepted(capsys):
     assert main(["retrieve", "--retriever", "primsel.retrieval.bm25:BM25Retriever"]) == 0
     assert "recall@15" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ('{"type": "hybrid", "members": ["bm25", "nope"]}', "members[1]: unknown retriever 'nope'"),
+    ('{"type": "hybrid", "members": ["bm25", {"type": "bm25", "bogus": 1}]}',
+     "members[1]: retriever 'bm25': got an unexpected keyword argument 'bogus'"),
+    ('{"type": "bm25", "k1": "abc"}', "retriever 'bm25': k1 must be a number, got 'abc'"),
+    ('{"type": "hybrid", "members": ["bm25", "tfidf"], "rrf_k": -60}', "rrf_k must be a number >= 0, got -60"),
+    ("json:JSONDecoder", "is not a retriever: it lacks fit and search"),
+    ("os:system", "is not a class"),
+])
+def test_bad_specifications_exit_2_with_one_line(capsys, spec, message):
+    assert main(["retrieve", "--retriever", spec]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("primsel retrieve: error: --retriever: ")
+
+
+def test_out_is_checked_before_ranking_and_parents_are_not_created(tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep\n")
+    cases = {
+        str(tmp_path): "is a directory",
+        str(tmp_path / "missing" / "run.trec"): f"directory {tmp_path / 'missing'} does not exist",
+        str(a_file / "run.trec"): f"{a_file} is not a directory",
+        str(tmp_path / ("x" * 300 + ".trec")): "cannot write",
+    }
+    for out, message in cases.items():
+        assert main(["retrieve", "--retriever", "bm25", "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "ranked" not in err, out  # nothing was ranked
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "keep\n"
+
+
+def test_a_failed_retrieve_leaves_no_output_file(tmp_path, capsys):
+    out = tmp_path / "run.trec"
+    assert main(["retrieve", "--retriever", "bm25", "--data", str(tmp_path / "gone.tgz"), "--out", str(out)]) == 2
+    assert "not found" in capsys.readouterr().err and not out.exists()
+
+
+def test_data_that_is_a_directory_is_named_as_such(tmp_path, capsys):
+    assert main(["retrieve", "--retriever", "bm25", "--data", str(tmp_path)]) == 2
+    assert f"{tmp_path} (from --data) is a directory" in capsys.readouterr().err
+
+
+def test_seed_reaches_retrievers_that_take_one_unless_the_table_sets_it(tmp_path, capsys):
+    def ranking(*args: str) -> str:
+        out = tmp_path / "run.trec"
+        assert main(["retrieve", "--k", "5", "--out", str(out), *args]) == 0
+        capsys.readouterr()
+        return out.read_text()
+
+    seeded = ranking("--retriever", "random", "--seed", "3")
+    assert seeded == ranking("--retriever", '{"type": "random", "seed": 3}')
+    assert seeded == ranking("--retriever", '{"type": "random", "seed": 3}', "--seed", "0")  # the table wins
+    assert seeded != ranking("--retriever", "random", "--seed", "0")
+
+
+def test_k_above_the_library_size_selects_the_whole_library(capsys):
+    assert main(["retrieve", "--retriever", "bm25", "--k", "100"]) == 0
+    captured = capsys.readouterr()
+    assert "selecting all 65 primitives" in captured.err
+    assert "mean_selection_size    65.00" in captured.out
+
+
+def test_help_lists_every_registered_retriever(capsys):
+    from primsel.registry import available
+
+    with pytest.raises(SystemExit) as info:
+        main(["retrieve", "--help"])
+    assert info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    names = available("retriever")
+    assert "llm_selector" in names
+    assert f"a registered name ({', '.join(names)})" in text

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 
 import numpy as np
 import pytest
 
 from primsel.library import Library
 from primsel.retrieval.dense import DenseRetriever, cosine_search
-from primsel.retrieval.encoders import SentenceEncoder, cache_dir, l2_normalise
+from primsel.retrieval import encoders
+from primsel.retrieval.encoders import EncoderLoadError, SentenceEncoder, cache_dir, l2_normalise
 from primsel.types import Primitive
 
 VECTORS = {"long_x": [10.0, 0.0], "diagonal": [1.0, 1.0], "short_y": [0.0, 0.1], "query": [1.0, 0.9]}
@@ -65,3 +68,42 @@ def test_embedding_cache_is_keyed_by_model_and_text(monkeypatch, tmp_path):
     assert first.tolist() == [[2.0, 1.0], [3.0, 1.0], [2.0, 1.0]]
     assert enc.cache_path.parent == cache_dir() / "embeddings"
     assert SentenceEncoder("other-model").cache_path != enc.cache_path
+
+
+def test_dense_rejects_bad_parameters_naming_them():
+    with pytest.raises(ValueError, match="model must be a non-empty string"):
+        DenseRetriever(model="")
+    with pytest.raises(ValueError, match="view must be one of"):
+        DenseRetriever(view="body")
+    with pytest.raises(ValueError, match="query_prefix must be a string"):
+        DenseRetriever(query_prefix=1)
+
+
+@pytest.mark.dense
+def test_unloadable_model_is_an_error_naming_it(tmp_path, monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(encoders, "_LOADED", {})
+    empty = tmp_path / "no-model-here"
+    empty.mkdir()
+    with pytest.raises(EncoderLoadError, match=re.escape(f"cannot load the sentence-transformers model '{empty}'")):
+        DenseRetriever(model=str(empty)).fit(_library())
+
+
+@pytest.mark.dense
+def test_loading_the_model_logs_at_info_and_prints_no_progress_bar(monkeypatch, caplog, capfd):
+    pytest.importorskip("sentence_transformers")
+    from transformers.utils import logging as hf_logging
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(encoders, "_LOADED", {})
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    with caplog.at_level(logging.INFO, logger="primsel"):
+        vectors = SentenceEncoder(use_cache=False).encode(["book a room", "cancel my meeting"])
+    assert vectors.shape == (2, 384)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("primsel")] == [
+        f"loading sentence encoder {encoders.DEFAULT_MODEL}"]
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err and captured.err == ""
+    # transformers' own settings are as they were
+    assert (hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()) == (bars, verbosity)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from primsel.registry import UnknownComponentError
 from primsel.retrieval.hybrid import HybridRetriever, competition_ranks, min_max, rrf, wsum
 
 
@@ -30,12 +31,38 @@ def test_wsum_by_hand():
 
 
 def test_hybrid_rejects_bad_configuration():
-    with pytest.raises(ValueError, match="fusion method"):
+    with pytest.raises(ValueError, match="method must be one of 'rrf', 'wsum'"):
         HybridRetriever(["bm25"], method="max")
     with pytest.raises(ValueError, match="weights"):
         HybridRetriever(["bm25", "tfidf"], weights=[1.0])
+    with pytest.raises(ValueError, match=r"weights\[1\] must be a number"):
+        HybridRetriever(["bm25", "tfidf"], weights=[1.0, "x"])
     with pytest.raises(ValueError, match="at least one member"):
         HybridRetriever([])
+    with pytest.raises(ValueError, match="members must be a list"):
+        HybridRetriever("bm25")
+
+
+@pytest.mark.parametrize("rrf_k", [-60, -1, float("nan"), "60"])
+def test_hybrid_rejects_an_rrf_constant_that_could_divide_by_zero(rrf_k):
+    with pytest.raises(ValueError, match="rrf_k must be"):
+        HybridRetriever(["bm25", "tfidf"], rrf_k=rrf_k)
+
+
+def test_hybrid_accepts_rrf_k_zero_as_plain_reciprocal_rank():
+    assert rrf([{"x": 2.0, "y": 1.0}], [1.0], k=0) == pytest.approx({"x": 1 / 1, "y": 1 / 2})
+    assert HybridRetriever(["bm25"], rrf_k=0).rrf_k == 0
+
+
+def test_hybrid_names_the_bad_member_when_constructed():
+    with pytest.raises(UnknownComponentError, match=r"members\[1\]: unknown retriever 'nope'"):
+        HybridRetriever(["bm25", "nope"])
+    with pytest.raises(TypeError, match=r"members\[0\]: retriever 'bm25': .*bogus.*it takes: view, k1, b, stopwords"):
+        HybridRetriever([{"type": "bm25", "bogus": 1}])
+    with pytest.raises(ValueError, match=r"members\[0\]: retriever 'bm25': k1 must be a number"):
+        HybridRetriever([{"type": "bm25", "k1": "abc"}])
+    with pytest.raises(TypeError, match=r"members\[0\]: retriever specification must be a name or a table"):
+        HybridRetriever([3])
 
 
 def test_hybrid_learns_from_tasks_when_a_member_does():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from primsel.retrieval.baselines import AllRetriever, OracleRetriever, RandomRetriever
@@ -63,6 +65,29 @@ def test_learned_retrievers_reject_bad_parameters():
         ClassifierRetriever(C=0)
     with pytest.raises(ValueError, match="neighbours"):
         KnnRetriever(neighbours=0)
+    with pytest.raises(ValueError, match="neighbours must be an integer"):
+        KnnRetriever(neighbours=2.5)
+    with pytest.raises(ValueError, match="class_weight must be one of 'balanced', None"):
+        ClassifierRetriever(class_weight="even")
+    with pytest.raises(ValueError, match="max_iter must be an integer >= 1"):
+        ClassifierRetriever(max_iter=0)
+    with pytest.raises(ValueError, match="dense_weight must be a number >= 0"):
+        ClassifierRetriever(dense_weight=-1.0)
+    with pytest.raises(ValueError, match="model must be a non-empty string"):
+        KnnRetriever(model="")
+    with pytest.raises(ValueError, match="k1 must be a number > 0"):
+        ExpansionRetriever(k1=0)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        RandomRetriever(seed="1")
+
+
+def test_classifier_reports_its_fit_at_debug_level_only(small_library, small_tasks, caplog, capsys):
+    with caplog.at_level(logging.DEBUG, logger="primsel"):
+        ClassifierRetriever(features="tfidf").fit(small_library, small_tasks)
+    # all 6 primitives are gold in some but not all of the 8 tasks: one model each
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+    assert caplog.records[0].getMessage() == "classifier: 6 primitives learned from 8 tasks"
+    assert capsys.readouterr().err == ""
 
 
 def test_oracle_ranks_gold_first_by_id(small_library):

@@ -56,6 +56,15 @@ def test_registered_with_the_protocols():
     assert "api_key" not in sel.get_params()
 
 
+def test_cache_namespace_is_a_parameter_of_the_cache_key(library):
+    with FakeOpenAIServer(responder=responder) as srv:
+        for namespace in ("a", "b", "a"):
+            make(srv, cache_namespace=namespace).fit(library).search({"1": "add a meeting"}, k=3)
+        requests = srv.request_count
+    assert requests == 2 * 5  # one call per module; the second "a" is answered from the cache
+    assert make(srv, cache_namespace="a").get_params()["cache_namespace"] == "a"
+
+
 def test_needs_a_model():
     with pytest.raises(ValueError, match="model"):
         LLMSelector()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import textwrap
@@ -13,8 +16,8 @@ import time
 
 import pytest
 
-from primsel.simulator import seccomp
-from primsel.simulator.sandbox import Sandbox, sandbox_info
+from primsel.simulator import landlock, seccomp, worker
+from primsel.simulator.sandbox import Sandbox, remove_stale_scratch, sandbox_info
 from primsel.types import ExecutionResult, Task
 
 SETUP = "def setup_env():\n    pass\n"
@@ -179,17 +182,40 @@ def test_reference_import_paths_resolve_to_our_modules(sandbox):
     assert "aspera" not in sys.modules  # the aliases exist in the workers only
 
 
-def test_parameters_are_validated():
-    for kwargs in ({"workers": 0}, {"timeout": 0}, {"memory_mb": 1}, {"stdout_cap": -1}):
-        with pytest.raises(ValueError):
-            Sandbox(**kwargs)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"workers": 0},
+        {"timeout": 0},
+        {"timeout": float("inf")},
+        {"timeout": float("nan")},
+        {"timeout": 1e300},
+        {"timeout": 86400.5},
+        {"memory_mb": 1},
+        {"stdout_cap": -1},
+        {"program_cap": 0},
+    ],
+)
+def test_parameters_are_validated(kwargs):
+    with pytest.raises(ValueError):
+        Sandbox(**kwargs)
+
+
+def test_workers_are_capped_at_four_per_cpu():
+    cpus = os.cpu_count() or 1
+    assert Sandbox(workers=100 * cpus).workers == 4 * cpus  # nothing starts before first use
+    assert Sandbox(workers=1).workers == 1
+    assert Sandbox(timeout=86400).timeout == 86400.0
 
 
 def test_sandbox_info_names_the_layers():
     info = sandbox_info()
     assert info["audit_hook"] is True
     assert info["seccomp"] == seccomp.status()[0]
+    assert info["landlock"] == landlock.status()[0]
     assert sandbox_info(seccomp=False)["seccomp"] is False
+    assert sandbox_info(landlock=False)["landlock"] is False
+    assert Sandbox(landlock=False).info()["landlock_detail"] == "disabled by the caller"
 
 
 # -- limits -----------------------------------------------------------------------------------
@@ -219,11 +245,9 @@ def test_output_is_capped_and_memory_stays_flat(sandbox):
     program = textwrap.dedent(
         """\
         def answer():
-            def rss_kib():
-                with open("/proc/self/status") as status:
-                    for line in status:
-                        if line.startswith("VmRSS:"):
-                            return int(line.split()[1])
+            import resource
+            def rss_kib():  # peak resident set size (/proc is not readable in the sandbox)
+                return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             before = rss_kib()
             line = "x" * 199
             for _ in range(300_000):  # 60 MB of output
@@ -298,7 +322,7 @@ def test_seccomp_filter_alone_denies_writes_processes_and_network(tmp_path):
     script = textwrap.dedent(
         f"""\
         import os, socket
-        from primsel.simulator import seccomp
+        from primsel.simulator import landlock, seccomp, worker
         seccomp.install()
         outcomes = []
         for attempt in (
@@ -459,6 +483,365 @@ def test_execute_is_thread_safe(sandbox):
     for thread in threads:
         thread.join()
     assert results == ["pass", "fail"] * 4
+
+
+# -- hardening: host, other processes, the caller --------------------------------------------
+
+needs_landlock = pytest.mark.skipif(not landlock.status()[0], reason="Landlock is not available here")
+needs_seccomp = pytest.mark.skipif(not seccomp.status()[0], reason="seccomp is not available here")
+FAKE_PASS = json.dumps(
+    {
+        "status": "pass",
+        "error_type": None,
+        "message": None,
+        "line": None,
+        "called_primitives": [],
+        "stdout_truncated": False,
+    }
+)
+
+
+@pytest.fixture
+def sleeper():
+    """A harmless target process: ``sleep 60``, killed afterwards."""
+    process = subprocess.Popen(["sleep", "60"])
+    yield process.pid
+    process.kill()
+    process.wait()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+                found.append(int(entry))
+    return found
+
+
+def _wait_until(condition, within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_program_runs_in_its_own_session_and_process_group(sandbox):
+    program = "def answer():\n    import os\n    return 42 if os.getsid(0) == os.getpgid(0) == os.getpid() else 0\n"
+    assert run(sandbox, program).status == "pass"
+
+
+@needs_seccomp
+def test_scheduling_and_signals_of_other_processes_are_denied(sandbox, sleeper):
+    before = os.getpriority(os.PRIO_PROCESS, sleeper)
+    calls = {
+        "setpriority": f"os.setpriority(os.PRIO_PROCESS, {sleeper}, {before})",
+        "setpriority of the caller's group": f"os.setpriority(os.PRIO_PGRP, {os.getpgid(0)}, {before})",
+        "sched_setaffinity": f"os.sched_setaffinity({sleeper}, os.sched_getaffinity({sleeper}))",
+        "sched_setscheduler": f"os.sched_setscheduler({sleeper}, os.SCHED_OTHER, os.sched_param(0))",
+        "sched_setparam": f"os.sched_setparam({sleeper}, os.sched_param(0))",
+        "setpgid": "os.setpgid(0, 0)",
+        "setsid": "os.setsid()",
+    }
+    for name, call in calls.items():
+        result = run(sandbox, f"def answer():\n    import os\n    {call}\n    return 42\n")
+        assert (name, result.status, result.error_type) == (name, "error", "PermissionError")
+    assert os.getpriority(os.PRIO_PROCESS, sleeper) == before
+    assert _running(sleeper)
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["gc.get_objects()", "gc.get_referrers(gc)", "gc.get_referents(gc)", "sys._current_frames()"],
+)
+def test_introspection_that_reaches_the_harness_is_refused(sandbox, call):
+    result = run(sandbox, f"def answer():\n    import gc, sys\n    {call}\n    return 42\n")
+    assert (result.status, result.error_type, result.line) == ("error", "PermissionError", 3)
+
+
+def test_audit_hook_survives_rebinding_module_globals_and_builtins():
+    # Only the audit hook is on, so this shows what it refuses by itself. The directory made if
+    # it failed would be inside the task's throwaway working directory.
+    program = textwrap.dedent(
+        """\
+        def answer():
+            import builtins, os, sys
+            main = sys.modules["__main__"]
+            main._AUDIT_BLOCKED = frozenset()
+            main._WRITE_FLAGS = 0
+            builtins.isinstance = lambda *args: False
+            builtins.PermissionError = ValueError
+            os.mkdir("made-by-the-program")
+            return 42
+        """
+    )
+    with Sandbox(workers=1, seccomp=False, landlock=False) as box:
+        result = run(box, program)
+    assert (result.status, result.error_type, result.line) == ("error", "PermissionError", 8)
+
+
+@needs_landlock
+def test_other_processes_and_files_outside_the_library_cannot_be_read(sandbox, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the caller's file")
+    targets = {
+        "the caller's environment": f"/proc/{os.getpid()}/environ",
+        "the caller's memory": f"/proc/{os.getpid()}/mem",
+        "the worker's environment": "/proc/{os.getppid()}/environ",
+        "the worker's request pipe": "/proc/{os.getppid()}/fd/0",
+        "its own environment": "/proc/self/environ",
+        "a file of the caller": str(secret),
+        "the home directory": os.path.expanduser("~"),
+    }
+    for name, path in targets.items():
+        program = f"def answer():\n    import os\n    os.close(os.open(f{path!r}, os.O_RDONLY | os.O_NONBLOCK))\n"
+        result = run(sandbox, program)
+        assert (name, result.status, result.error_type) == (name, "error", "PermissionError")
+
+
+def test_standard_library_modules_still_import(sandbox):
+    program = textwrap.dedent(
+        """\
+        def answer():
+            import importlib
+            names = (
+                "datetime collections re random typing itertools functools math json string copy "
+                "dataclasses enum calendar zoneinfo decimal fractions statistics heapq bisect "
+                "operator textwrap pprint difflib hashlib uuid base64 struct array csv io time "
+                "unicodedata numbers abc contextlib types weakref secrets locale logging "
+                "traceback inspect dateutil.parser dateutil.relativedelta"
+            ).split()
+            for name in names:
+                importlib.import_module(name)
+            import collections, datetime, enum, typing, zoneinfo
+            collections.namedtuple("Pair", "a b")(1, 2)
+            enum.Enum("Colour", "RED GREEN")
+            typing.TypeVar("T")
+            paris = zoneinfo.ZoneInfo("Europe/Paris")
+            offset = datetime.datetime(2024, 7, 1, tzinfo=paris).utcoffset()
+            return 42 if offset == datetime.timedelta(hours=2) else 0
+        """
+    )
+    result = run(sandbox, program)
+    assert (result.status, result.message) == ("pass", None)
+
+
+def test_stdout_buffer_takes_bytes_within_the_cap():
+    program = "def answer():\n    import sys\n    sys.stdout.buffer.write(b'x' * 40)\n    return 42\n"
+    for cap, truncated in ((100, False), (10, True)):
+        with Sandbox(workers=1, stdout_cap=cap) as box:
+            result = run(box, program)
+        assert (result.status, result.stdout_truncated) == ("pass", truncated)
+
+
+# -- hardening: verdicts ----------------------------------------------------------------------
+
+
+def test_verdict_sent_through_the_worker_module_is_rejected(sandbox):
+    program = textwrap.dedent(
+        f"""\
+        def answer():
+            import os, sys
+            sys.modules["__main__"]._send("R " + {FAKE_PASS!r})
+            os._exit(0)
+        """
+    )
+    result = run(sandbox, program)
+    assert (result.status, result.error_type) == ("error", "SandboxViolation")
+
+
+@pytest.mark.parametrize("payload", [FAKE_PASS, "[" * 200_000])
+def test_verdict_written_to_every_descriptor_is_rejected(sandbox, payload):
+    program = textwrap.dedent(
+        f"""\
+        def answer():
+            import os
+            line = ("R " + {payload!r} + "\\n").encode()
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, line)
+                except OSError:
+                    pass
+            os._exit(0)
+        """
+    )
+    result = run(sandbox, program)
+    assert (result.status, result.error_type) == ("error", "SandboxViolation")
+
+
+@pytest.mark.parametrize(
+    "rebind",
+    [
+        # the worker's own functions that compute a verdict (whichever exist)
+        "main = sys.modules['__main__']\n"
+        "    for name in ('_verdict', '_classify', '_result', '_describe'):\n"
+        "        if hasattr(main, name):\n"
+        "            setattr(main, name, lambda *args, **kwargs: json.loads(FAKE))",
+        "json.dumps = lambda *args, **kwargs: FAKE",
+    ],
+)
+def test_rebinding_what_computes_the_verdict_does_not_make_a_pass(sandbox, rebind):
+    header = f"FAKE = {FAKE_PASS!r}\n\n\ndef answer():\n    import json, sys\n"
+    program = header + f"    {rebind}\n    raise ValueError('wrong')\n"
+    result = run(sandbox, program)
+    assert (result.status, result.error_type, result.message) == ("error", "ValueError", "wrong")
+
+
+def test_verdict_shape_is_checked():
+    token = "0123abcd"
+    good = {"status": "fail", "error_type": "SolutionError", "message": "m", "line": 3,
+            "called_primitives": ["time_utils.now_"], "stdout_truncated": False}  # fmt: skip
+    assert worker._checked(f"{token} {json.dumps(good)}", token) == good
+    for bad in (
+        {**good, "line": True},
+        {**good, "status": "passed"},
+        {**good, "message": 3},
+        {**good, "called_primitives": [1]},
+        {**good, "stdout_truncated": 0},
+    ):
+        assert worker._checked(f"{token} {json.dumps(bad)}", token)["error_type"] == "SandboxViolation"
+    assert worker._checked(f"{token} " + "[" * 100_000, token)["error_type"] == "SandboxViolation"
+    assert worker._checked(f"other {json.dumps(good)}", token)["error_type"] == "SandboxViolation"
+
+
+def test_exception_whose_str_fails_still_reports_its_class(sandbox):
+    program = textwrap.dedent(
+        """\
+        def answer():
+            class Opaque(Exception):
+                def __str__(self):
+                    raise RuntimeError("no")
+            raise Opaque()
+        """
+    )
+    result = run(sandbox, program)
+    assert (result.status, result.error_type, result.line) == ("error", "Opaque", 5)
+
+
+def test_lone_surrogates_do_not_break_anything(sandbox):
+    result = run(sandbox, "def answer():\n    raise ValueError('bad ' + chr(0xD800))\n")
+    assert (result.status, result.error_type, result.message) == ("error", "ValueError", "bad ?")
+    result = run(sandbox, "def answer():\n    return 42  # \ud800\n")
+    assert (result.status, result.error_type) == ("error", "UnicodeEncodeError")
+
+
+def test_child_is_killed_as_soon_as_its_verdict_is_in():
+    # A forged verdict followed by a long sleep: the worker must not wait for the child.
+    program = textwrap.dedent(
+        f"""\
+        def answer():
+            import os, time
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, ("R " + {FAKE_PASS!r} + "\\n").encode())
+                except OSError:
+                    pass
+            time.sleep(30)
+        """
+    )
+    with Sandbox(workers=1, timeout=5) as box:
+        result = run(box, program)
+        assert (result.status, result.error_type) == ("error", "SandboxViolation")
+        assert _children(box._all[0].process.pid) == []
+
+
+# -- hardening: the caller's process ----------------------------------------------------------
+
+
+def test_large_program_is_refused_without_parsing(monkeypatch):
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda source, *a, **k: parsed.append(len(source)) or real_parse(source, *a, **k))
+    box = Sandbox(workers=1, program_cap=100)
+    try:
+        result = box.execute(make_task(), "def answer():\n    return 42\n" + "#" * 80 + "\n")
+        assert (result.status, result.error_type) == ("error", "ProgramTooLarge")
+        result = box.execute(make_task(), "def answer():\n    return 42  # " + "é" * 40 + "\n")  # 109 bytes
+        assert (result.status, result.error_type) == ("error", "ProgramTooLarge")
+        assert parsed == [] and box._all == []
+        result = box.execute(make_task(), "def answer():\n    return 42\n")
+        assert result.status == "pass"
+        assert len(parsed) == 1  # parsed once in this process
+    finally:
+        box.close()
+
+
+def test_default_program_cap_is_256_kib():
+    box = Sandbox(workers=1)
+    program = "def answer():\n    return 42\n" + "#" * (256 * 1024) + "\n"
+    assert box.execute(make_task(), program).error_type == "ProgramTooLarge"
+    assert box._all == []
+
+
+def test_stale_scratch_directories_of_dead_processes_are_removed(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"primsel-worker-{gone.pid}-abc"
+    live = tmp_path / f"primsel-worker-{os.getpid()}-abc"
+    other = tmp_path / "primsel-worker-notapid"
+    for path in (stale / "primsel-task-1", live, other):
+        path.mkdir(parents=True)
+    (tmp_path / f"primsel-worker-{gone.pid}-link").symlink_to(live)
+    assert remove_stale_scratch(str(tmp_path)) == [str(stale)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, other.name, f"primsel-worker-{gone.pid}-link"]
+    )
+
+
+CALLER = textwrap.dedent(
+    """\
+    import json, sys, threading, time
+    from primsel.datasets import load_builtin_tasks
+    from primsel.simulator.sandbox import Sandbox
+
+    box = Sandbox(workers=1, timeout=60)
+    program = "def f():\\n    import time\\n    time.sleep(40)\\n"
+    threading.Thread(target=box.execute, args=(load_builtin_tasks()[0], program), daemon=True).start()
+    while not box._all or box._all[0].process is None:
+        time.sleep(0.02)
+    print(json.dumps({"worker": box._all[0].process.pid, "scratch": box._all[0].scratch}), flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def test_workers_die_with_their_caller_and_leave_no_scratch(tmp_path):
+    script = tmp_path / "caller.py"
+    script.write_text(CALLER)
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch_root)}
+    caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        started = json.loads(caller.stdout.readline())
+        scratch = started["scratch"]
+        # Kill the caller while the worker is in the middle of the task.
+        assert _wait_until(lambda: any(n.startswith("primsel-task-") for n in os.listdir(scratch)))
+        caller.send_signal(signal.SIGKILL)
+        caller.wait()
+        assert _wait_until(lambda: not _running(started["worker"]))
+        assert _wait_until(lambda: not os.path.exists(scratch))
+    finally:
+        caller.kill()
+        caller.wait()
+        if _running(started["worker"]):
+            os.kill(started["worker"], signal.SIGKILL)
 
 
 # -- the real benchmark -----------------------------------------------------------------------

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -96,6 +101,91 @@ def test_bad_arguments_exit_2(no_archive, tmp_path, capsys):
     assert "sha256" in capsys.readouterr().err
     assert verify.run(["--workers", "0"]) == 2
     assert verify.run(["--timeout", "0"]) == 2
+
+
+@pytest.mark.parametrize("value", ["inf", "1e300", "nan", "-1", "86401"])
+def test_unusable_timeout_exits_2_with_a_message(no_archive, capsys, value):
+    assert verify.run(["--timeout", value]) == 2
+    err = capsys.readouterr().err
+    assert "--timeout must be a finite number of seconds in (0, 86400]" in err
+    assert "Traceback" not in err
+
+
+def test_too_many_workers_are_capped_with_a_note(no_archive, tmp_path, capsys):
+    builtin = load_builtin_tasks()[0]
+    programs = write_jsonl(tmp_path / "one.jsonl", [{"task_id": builtin.id, "program": builtin.program}])
+    assert verify.run(["--programs", programs, "--workers", "1000"]) == 0  # one job: one worker starts
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == "passed 1/1"
+    cpus = os.cpu_count() or 1
+    assert f"--workers 1000 capped at {4 * cpus} (4 per CPU)" in captured.err
+
+
+def test_rows_are_valid_utf8_json_with_lone_surrogates(no_archive, tmp_path, capsys):
+    builtin = load_builtin_tasks()[0]
+    programs = tmp_path / "surrogates.jsonl"
+    programs.write_text(
+        "\n".join(
+            json.dumps(row)  # ASCII JSON with \ud800 escapes: lone surrogates once decoded
+            for row in (
+                {"task_id": builtin.id, "program": "def f():\n    raise ValueError('x' + chr(0xD800))\n"},
+                {"task_id": builtin.id, "program": "def f():\n    return 1  # \ud800\n"},
+                {"task_id": "no-such-\ud800", "program": NOOP},
+            )
+        )
+    )
+    assert verify.run(["--programs", str(programs)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [json.loads(line) for line in lines[:-1]]
+    for row in rows:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
+    assert [(r["status"], r["error_type"]) for r in rows] == [
+        ("error", "ValueError"),
+        ("error", "UnicodeEncodeError"),
+        ("error", "UnknownTask"),
+    ]
+    assert (rows[0]["message"], rows[2]["task_id"]) == ("x?", "no-such-?")
+
+
+INTERRUPTIBLE = (
+    "import signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "from primsel.simulator import verify\n"
+    "sys.exit(verify.run(sys.argv[1:]))\n"
+)
+
+
+def test_ctrl_c_exits_130_with_one_line_and_keeps_written_rows(no_archive, tmp_path):
+    builtin = load_builtin_tasks()[0]
+    programs = write_jsonl(
+        tmp_path / "programs.jsonl",
+        [
+            {"task_id": builtin.id, "program": builtin.program},
+            {"task_id": builtin.id, "program": "def wait():\n    import time\n    time.sleep(60)\n"},
+        ],
+    )
+    out = tmp_path / "rows.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    process = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTIBLE, "--programs", programs, "--workers", "1", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 1):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == 130
+    assert stderr.strip().splitlines()[-1] == "primsel verify: interrupted; the rows already written are kept"
+    assert "Traceback" not in stderr
+    assert [json.loads(line)["status"] for line in out.read_text().splitlines()] == ["pass"]
 
 
 def test_dispatch_through_the_primsel_command(no_archive, tmp_path, capsys):
