@@ -508,15 +508,7 @@ def plot_recall_curves(experiment: Experiment, path: Path) -> bool:
     for (label, (ks, values)), colour in zip(curves.items(), palette):
         ax.plot(ks, values, marker=".", label=label, color=colour)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("k (primitives selected)")
-    ax.set_ylabel("recall@k")
-    ax.set_ylim(0, 1.02)
-    ax.set_title(f"{experiment.name}: recall@k")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    _finish(plt, fig, ax, path, f"{experiment.name}: recall@k", "k (primitives selected)", "recall@k")
     return True
 
 
@@ -548,16 +540,22 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
             ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
                     marker=marker, linestyle=style, color=colour,
                     label=label + (" +closure" if closure else ""))
-    ax.set_xlabel("documentation tokens selected per task (mean)")
-    ax.set_ylabel("selection recall (macro)")
+    _finish(plt, fig, ax, path, f"{experiment.name}: recall against documentation size",
+            "documentation tokens selected per task (mean)", "selection recall (macro)")
+    return True
+
+
+def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
+    """Label a recall plot (y in [0, 1]), put the legend outside on the right, save it as PNG."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1.02)
-    ax.set_title(f"{experiment.name}: recall against documentation size")
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
-    return True
 
 
 def _palette(plt: Any, n: int) -> list[Any]:

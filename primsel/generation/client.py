@@ -568,6 +568,34 @@ class ChatClient:
             log.warning("could not write the LLM cache entry %s: %s", path, exc)
 
 
+#: Settings of every component that talks to an endpoint (the ``openai`` generator, the
+#: ``llm_selector`` retriever): kept as the component's attributes, so its configuration
+#: round-trips, and passed on to :class:`ChatClient`.
+CLIENT_SETTINGS = (
+    "model", "base_url", "api_key_env", "api_key", "timeout_s", "max_retries", "temperature",
+    "seed", "max_tokens", "concurrency", "backoff_s", "cache_namespace",
+)
+
+
+def client_for(owner: Any, settings: Mapping[str, Any]) -> ChatClient:
+    """Store the :data:`CLIENT_SETTINGS` found in ``settings`` on ``owner`` and build its client.
+
+    Parameters
+    ----------
+    owner : the component (its attributes receive the settings).
+    settings : a mapping holding every name of :data:`CLIENT_SETTINGS` (e.g. the constructor's
+        ``locals()``).
+
+    Raises
+    ------
+    ValueError : a setting out of range (see :class:`ChatClient`).
+    """
+    values = {name: settings[name] for name in CLIENT_SETTINGS}
+    for name, value in values.items():
+        setattr(owner, name, value)
+    return ChatClient(**values)
+
+
 def _is_quota_error(exc: Any) -> bool:
     if getattr(exc, "code", None) == "insufficient_quota" or getattr(exc, "type", None) == "insufficient_quota":
         return True

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from primsel.generation.client import ChatClient, Completion, LLMError
+from primsel.generation.client import Completion, LLMError, client_for
 from primsel.generation.extract import extract_program
 from primsel.generation.prompts import (
     choose_examples,
@@ -113,28 +113,11 @@ class OpenAIGenerator:
         if example_selection not in ("similar", "fixed"):
             raise ValueError(f"example_selection must be 'similar' or 'fixed', got {example_selection!r}")
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
-        self.model = model
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self.api_key = api_key
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.seed = seed
-        self.max_tokens = max_tokens
-        self.concurrency = concurrency
         self.examples = examples
         self.template = template
         self.example_selection = example_selection
-        self.backoff_s = backoff_s
-        self.cache_namespace = cache_namespace
         # checks the numeric settings now; the client sends nothing until asked
-        self._client = ChatClient(
-            model=model, base_url=base_url, api_key_env=api_key_env, api_key=api_key,
-            timeout_s=timeout_s, max_retries=max_retries, temperature=temperature, seed=seed,
-            max_tokens=max_tokens, concurrency=concurrency, backoff_s=backoff_s,
-            cache_namespace=cache_namespace,
-        )
+        self._client = client_for(self, locals())
         self._pool: list[Task] | None = None
         self._library_order: dict[str, int] = {}
         self._module_order: tuple[str, ...] = ()

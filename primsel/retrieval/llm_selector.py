@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from primsel.generation.client import ChatClient, LLMError
+from primsel.generation.client import LLMError, client_for
 from primsel.generation.prompts import load_template, selection_messages
 from primsel.registry import register
 from primsel.retrieval.base import BaseRetriever
@@ -149,25 +149,8 @@ class LLMSelector(BaseRetriever):
         if not model or not isinstance(model, str):
             raise ValueError("the llm_selector retriever needs `model` (the model name at your endpoint)")
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
-        self.model = model
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self.api_key = api_key
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.seed = seed
-        self.max_tokens = max_tokens
-        self.concurrency = concurrency
         self.template = template
-        self.backoff_s = backoff_s
-        self.cache_namespace = cache_namespace
-        self._client = ChatClient(
-            model=model, base_url=base_url, api_key_env=api_key_env, api_key=api_key,
-            timeout_s=timeout_s, max_retries=max_retries, temperature=temperature, seed=seed,
-            max_tokens=max_tokens, concurrency=concurrency, backoff_s=backoff_s,
-            cache_namespace=cache_namespace,
-        )
+        self._client = client_for(self, locals())
         self._usage: dict[str, dict[str, float]] = {}
         self._unknown: dict[str, list[str]] = {}
 
@@ -235,5 +218,5 @@ class LLMSelector(BaseRetriever):
         return {q: list(v) for q, v in self._unknown.items()}
 
     def usage_summary(self) -> dict[str, float]:
-        """Aggregate client counters (see :meth:`ChatClient.usage_summary`)."""
+        """Aggregate client counters (see :meth:`primsel.generation.client.ChatClient.usage_summary`)."""
         return self._client.usage_summary()
