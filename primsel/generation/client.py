@@ -451,8 +451,6 @@ class ChatClient:
     def _request_with_retries(self, messages: list[dict[str, str]], start: float) -> Completion:
         import openai
 
-        from openai.types.chat import ChatCompletion
-
         client = self._openai()
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         body.update((name, value) for name, value in self.params.items() if value is not None)
@@ -466,10 +464,11 @@ class ChatClient:
                 with self._slots:
                     with self._counters.lock:
                         self._counters.requests += 1
-                    # the SDK's documented custom-request call: the body is sent as built here,
-                    # skipping the per-request parameter transformation of chat.completions.create
+                    # the SDK's documented custom-request call: the body is sent as built here and
+                    # the JSON answer comes back as plain data, skipping the per-request parameter
+                    # transformation and response models of chat.completions.create
                     response = client.post(
-                        "/chat/completions", cast_to=ChatCompletion, body=body, options={"timeout": self.timeout_s}
+                        "/chat/completions", cast_to=object, body=body, options={"timeout": self.timeout_s}
                     )
             except openai.APIStatusError as exc:
                 status = exc.status_code
@@ -633,18 +632,20 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 
 
 def _completion(response: Any, seconds: float, retries: int) -> Completion | None:
-    choices = getattr(response, "choices", None) or []
-    if not choices:
+    """The first choice of a chat-completions answer (JSON data), or None if it has none."""
+    choices = response.get("choices") if isinstance(response, Mapping) else None
+    if not choices or not isinstance(choices[0], Mapping):
         return None
     choice = choices[0]
-    message = getattr(choice, "message", None)
-    text = getattr(message, "content", None) or ""
-    usage = getattr(response, "usage", None)
+    message = choice.get("message")
+    text = (message.get("content") if isinstance(message, Mapping) else None) or ""
+    usage = response.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
     return Completion(
         text=text,
-        finish_reason=getattr(choice, "finish_reason", None),
-        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        finish_reason=choice.get("finish_reason"),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
         seconds=seconds,
         cached=False,
         retries=retries,

@@ -95,6 +95,14 @@ def last_user_message(request: Mapping[str, Any]) -> str:
     return ""
 
 
+class _Server(ThreadingHTTPServer):
+    """A threading HTTP server whose listen backlog holds a burst of concurrent connections
+    (the socketserver default of 5 resets connections when 16 clients connect at once)."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+
 class FakeOpenAIServer:
     """A threaded HTTP server that plays scripted chat completions (a context manager).
 
@@ -178,9 +186,7 @@ class FakeOpenAIServer:
     def start(self) -> FakeOpenAIServer:
         """Bind an ephemeral port and serve in a daemon thread."""
         handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer((self.host, self.port), handler)
-        self._httpd.daemon_threads = True
-        self._httpd.request_queue_size = 128
+        self._httpd = _Server((self.host, self.port), handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
         )
