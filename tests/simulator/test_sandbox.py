@@ -501,15 +501,6 @@ FAKE_PASS = json.dumps(
 )
 
 
-@pytest.fixture
-def sleeper():
-    """A harmless target process: ``sleep 60``, killed afterwards."""
-    process = subprocess.Popen(["sleep", "60"])
-    yield process.pid
-    process.kill()
-    process.wait()
-
-
 def _running(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie counts as gone)."""
     try:

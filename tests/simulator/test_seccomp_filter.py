@@ -80,14 +80,6 @@ PROBE = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def sleeper():
-    process = subprocess.Popen(["sleep", "60"])
-    yield process.pid
-    process.kill()
-    process.wait()
-
-
 def test_filter_denies_host_changes_signals_ipc_and_prctl(tmp_path, sleeper):
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
