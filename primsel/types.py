@@ -116,7 +116,7 @@ class Task:
         """Return annotation of the reference program's entry point, as source text, or None."""
         try:
             tree = ast.parse(self.program)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -135,11 +135,12 @@ def entry_point(source: str, preferred: str | None = None) -> str | None:
     Returns
     -------
     ``preferred`` if defined at top level, else the first top-level ``def`` name, else None
-    (also None when the source does not parse, e.g. a SyntaxError or a lone surrogate).
+    (also None when the source does not parse: a SyntaxError, a lone surrogate, or nesting so
+    deep that the parser gives up with RecursionError or MemoryError).
     """
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):  # UnicodeEncodeError is a ValueError
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # UnicodeEncodeError is a ValueError
         return None
     names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if preferred is not None and preferred in names:
@@ -207,6 +208,10 @@ class ExecutionResult:
     called_primitives : library primitive ids the program called, in first-call order.
     stdout_truncated : the program's output exceeded the cap and was cut.
     seconds : wall time of the whole task in seconds.
+    program_seconds : of which, seconds the judge waited for the program's process (loading the
+        program, and every call of its entry point with the world state crossing both ways).
+    trace : every call of a library function made by program code, in order:
+        ``(primitive id, program line or None, short summary of the arguments)`` (at most 2000).
     """
 
     task_id: str
@@ -217,6 +222,8 @@ class ExecutionResult:
     called_primitives: tuple[str, ...] = ()
     stdout_truncated: bool = False
     seconds: float = 0.0
+    program_seconds: float = 0.0
+    trace: tuple[tuple[str, int | None, str], ...] = ()
 
     @property
     def passed(self) -> bool:

@@ -88,7 +88,7 @@ def _parse(code: str) -> ast.Module | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting: no tree
         return None
 
 

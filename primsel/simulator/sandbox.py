@@ -43,7 +43,9 @@ from primsel.types import ExecutionResult, Task
 
 #: Seconds a worker may take to start (import the library) before it is declared broken.
 STARTUP_TIMEOUT = 60.0
-#: Seconds a worker may take beyond the task's time limit to answer before it is restarted.
+#: Seconds the judge's own work (setup and evaluation programs) may take per task.
+JUDGE_TIMEOUT = 60.0
+#: Seconds a worker may take beyond the task's time limits to answer before it is restarted.
 ANSWER_GRACE = 10.0
 #: Environment variables passed on to workers (everything else, e.g. API keys, is dropped).
 _ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "SYSTEMROOT")
@@ -85,7 +87,8 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True) -> dict[str, Any]:
         else:
             layers[name] = module.status()
     return {
-        "isolation": "each task runs in its own session, forked from a pool of long-lived worker interpreters",
+        "isolation": "each task runs as a judge process (setup and evaluation programs) and one program "
+        "process per pair, each in its own session, forked from long-lived worker interpreters",
         "seccomp": layers["seccomp"][0],
         "seccomp_detail": layers["seccomp"][1],
         "landlock": layers["landlock"][0],
@@ -243,8 +246,9 @@ class Sandbox:
     ----------
     workers : number of worker processes (default: the number of CPUs); more than
         :data:`MAX_WORKERS_PER_CPU` per CPU are capped to that (``self.workers`` says how many).
-    timeout : wall-clock limit per task in seconds, covering all its (SIP, EP) pairs; finite,
-        > 0 and <= :data:`MAX_TIMEOUT` (one day).
+    timeout : wall-clock limit of the program per task in seconds, covering all its (SIP, EP)
+        pairs (the time the judge waits for the program process); finite, > 0 and <=
+        :data:`MAX_TIMEOUT` (one day).
     memory_mb : address space a task may add on top of the worker's, in MiB (RLIMIT_AS).
     stdout_cap : characters of the program's stdout/stderr kept; beyond that the output is
         dropped and the result says ``stdout_truncated``.
@@ -252,6 +256,9 @@ class Sandbox:
         ``ProgramTooLarge`` without being parsed.
     seccomp : load the seccomp filter in each task's process (when the machine supports it).
     landlock : restrict each task's process with Landlock (when the kernel supports it).
+    judge_timeout : wall-clock limit per task of the judge's own work (the setup and evaluation
+        programs outside program calls), in seconds; past it the task is ``error`` /
+        ``EvaluatorError``.
 
     Raises
     ------
@@ -268,11 +275,14 @@ class Sandbox:
         program_cap: int = PROGRAM_CAP,
         seccomp: bool = True,
         landlock: bool = True,
+        judge_timeout: float = JUDGE_TIMEOUT,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
             raise ValueError(f"timeout must be a finite number of seconds in (0, {MAX_TIMEOUT:g}], got {timeout}")
+        if not (math.isfinite(judge_timeout) and 0 < judge_timeout <= MAX_TIMEOUT):
+            raise ValueError(f"judge_timeout must be a finite number of seconds in (0, {MAX_TIMEOUT:g}], got {judge_timeout}")
         if memory_mb < 16:
             raise ValueError(f"memory_mb must be >= 16, got {memory_mb}")
         if stdout_cap < 0:
@@ -282,6 +292,7 @@ class Sandbox:
         cpus = os.cpu_count() or 1
         self.workers = min(workers or cpus, MAX_WORKERS_PER_CPU * cpus)
         self.timeout = float(timeout)
+        self.judge_timeout = float(judge_timeout)
         self.memory_mb = int(memory_mb)
         self.stdout_cap = int(stdout_cap)
         self.program_cap = int(program_cap)
@@ -408,6 +419,7 @@ class Sandbox:
             "program": program,
             "entry": entry,
             "timeout": self.timeout,
+            "judge_timeout": self.judge_timeout,
             "memory_mb": self.memory_mb,
             "stdout_cap": self.stdout_cap,
             "seccomp": self.seccomp,
@@ -432,7 +444,7 @@ class Sandbox:
     def _run(self, task_id: str, request: dict[str, Any]) -> ExecutionResult:
         worker = self._idle.get()
         try:
-            reply = worker.request(request, self.timeout + ANSWER_GRACE)
+            reply = worker.request(request, self.timeout + self.judge_timeout + ANSWER_GRACE)
         finally:
             self._idle.put(worker)
         if reply is None:
@@ -452,6 +464,8 @@ class Sandbox:
             called_primitives=tuple(reply.get("called_primitives", ())),
             stdout_truncated=bool(reply.get("stdout_truncated", False)),
             seconds=float(reply.get("seconds", 0.0)),
+            program_seconds=float(reply.get("program_seconds", 0.0)),
+            trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
         )
 
 

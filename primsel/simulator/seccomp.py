@@ -42,6 +42,7 @@ import ctypes.util
 import errno
 import functools
 import os
+import struct
 from collections.abc import Sequence
 
 # libseccomp's actions and comparison operators (seccomp.h).
@@ -134,8 +135,8 @@ def _library() -> ctypes.CDLL:
         ctypes.c_uint,
         ctypes.POINTER(_ArgCmp),
     ]
-    lib.seccomp_load.restype = ctypes.c_int
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_export_bpf.restype = ctypes.c_int
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.seccomp_release.restype = None
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
@@ -184,7 +185,82 @@ def install(own_pid: int | None = None) -> None:
     ------
     OSError : libseccomp is missing, or building or loading the filter failed.
     """
-    own_pid = os.getpid() if own_pid is None else own_pid
+    Template().load(os.getpid() if own_pid is None else own_pid)
+
+
+#: Placeholder pid the template is compiled with (above any pid Linux hands out, 2**22).
+_PLACEHOLDERS = (0x3FFF_FFF1, 0x3FFF_FFE3)
+#: ``struct sock_filter``: code (u16), jt (u8), jf (u8), k (u32), native byte order.
+_INSTRUCTION = struct.Struct("=HBBI")
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+class Template:
+    """The filter compiled once by libseccomp, loaded many times with a different own pid.
+
+    Building the filter takes milliseconds; loading a compiled one takes microseconds. The
+    template is compiled twice with two placeholder pids; the two BPF programs must differ
+    exactly in the instructions whose constant is the placeholder (checked), which are the ones
+    :meth:`load` sets to the real pid.
+
+    Raises
+    ------
+    OSError : libseccomp is missing or rejected the filter, or the two compilations differ
+        elsewhere than in the pid constants.
+    """
+
+    def __init__(self) -> None:
+        first, second = (_compile(pid) for pid in _PLACEHOLDERS)
+        if len(first) != len(second):
+            raise OSError(errno.EINVAL, "the seccomp filter does not compile to a stable program")
+        self._instructions = list(_INSTRUCTION.iter_unpack(first))
+        self._pid_slots = []
+        for index, (a, b) in enumerate(zip(self._instructions, _INSTRUCTION.iter_unpack(second))):
+            if a == b:
+                continue
+            if a[:3] != b[:3] or (a[3], b[3]) != _PLACEHOLDERS:
+                raise OSError(errno.EINVAL, "the seccomp filter does not compile to a stable program")
+            self._pid_slots.append(index)
+        if not self._pid_slots:
+            raise OSError(errno.EINVAL, "the seccomp filter has no pid comparison to set")
+
+    def program(self, own_pid: int) -> bytes:
+        """The BPF program (``struct sock_filter`` array) with ``own_pid`` as the allowed pid."""
+        instructions = list(self._instructions)
+        for index in self._pid_slots:
+            code, jt, jf, _ = instructions[index]
+            instructions[index] = (code, jt, jf, own_pid)
+        return b"".join(_INSTRUCTION.pack(*i) for i in instructions)
+
+    def load(self, own_pid: int) -> None:
+        """Load the filter into the calling process with ``own_pid`` allowed as a signal target.
+
+        Raises
+        ------
+        OSError : the kernel refused it.
+        """
+        if not 0 < own_pid < _PLACEHOLDERS[1]:
+            raise ValueError(f"not a pid: {own_pid}")
+        code = self.program(own_pid)
+        buffer = ctypes.create_string_buffer(code, len(code))
+        fprog = _SockFprog(len(code) // _INSTRUCTION.size, ctypes.cast(buffer, ctypes.c_void_p))
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"loading the seccomp filter failed: {os.strerror(error)}")
+
+
+def _compile(own_pid: int) -> bytes:
+    """The filter of the module docstring, compiled by libseccomp to BPF, for ``own_pid``."""
     lib = _library()
     ctx = lib.seccomp_init(_ACT_ALLOW)
     if not ctx:
@@ -206,9 +282,21 @@ def install(own_pid: int | None = None) -> None:
             _rule(lib, ctx, deny, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, command)])
         _rule(lib, ctx, _act_errno(errno.ENOTTY), "ioctl", [(1, _CMP_NE, _TCGETS, 0)])
         _rule(lib, ctx, deny, "prlimit64", [(2, _CMP_NE, 0, 0)])
-        result = lib.seccomp_load(ctx)
-        if result < 0:
-            raise OSError(-result, f"seccomp_load failed: {os.strerror(-result)}")
+        read_end, write_end = os.pipe()
+        try:
+            result = lib.seccomp_export_bpf(ctx, write_end)
+            os.close(write_end)
+            write_end = -1
+            if result < 0:
+                raise OSError(-result, f"seccomp_export_bpf failed: {os.strerror(-result)}")
+            chunks = []
+            while chunk := os.read(read_end, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        return b"".join(chunks)
     finally:
         lib.seccomp_release(ctx)
 

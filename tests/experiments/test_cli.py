@@ -334,6 +334,9 @@ HOSTILE = {
     "builtin-01": "def plan():\n    import os\n    os.system('true')\n",
     "builtin-02": "def plan():\n    x = 1\n    open('out.txt', 'w').write('x')\n",
     "builtin-03": "def plan():\n    raise ValueError(chr(0xd800))\n",
+    # nesting too deep for Python's parser: MemoryError from ast.parse, not a crash of the run
+    "builtin-04": "def plan():\n    return " + "-" * 100_000 + "1\n",
+    "builtin-05": "def plan():\n    return " + "1+" * 100_000 + "1\n",
 }
 
 
@@ -359,6 +362,8 @@ def test_blocked_operations_and_lone_surrogates_in_replayed_programs(tmp_path, c
     assert (f["category"], f["line"]) == ("runtime_error:ValueError", 2)
     # the message (a lone surrogate, or what the sandbox made of it) is written and read back
     rows = {r["task_id"]: r for r in map(json.loads, (d / "tasks.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert (rows["builtin-04"]["status"], rows["builtin-04"]["error_type"]) == ("error", "MemoryError")
+    assert (rows["builtin-05"]["status"], rows["builtin-05"]["error_type"]) == ("error", "RecursionError")
     assert rows["builtin-03"]["message"] == f["message"] and f["message"]
     assert cli_main(args) == 0
     assert "1 of 1 cells already finished" in capsys.readouterr().err

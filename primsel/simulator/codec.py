@@ -1,0 +1,440 @@
+"""Typed data that crosses between the judge and the program process, and its framing.
+
+The judge (which runs the setup and evaluation programs) and the program process (which runs
+the program under test) share no memory. What crosses between them (the world state, the
+arguments and the return value of the entry point, the exception it raised, the trace of its
+primitive calls) is data only: JSON, with tags that rebuild exactly these types and nothing
+else, never pickle:
+
+================  =====================================================================
+value             wire form
+================  =====================================================================
+None, bool, int,  themselves (exact types only: a subclass of ``int`` or ``str`` made by
+finite float, str the program is refused, as is an ``int`` of more than ``MAX_INT_DIGITS``)
+list              a JSON array
+tuple / set /     ``{"t": [...]}`` / ``{"s": [...]}`` / ``{"fs": [...]}``
+frozenset
+dict              ``{"d": [[key, value], ...]}`` (insertion order kept; any key type above)
+bytes             ``{"b": "<base64>"}``
+nan, inf, -inf    ``{"fl": "nan" | "inf" | "-inf"}``
+datetime.date     ``{"date": [year, month, day]}``
+datetime.time     ``{"time": [hour, minute, second, microsecond, tz, fold]}``
+datetime.datetime ``{"datetime": [year, month, day, hour, minute, second, microsecond, tz,
+                  fold]}``; ``tz`` is null or ``[utcoffset seconds, microseconds, name]``
+                  (a fixed-offset ``datetime.timezone``; other tzinfo objects are refused)
+datetime.         ``{"timedelta": [days, seconds, microseconds]}``
+timedelta
+library enum      ``{"enum": ["work_calendar.ShowAsStatus", "Busy"]}`` (member name)
+library type      ``{"obj": ["work_calendar.Event", {field: value, ...}]}`` (pydantic models,
+                  named tuples and dataclasses defined in the five app modules)
+================  =====================================================================
+
+The *library types* are the classes the app modules (``primsel.simulator.apps.*``) define,
+matched by exact type: a subclass the program defines is refused. Decoding never runs code of
+the other side; library objects are rebuilt without validation (``model_construct``,
+``_make``, or fields set on a bare instance), so they are field-for-field what was sent.
+
+Frames are a 4-byte big-endian length followed by that many bytes of ASCII JSON; a frame longer
+than the reader's cap is refused before it is read.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import enum
+import json
+import math
+import os
+import select
+import struct
+import time
+import types
+from collections.abc import Mapping
+from typing import Any
+
+#: Deepest nesting accepted (a row of an event table is about 5 levels deep).
+MAX_DEPTH = 64
+#: Most values (nodes) in one decoded document.
+MAX_NODES = 2_000_000
+#: Most decimal digits of an int.
+MAX_INT_DIGITS = 4000
+#: Default cap on one frame, in bytes.
+FRAME_CAP = 16 * 1024 * 1024
+
+_HEADER = struct.Struct(">I")
+# Taken at import: a program that rebinds the builtins in its own process still gets its answer out.
+_len = len
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+class CodecError(ValueError):
+    """A value that cannot cross: a type outside the codec, too deep, too large or malformed."""
+
+
+class Codec:
+    """Encodes and decodes values of the types in the module docstring.
+
+    Parameters
+    ----------
+    modules : ``{short name: module}`` of the app modules whose enums and types may cross,
+        e.g. ``{"work_calendar": primsel.simulator.apps.work_calendar, ...}``. A class counts
+        when its ``__module__`` is the module's name.
+    max_depth : deepest nesting accepted, in containers.
+    max_nodes : most values in one encoded or decoded document.
+    """
+
+    def __init__(
+        self, modules: Mapping[str, types.ModuleType], max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES
+    ) -> None:
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
+        self._by_type: dict[type, tuple[str, str, tuple[str, ...]]] = {}
+        self._by_name: dict[str, tuple[type, str, tuple[str, ...]]] = {}
+        for short, module in modules.items():
+            for value in vars(module).values():
+                if not isinstance(value, type) or value.__module__ != module.__name__:
+                    continue
+                kind, fields = _kind(value)
+                if kind is None:
+                    continue
+                name = f"{short}.{value.__qualname__}"
+                self._by_type[value] = (name, kind, fields)
+                self._by_name[name] = (value, kind, fields)
+
+    @property
+    def type_names(self) -> list[str]:
+        """Names of the library enums and types that may cross, sorted."""
+        return sorted(self._by_name)
+
+    # -- encoding ---------------------------------------------------------------------------
+
+    def encode(self, value: Any, where: str = "the value") -> Any:
+        """The JSON-ready form of ``value``; ``where`` names it in error messages.
+
+        Raises
+        ------
+        CodecError : a value of a type outside the codec (the message names the type and where
+            it was found), nesting deeper than ``max_depth`` (or a cycle), or more than
+            ``max_nodes`` values.
+        """
+        budget = [self.max_nodes]
+        return self._encode(value, 0, budget, where)
+
+    def _encode(self, value: Any, depth: int, budget: list[int], where: str) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CodecError(f"{where} holds more than {self.max_nodes} values")
+        if depth > self.max_depth:
+            raise CodecError(f"{where} is nested more than {self.max_depth} levels deep (or is cyclic)")
+        kind = type(value)
+        if value is None or kind is bool or kind is str:
+            return value
+        if kind is int:
+            if value.bit_length() > MAX_INT_DIGITS * 3.33:
+                raise CodecError(f"{where} holds an int of more than {MAX_INT_DIGITS} digits")
+            return value
+        if kind is float:
+            if math.isfinite(value):
+                return value
+            return {"fl": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+        down = depth + 1
+        if kind is list:
+            return [self._encode(item, down, budget, where) for item in value]
+        if kind is tuple:
+            return {"t": [self._encode(item, down, budget, where) for item in value]}
+        if kind is set or kind is frozenset:
+            return {"s" if kind is set else "fs": [self._encode(item, down, budget, where) for item in value]}
+        if kind is dict:
+            return {"d": [[self._encode(k, down, budget, where), self._encode(v, down, budget, where)]
+                          for k, v in value.items()]}  # fmt: skip
+        if kind is bytes:
+            return {"b": base64.b64encode(value).decode("ascii")}
+        if kind is datetime.datetime:
+            return {"datetime": [value.year, value.month, value.day, value.hour, value.minute, value.second,
+                                 value.microsecond, _tz(value.tzinfo, where), value.fold]}  # fmt: skip
+        if kind is datetime.date:
+            return {"date": [value.year, value.month, value.day]}
+        if kind is datetime.time:
+            return {"time": [value.hour, value.minute, value.second, value.microsecond, _tz(value.tzinfo, where),
+                             value.fold]}  # fmt: skip
+        if kind is datetime.timedelta:
+            return {"timedelta": [value.days, value.seconds, value.microseconds]}
+        known = self._by_type.get(kind)
+        if known is None:
+            raise CodecError(f"{where} holds a value of type {_type_name(kind)}, which cannot leave the program's "
+                             f"process (only builtins, datetime values and the library's enums and types can)")  # fmt: skip
+        name, category, fields = known
+        if category == "enum":
+            return {"enum": [name, value.name]}
+        return {"obj": [name, {field: self._encode(getattr(value, field), down, budget, where) for field in fields}]}
+
+    # -- decoding ---------------------------------------------------------------------------
+
+    def decode(self, data: Any) -> Any:
+        """Rebuild a value from its JSON-ready form.
+
+        Raises
+        ------
+        CodecError : anything not produced by :meth:`encode` (unknown tag or type, wrong shape,
+            out-of-range date, too deep, too many values).
+        """
+        budget = [self.max_nodes]
+        try:
+            return self._decode(data, 0, budget)
+        except CodecError:
+            raise
+        except (TypeError, ValueError, OverflowError, KeyError, AttributeError, IndexError) as exc:
+            raise CodecError(f"malformed value: {type(exc).__name__}: {exc}") from None
+
+    def _decode(self, data: Any, depth: int, budget: list[int]) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise CodecError(f"more than {self.max_nodes} values")
+        if depth > self.max_depth:
+            raise CodecError(f"nested more than {self.max_depth} levels deep")
+        kind = type(data)
+        if data is None or kind is bool or kind is str or kind is float:
+            return data
+        if kind is int:
+            if data.bit_length() > MAX_INT_DIGITS * 3.33:
+                raise CodecError(f"an int of more than {MAX_INT_DIGITS} digits")
+            return data
+        down = depth + 1
+        if kind is list:
+            return [self._decode(item, down, budget) for item in data]
+        if kind is not dict or len(data) != 1:
+            raise CodecError(f"unexpected {_type_name(kind)} in the data")
+        (tag, body), = data.items()
+        if tag in ("t", "s", "fs"):
+            items = [self._decode(item, down, budget) for item in _list(body, tag)]
+            return {"t": tuple, "s": set, "fs": frozenset}[tag](items)
+        if tag == "d":
+            result = {}
+            for pair in _list(body, tag):
+                if type(pair) is not list or len(pair) != 2:
+                    raise CodecError("a dict entry is not a [key, value] pair")
+                result[self._decode(pair[0], down, budget)] = self._decode(pair[1], down, budget)
+            return result
+        if tag == "b":
+            if type(body) is not str:
+                raise CodecError("bytes are not a base64 string")
+            return base64.b64decode(body, validate=True)
+        if tag == "fl":
+            if body not in _FLOATS:
+                raise CodecError(f"unknown float {body!r}")
+            return _FLOATS[body]
+        if tag == "date":
+            return datetime.date(*_ints(body, 3, tag))
+        if tag == "time":
+            body = _list(body, tag, 6)
+            h, m, s, us = _ints(body[:4], 4, tag)
+            return datetime.time(h, m, s, us, tzinfo=_untz(body[4]), fold=_ints(body[5:], 1, tag)[0])
+        if tag == "datetime":
+            body = _list(body, tag, 9)
+            fields = _ints(body[:7], 7, tag)
+            return datetime.datetime(*fields, tzinfo=_untz(body[7]), fold=_ints(body[8:], 1, tag)[0])
+        if tag == "timedelta":
+            return datetime.timedelta(*_ints(body, 3, tag))
+        if tag == "enum":
+            name, member = _list(body, tag, 2)
+            cls = self._known(name, "enum")
+            if type(member) is not str or member not in cls.__members__:
+                raise CodecError(f"{name} has no member {member!r}")
+            return cls.__members__[member]
+        if tag == "obj":
+            name, values = _list(body, tag, 2)
+            cls = self._known(name, None)
+            _, category, fields = self._by_name[name]
+            if category == "enum" or type(values) is not dict or not set(values) <= set(fields):
+                raise CodecError(f"malformed {name}")
+            decoded = {field: self._decode(values[field], down, budget) for field in fields if field in values}
+            return _build(cls, category, fields, decoded)
+        raise CodecError(f"unknown tag {tag!r}")
+
+    def _known(self, name: Any, category: str | None) -> type:
+        entry = self._by_name.get(name) if type(name) is str else None
+        if entry is None or (category is not None and entry[1] != category):
+            raise CodecError(f"unknown library type {name!r}")
+        return entry[0]
+
+
+def _kind(cls: type) -> tuple[str | None, tuple[str, ...]]:
+    """How a library class crosses: ``enum``, ``model`` (pydantic), ``namedtuple`` or ``dataclass``."""
+    if issubclass(cls, enum.Enum):
+        return "enum", ()
+    model_fields = getattr(cls, "model_fields", None)
+    if isinstance(model_fields, dict) and hasattr(cls, "model_construct"):
+        return "model", tuple(model_fields)
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return "namedtuple", tuple(cls._fields)
+    if dataclasses.is_dataclass(cls):
+        return "dataclass", tuple(f.name for f in dataclasses.fields(cls))
+    return None, ()
+
+
+def _build(cls: type, category: str, fields: tuple[str, ...], values: dict[str, Any]) -> Any:
+    if category == "model":
+        return cls.model_construct(**values)
+    if category == "namedtuple":
+        if len(values) != len(fields):
+            raise CodecError(f"{cls.__qualname__} needs all of its fields")
+        return cls._make(values[field] for field in fields)
+    obj = object.__new__(cls)  # a dataclass, field for field, without re-running its checks
+    if set(values) != set(fields):
+        raise CodecError(f"{cls.__qualname__} needs all of its fields")
+    for field in fields:
+        object.__setattr__(obj, field, values[field])
+    return obj
+
+
+def _type_name(kind: type) -> str:
+    module = getattr(kind, "__module__", None)
+    name = getattr(kind, "__qualname__", None) or "?"
+    if type(name) is not str or type(module) is not str:
+        return "?"
+    return repr(name if module in ("builtins", None) else f"{module}.{name}")
+
+
+def _list(body: Any, tag: str, length: int | None = None) -> list[Any]:
+    if type(body) is not list or (length is not None and len(body) != length):
+        raise CodecError(f"malformed {tag!r} value")
+    return body
+
+
+def _ints(body: Any, length: int, tag: str) -> list[int]:
+    body = _list(body, tag, length)
+    if any(type(item) is not int for item in body):
+        raise CodecError(f"malformed {tag!r} value")
+    return body
+
+
+def _tz(tzinfo: Any, where: str) -> list[Any] | None:
+    if tzinfo is None:
+        return None
+    if type(tzinfo) is not datetime.timezone:
+        raise CodecError(f"{where} holds a datetime with a {_type_name(type(tzinfo))} time zone; only fixed "
+                         "offsets (datetime.timezone) can cross")  # fmt: skip
+    offset = tzinfo.utcoffset(None)
+    return [offset.days * 86400 + offset.seconds, offset.microseconds, tzinfo.tzname(None)]
+
+
+def _untz(body: Any) -> datetime.timezone | None:
+    if body is None:
+        return None
+    seconds, micros, name = _list(body, "tz", 3)
+    if type(seconds) is not int or type(micros) is not int or type(name) is not str:
+        raise CodecError("malformed time zone")
+    return datetime.timezone(datetime.timedelta(seconds=seconds, microseconds=micros), name)
+
+
+# -- frames ---------------------------------------------------------------------------------
+
+
+def dumps(document: Any) -> bytes:
+    """``document`` (already JSON-ready) as compact ASCII JSON bytes."""
+    return _ENCODE(document).encode("ascii")
+
+
+def write_frame(fd: int, payload: bytes, deadline: float | None = None) -> None:
+    """Write one frame (length header and payload) to ``fd``, all of it.
+
+    Parameters
+    ----------
+    fd : a blocking descriptor, or a non-blocking one when ``deadline`` is given.
+    payload : the frame's bytes.
+    deadline : ``time.monotonic()`` value after which to give up (None: wait as long as it takes).
+
+    Raises
+    ------
+    OSError : the descriptor is closed or broken.
+    TimeoutError : the deadline passed before everything was written.
+    """
+    data = memoryview(_HEADER.pack(_len(payload)) + payload)
+    while data:
+        if deadline is not None:
+            _wait(fd, deadline, write=True)
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            continue
+        data = data[written:]
+
+
+class FrameTooLarge(CodecError):
+    """A frame announced a length above the reader's cap."""
+
+
+def read_frame(fd: int, cap: int = FRAME_CAP, deadline: float | None = None) -> bytes | None:
+    """Read one frame from ``fd``; None at end of file before a header.
+
+    Parameters
+    ----------
+    fd : a blocking descriptor, or a non-blocking one when ``deadline`` is given.
+    cap : largest payload accepted, in bytes.
+    deadline : ``time.monotonic()`` value after which to give up (None: wait as long as it takes).
+
+    Raises
+    ------
+    FrameTooLarge : the announced length is above ``cap`` (nothing more is read).
+    CodecError : the stream ends inside a frame.
+    TimeoutError : the deadline passed first.
+    """
+    header = _read_exactly(fd, _HEADER.size, deadline)
+    if header is None:
+        return None
+    (length,) = _HEADER.unpack(header)
+    if length > cap:
+        raise FrameTooLarge(f"a message of {length} bytes is above the cap of {cap} bytes")
+    payload = _read_exactly(fd, length, deadline)
+    if payload is None:
+        raise CodecError("the stream ended inside a message")
+    return payload
+
+
+def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes | None:
+    parts: list[bytes] = []
+    missing = size
+    while missing:
+        if deadline is not None:
+            _wait(fd, deadline, write=False)
+        try:
+            chunk = os.read(fd, min(missing, 1 << 20))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            if missing == size:
+                return None
+            raise CodecError("the stream ended inside a message")
+        parts.append(chunk)
+        missing -= len(chunk)
+    return b"".join(parts)
+
+
+def _wait(fd: int, deadline: float, write: bool) -> None:
+    remaining = deadline - time.monotonic()
+    if remaining > 0:
+        ready = select.select([], [fd], [], remaining)[1] if write else select.select([fd], [], [], remaining)[0]
+        if ready:
+            return
+    raise TimeoutError("the deadline passed")
+
+
+def loads(payload: bytes) -> Any:
+    """Parse one frame's JSON.
+
+    Raises
+    ------
+    CodecError : not ASCII JSON, or too deeply nested for the parser.
+    """
+    try:
+        return json.loads(payload.decode("ascii"), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise CodecError(f"malformed message: {type(exc).__name__}") from None
+
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")

@@ -1,0 +1,568 @@
+"""The judge: runs a task's setup and evaluation programs and alone decides the verdict.
+
+The judge runs in the sandbox worker, a process in which no program code ever runs. The
+``executable`` it hands to each evaluation program (EP) is a :class:`ProgramHandle`: calling it
+sends the current world state to the task's program process (:mod:`primsel.simulator.program`),
+waits for the answer within the program's time limit, installs the world state that comes back
+and returns the decoded return value, or raises the program's exception again (library
+exceptions as the library's own classes, builtin ones as the builtin class, any other as
+:class:`ProgramException`). Everything that comes back is checked by
+:class:`primsel.simulator.codec.Codec` and rebuilt as data.
+
+Time is charged by a :class:`Clock`: while a call is out to the program process, to the task's
+time limit (``timeout``); the rest, the setup and evaluation programs themselves, to the judge's
+own limit. Statuses follow DESIGN.md ("Statuses"), with two error types of the judge's own:
+``UnsupportedReturn`` (the program's return value, or the world state it left, holds a type
+that cannot cross) and ``EvaluatorError`` (a fault of the judge or of the task's own programs,
+e.g. a setup program that raises or a judge over its time limit: never ``pass``). A verdict of
+the judge's own (timeout, a dead program process, an unsupported value) stands even if the EP
+catches the exception that carries it.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import importlib
+import os
+import random
+import signal
+import time
+import types
+from collections.abc import Iterator
+from typing import Any
+
+from primsel.simulator import codec as codec_module
+from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
+from primsel.simulator.program import MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports
+#: Builtin exception classes a program's exception may be raised again as.
+_BUILTIN_EXCEPTIONS = {
+    name: value
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, Exception)
+}
+
+
+#: The frame a program process sends when its output first passes the cap.
+_TRUNCATED_NOTE = codec_module.dumps({"note": "stdout_truncated"})
+
+
+class ProgramException(Exception):
+    """An exception of the program whose class cannot be rebuilt in the judge (e.g. its own).
+
+    ``program_type`` is the name of the program's class.
+    """
+
+    def __init__(self, program_type: str, message: str) -> None:
+        super().__init__(message)
+        self.program_type = program_type
+
+
+class _Verdict(BaseException):
+    """Ends the task with a verdict of the judge's own (not catchable by ``except Exception``)."""
+
+    def __init__(self, status: str, error_type: str | None, message: str) -> None:
+        super().__init__(message)
+        self.status, self.error_type, self.message = status, error_type, message
+
+
+class JudgeLibrary:
+    """The library as the judge sees it: app star-exports, setup tools and check tools."""
+
+    def __init__(self, apps: dict[str, types.ModuleType]) -> None:
+        self.missing: dict[str, str] = {}
+        self.apps = apps
+        self.setup = self._import("setup_tools", SETUP_TOOLS)
+        self.check = self._import("check_tools", CHECK_TOOLS)
+        self.exports = {name: star_exports(module) for name, module in apps.items()}
+        solution_error = getattr(self.check.get("exceptions"), "SolutionError", None)
+        self.fail_types: tuple[type[BaseException], ...] = (AssertionError,) + (
+            (solution_error,) if isinstance(solution_error, type) else ()
+        )
+        exceptions = apps.get("exceptions")
+        self.library_exceptions = {
+            name: value
+            for name, value in (vars(exceptions).items() if exceptions else ())
+            if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == exceptions.__name__
+        }
+        requires = self.library_exceptions.get("RequiresUserInput")
+        self.requires_input: tuple[type[BaseException], ...] = (requires,) if requires else ()
+        self.codec = codec_module.Codec(apps)
+
+    def _import(self, group: str, names: tuple[str, ...]) -> dict[str, types.ModuleType]:
+        modules = {}
+        for name in names:
+            dotted = f"primsel.simulator.{group}.{name}"
+            try:
+                modules[name] = importlib.import_module(dotted)
+            except Exception as exc:  # a broken module must not kill the worker
+                self.missing[dotted] = f"{type(exc).__name__}: {exc}"
+        for name in APPS:
+            if name not in self.apps:
+                self.missing[f"primsel.simulator.apps.{name}"] = "could not be imported"
+        return modules
+
+    def namespace(self, apps: list[str]) -> dict[str, Any]:
+        """A fresh namespace with the star-exports of ``apps`` in order (later names win)."""
+        namespace: dict[str, Any] = {}
+        for app in apps:
+            if app not in self.exports:
+                raise ModuleNotFoundError(f"no library module named {app!r}")
+            namespace.update(self.exports[app])
+        return namespace
+
+    def tool(self, spec: str, modules: dict[str, types.ModuleType], kind: str) -> tuple[str, Any]:
+        """Resolve a ``module::name`` tool reference of a task's scenario."""
+        module_name, _, name = spec.partition("::")
+        module = modules.get(module_name)
+        if module is None or not hasattr(module, name):
+            raise ImportError(f"cannot import {kind} {name!r} from {module_name!r}")
+        return name, getattr(module, name)
+
+
+class _JudgeTimeout(BaseException):
+    """The judge's own time limit passed (raised by the SIGALRM handler of :class:`Clock`)."""
+
+
+class Clock:
+    """Charges wall time to the program (while a call is out) or to the judge, and limits both.
+
+    Use as a context manager around the judge's work: it arms ``ITIMER_REAL`` with the judge's
+    remaining time, so setup and evaluation code that runs too long is interrupted by a
+    :class:`_JudgeTimeout`; :meth:`program_call` pauses that timer and gives the deadline of the
+    program's remaining time. Main thread only (signals).
+
+    Parameters
+    ----------
+    program_limit : seconds the program may run over the whole task.
+    judge_limit : seconds the setup and evaluation programs may run over the whole task.
+    """
+
+    def __init__(self, program_limit: float, judge_limit: float) -> None:
+        self.program_left = program_limit
+        self.judge_left = judge_limit
+        self.judge_limit = judge_limit
+        self.expired = False
+        self._previous: Any = None
+
+    def _alarm(self, signum: int, frame: Any) -> None:
+        self.expired = True
+        raise _JudgeTimeout()
+
+    def __enter__(self) -> Clock:
+        self._previous = signal.signal(signal.SIGALRM, self._alarm)
+        signal.setitimer(signal.ITIMER_REAL, max(self.judge_left, 1e-6))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
+
+    @contextlib.contextmanager
+    def program_call(self) -> Iterator[float]:
+        """Pause the judge's timer; yields the ``time.monotonic()`` deadline of the program."""
+        self.judge_left = signal.setitimer(signal.ITIMER_REAL, 0)[0]
+        if self.judge_left <= 0:  # it fired just now
+            self.expired = True
+            raise _JudgeTimeout()
+        start = time.monotonic()
+        try:
+            yield start + max(self.program_left, 0.0)
+        finally:
+            self.program_left -= time.monotonic() - start
+            signal.setitimer(signal.ITIMER_REAL, max(self.judge_left, 1e-6))
+
+
+class ProgramHandle:
+    """The judge's end of one program process (one per (SIP, EP) pair).
+
+    Parameters
+    ----------
+    library : the judge's library (its codec and exception classes are used).
+    to_program, from_program : the pipe descriptors to and from the program process
+        (made non-blocking here).
+    clock : charges the calls' time to the program's limit.
+    timeout : the program's time limit in seconds (for messages).
+    frame_cap : largest answer accepted, in bytes.
+    """
+
+    def __init__(
+        self,
+        library: JudgeLibrary,
+        to_program: int,
+        from_program: int,
+        clock: Clock,
+        timeout: float,
+        frame_cap: int = codec_module.FRAME_CAP,
+    ) -> None:
+        self.library = library
+        self.to_program = to_program
+        self.from_program = from_program
+        for fd in (to_program, from_program):
+            os.set_blocking(fd, False)
+        self.clock = clock
+        self.timeout = timeout
+        self.frame_cap = frame_cap
+        self.called = False
+        self.trace: list[tuple[str, int | None, str]] = []
+        self.calls = 0
+        self.stdout_truncated = False
+        self.origins: list[tuple[BaseException, str, int | None, str]] = []
+        self.fatal: _Verdict | None = None
+
+    def _fail(self, status: str, error_type: str | None, message: str) -> _Verdict:
+        """A verdict that ends the task whatever the EP does with the exception (kept in ``fatal``)."""
+        if self.fatal is None:
+            self.fatal = _Verdict(status, error_type, message)
+        return self.fatal
+
+    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one message and read the answer within the program's remaining time."""
+        payload = codec_module.dumps(message)
+        with self.clock.program_call() as deadline:
+            try:
+                codec_module.write_frame(self.to_program, payload, deadline)
+                while True:
+                    frame = codec_module.read_frame(self.from_program, self.frame_cap, deadline)
+                    if frame != _TRUNCATED_NOTE:
+                        break
+                    self.stdout_truncated = True
+            except TimeoutError:
+                raise self._fail("timeout", None, f"time limit of {self.timeout:g} s exceeded") from None
+            except OSError as exc:
+                raise self._fail("error", "ProcessDied", f"the program's process stopped answering ({exc})") from None
+            except codec_module.FrameTooLarge as exc:
+                raise self._fail("error", "UnsupportedReturn", f"the program's answer is too large: {exc}") from None
+            except codec_module.CodecError as exc:
+                raise self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})") from None
+        if frame is None:
+            raise self._fail("error", "ProcessDied", "the program's process ended without answering")
+        try:
+            answer = codec_module.loads(frame)
+        except codec_module.CodecError:
+            answer = None
+        if type(answer) is not dict:
+            raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
+        if "sandbox_error" in answer:
+            text = answer["sandbox_error"]
+            raise self._fail("error", "SandboxError", _cap(text) if type(text) is str else "the sandbox could not be set up")
+        return answer
+
+    def load(self, program: str, entry: str, apps: list[str]) -> None:
+        """Load the program in its process (its module-level code runs there).
+
+        Raises
+        ------
+        The program's exception, raised again (see :meth:`raise_program_exception`).
+        """
+        answer = self._exchange({"op": "load", "program": program, "entry": entry, "apps": apps})
+        if "exception" in answer:
+            self.raise_program_exception(answer["exception"])
+        if answer.get("ok") is not True:
+            raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The ``executable`` an EP calls: run the entry point on the current world state."""
+        from primsel.simulator.state import TABLES, get_current_context
+
+        codec = self.library.codec
+        self.called = True
+        context = get_current_context()
+        try:
+            message = {
+                "op": "call",
+                "state": codec.encode({name: context.tables[name] for name in TABLES}, "the world state"),
+                "random": codec.encode(random.getstate()),
+                "args": codec.encode(list(args), "the arguments"),
+                "kwargs": codec.encode(dict(kwargs), "the arguments"),
+            }
+        except codec_module.CodecError as exc:
+            raise self._fail("error", "EvaluatorError", f"the judge cannot send the world state: {exc}") from None
+        answer = self._exchange(message)
+        try:
+            state = self._state(answer.get("state"))
+            random_state = self._random_state(answer.get("random"))
+            trace, calls = self._trace(answer.get("trace")), answer.get("calls")
+        except codec_module.CodecError as exc:
+            if "unsupported" in answer and type(answer["unsupported"]) is str:
+                raise self._fail("error", "UnsupportedReturn", _cap(answer["unsupported"])) from None
+            raise self._fail("error", "UnsupportedReturn", f"the world state the program left cannot be checked: {exc}") from None
+        if type(answer.get("stdout_truncated")) is not bool or type(calls) is not int:
+            raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
+        self.stdout_truncated |= answer["stdout_truncated"]
+        self.calls += max(calls, 0)
+        self.trace.extend(trace[: max(0, TRACE_CAP - len(self.trace))])
+        if state is not None:
+            for name in TABLES:
+                context.tables[name][:] = state[name]
+        if random_state is not None:
+            random.setstate(random_state)
+        if "unsupported" in answer:
+            text = answer["unsupported"]
+            raise self._fail("error", "UnsupportedReturn", _cap(text) if type(text) is str else "unsupported value")
+        if "exception" in answer:
+            self.raise_program_exception(answer["exception"])
+        if "return" not in answer:
+            raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
+        try:
+            return codec.decode(answer["return"])
+        except codec_module.CodecError as exc:
+            raise self._fail("error", "UnsupportedReturn", f"the program's return value cannot be checked: {exc}") from None
+
+    def _state(self, data: Any) -> dict[str, list[dict[str, Any]]] | None:
+        from primsel.simulator.state import TABLES
+
+        if data is None:
+            raise codec_module.CodecError("no world state")
+        state = self.library.codec.decode(data)
+        if type(state) is not dict or set(state) != set(TABLES):
+            raise codec_module.CodecError("the world state does not have the expected tables")
+        for rows in state.values():
+            if type(rows) is not list or any(type(r) is not dict or any(type(k) is not str for k in r) for r in rows):
+                raise codec_module.CodecError("a table of the world state is not a list of rows")
+        return state
+
+    def _random_state(self, data: Any) -> tuple[Any, ...]:
+        value = self.library.codec.decode(data)
+        valid = (
+            type(value) is tuple
+            and len(value) == 3
+            and value[0] == 3
+            and type(value[1]) is tuple
+            and len(value[1]) == 625
+            and all(type(v) is int and 0 <= v < 2**32 for v in value[1])
+            and value[1][-1] <= 624
+            and (value[2] is None or type(value[2]) is float)
+        )
+        if not valid:
+            raise codec_module.CodecError("malformed random state")
+        return value
+
+    def _trace(self, data: Any) -> list[tuple[str, int | None, str]]:
+        if type(data) is not list:
+            raise codec_module.CodecError("malformed call trace")
+        trace = []
+        for entry in data[:TRACE_CAP]:
+            if (
+                type(entry) is not list
+                or len(entry) != 3
+                or type(entry[0]) is not str
+                or type(entry[1]) not in (int, type(None))
+                or type(entry[2]) is not str
+            ):
+                raise codec_module.CodecError("malformed call trace")
+            trace.append((entry[0][:NAME_CAP], entry[1], entry[2][:MESSAGE_CAP]))
+        return trace
+
+    def raise_program_exception(self, info: Any) -> None:
+        """Raise the program's exception again in the judge.
+
+        Library exceptions (``RequiresUserInput`` and the others of the ``exceptions`` app) come
+        back as the library's own classes and builtin exceptions as the builtin class, built
+        from their plain arguments; anything else as :class:`ProgramException`. SystemExit,
+        KeyboardInterrupt and other non-``Exception`` classes end the task at once (``error``).
+        The program's class name and line are kept for the verdict.
+        """
+        if not (
+            type(info) is dict
+            and type(info.get("type")) is str
+            and type(info.get("message")) is str
+            and type(info.get("module")) in (str, type(None))
+            and type(info.get("line")) in (int, type(None))
+            and type(info.get("args")) in (list, type(None))
+        ):
+            raise self._fail("error", "SandboxViolation", "the program's process sent a malformed exception")
+        name, module, message, line = info["type"][:NAME_CAP], info["module"], _cap(info["message"]), info["line"]
+        args = info["args"]
+        if args is not None and not all(type(a) in (str, int, bool, type(None)) for a in args):
+            args = None
+        cls: type[BaseException] | None = None
+        if module == "primsel.simulator.apps.exceptions":
+            cls = self.library.library_exceptions.get(name)
+        elif module == "builtins":
+            cls = _BUILTIN_EXCEPTIONS.get(name)
+        exc: BaseException | None = None
+        if cls is not None:
+            with contextlib.suppress(Exception):
+                exc = cls(*args) if args is not None else cls(message)
+        if exc is None:
+            if module == "builtins" and name in ("SystemExit", "KeyboardInterrupt", "GeneratorExit", "BaseException"):
+                fatal = self._fail("error", name, message)
+                self.origins.append((fatal, name, line, message))
+                raise fatal
+            exc = ProgramException(name, message)
+        self.origins.append((exc, name, line, message))
+        raise exc
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= MESSAGE_CAP else text[:MESSAGE_CAP] + "..."
+
+
+def _first_function(source: str, what: str) -> str:
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node.name
+    raise ValueError(f"the task's {what} defines no top-level function")
+
+
+def run_task(
+    library: JudgeLibrary, request: dict[str, Any], programs: list[ProgramHandle]
+) -> tuple[BaseException | None, list[ProgramHandle], bool]:
+    """Run every (SIP, EP) pair of the task; the first exception decides.
+
+    Follows the reference protocol (spec section 11.6): per pair, the program is loaded in its
+    own process (a fresh module holding the app star-exports), a fresh SIP/EP namespace holds
+    the star-exports, the scenario's tools and ``Any``/``Callable``, then a fresh
+    :class:`ExecutionContext` (which reseeds ``random`` with 0) is current while
+    ``EP(query="", executable=<program stub>, setup_function=...)`` runs.
+
+    Returns
+    -------
+    ``(exception or None, handles used, whether the exception came from the task's own
+    programs before the program was called)``; :func:`verdict` turns these into a verdict.
+    """
+    from typing import Any as AnyType
+    from typing import Callable as CallableType
+
+    from primsel.simulator.state import ExecutionContext, new_context
+
+    task = request["task"]
+    used: list[ProgramHandle] = []
+    for index, (setup_text, check_text) in enumerate(zip(task["setup_programs"], task["evaluation_programs"])):
+        program = programs[index]
+        used.append(program)
+        try:
+            with new_context():
+                program.load(request["program"], request["entry"], list(task["apps"]))
+        except BaseException as exc:
+            return exc, used, False
+        try:
+            with new_context():  # the task's programs define functions only; a scratch world
+                harness: dict[str, Any] = {"__name__": "__console__"}
+                harness.update(library.namespace(task["apps"]))
+                for spec in task["simulation_tools"]:
+                    name, value = library.tool(spec, library.setup, "setup tool")
+                    harness[name] = value
+                harness["Any"] = AnyType
+                harness["Callable"] = CallableType
+                for spec in task["evaluation_tools"]:
+                    name, value = library.tool(spec, library.check, "evaluation tool")
+                    harness[name] = value
+                exec(compile(setup_text, f"<setup program {index + 1}>", "exec"), harness)
+                exec(compile(check_text, f"<evaluation program {index + 1}>", "exec"), harness)
+                setup = harness[_first_function(setup_text, "setup program")]
+                check = harness[_first_function(check_text, "evaluation program")]
+        except BaseException as exc:
+            return exc, used, True
+        context = ExecutionContext()
+        context.query = task["query"]
+        try:
+            with new_context(context):
+                check(query="", executable=program, setup_function=setup)
+        except BaseException as exc:
+            return exc, used, not program.called
+    return None, used, False
+
+
+def verdict(
+    library: JudgeLibrary, exc: BaseException | None, programs: list[ProgramHandle], before_program: bool
+) -> dict[str, Any]:
+    """The verdict dict for the exception that ended the task (None: every pair passed).
+
+    Keys: ``status``, ``error_type``, ``message``, ``line`` (program line, when the exception
+    was the program's), ``called_primitives`` (first-call order), ``trace`` (every recorded
+    call: ``[primitive id, line, arguments]``), ``stdout_truncated``.
+    """
+    trace = [list(entry) for program in programs for entry in program.trace][:TRACE_CAP]
+    called = list(dict.fromkeys(entry[0] for entry in trace))
+    result = {
+        "status": "pass",
+        "error_type": None,
+        "message": None,
+        "line": None,
+        "called_primitives": called,
+        "trace": trace,
+        "stdout_truncated": any(program.stdout_truncated for program in programs),
+    }
+    fatal = next((program.fatal for program in programs if program.fatal is not None), None)
+    exc = fatal or exc  # an EP that caught it (e.g. with a bare except) does not change it
+    if exc is None:
+        return result
+    origin = next((o for program in programs for o in program.origins if o[0] is exc), None)
+    if isinstance(exc, _Verdict):
+        status, error_type, message = exc.status, exc.error_type, exc.message
+        line = origin[2] if origin else None
+    elif origin is not None:
+        _, error_type, line, message = origin
+        status = _status(library, exc)
+    elif before_program:
+        status, error_type, line = "error", "EvaluatorError", None
+        message = f"the task's setup or evaluation program failed before the program ran: {_describe(exc)}"
+    else:
+        status, error_type, line = _status(library, exc), type(exc).__name__, None
+        message = _message(exc)
+    if not message.isascii():
+        message = message.encode("utf-8", "replace").decode("utf-8")
+    error_type = error_type[:NAME_CAP] if error_type is not None else None
+    result.update(status=status, error_type=error_type, message=_cap(message), line=line)
+    return result
+
+
+def _status(library: JudgeLibrary, exc: BaseException) -> str:
+    if isinstance(exc, library.fail_types):
+        return "fail"
+    if library.requires_input and isinstance(exc, library.requires_input):
+        return "requires_user_input"
+    return "error"
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__name__} object whose str() failed>"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {_message(exc)}"
+
+
+def judge(
+    library: JudgeLibrary, request: dict[str, Any], channels: list[tuple[int, int]]
+) -> dict[str, Any]:
+    """Run the task against its program processes and return the verdict (never raises).
+
+    Parameters
+    ----------
+    library : the judge's library.
+    request : ``task``, ``program``, ``entry``, ``timeout`` (s), ``judge_timeout`` (s).
+    channels : ``(to_program, from_program)`` descriptors, one pair per (SIP, EP) pair.
+
+    Returns
+    -------
+    The verdict dict of :func:`verdict`; a fault of the judge itself gives ``EvaluatorError``.
+    """
+    timeout = float(request["timeout"])
+    clock = Clock(timeout, float(request["judge_timeout"]))
+    handles: list[ProgramHandle] = []
+    try:
+        with clock:
+            handles = [ProgramHandle(library, to, back, clock, timeout) for to, back in channels]
+            exc, used, before = run_task(library, request, handles)
+            result = verdict(library, exc, used, before)
+    except _JudgeTimeout:
+        clock.expired = True
+    except BaseException as fault:  # a fault of the judge itself: never a pass
+        result = _evaluator_error(_describe(fault))
+    if clock.expired:
+        result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
+    result["program_seconds"] = max(timeout - clock.program_left, 0.0)
+    return result
+
+
+def _evaluator_error(message: str) -> dict[str, Any]:
+    return {"status": "error", "error_type": "EvaluatorError", "message": _cap(message), "line": None,
+            "called_primitives": [], "trace": [], "stdout_truncated": False}  # fmt: skip

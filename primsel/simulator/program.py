@@ -1,0 +1,400 @@
+"""The program process: where the program under test runs, apart from whatever judges it.
+
+A sandbox worker forks, right after it has imported the prompt-facing library and before it
+reads any request, a *spawner* (:func:`serve_spawner`). The spawner never receives anything of
+a task: only the two pipe descriptors of a new program process and its limits. For every
+(SIP, EP) pair of a task it forks one program process (:func:`run_program_process`), so every
+program starts as a copy of that clean parent, with nothing of an earlier task (nor of this
+one: no setup or evaluation program, no check tool, no expected value, no verdict channel) in
+its memory.
+
+The program process confines itself (:func:`primsel.simulator.isolation.confine`), then serves
+the judge over its two pipes, one frame (:mod:`primsel.simulator.codec`) per message:
+
+``{"op": "load", "program": TEXT, "entry": NAME, "apps": [...]}``
+    compile the program and run its module-level code in a fresh module ``query_executable``
+    whose globals are the star-exports of the task's apps (with a scratch world); answer
+    ``{"ok": true}`` or ``{"exception": ...}``.
+``{"op": "call", "state": ..., "random": ..., "args": [...], "kwargs": {...}}``
+    install the world state and the ``random`` state the judge sent, call the entry point,
+    answer ``{"state", "random", "trace", "stdout_truncated"}`` plus one of ``"return"``
+    (the encoded value), ``"exception"`` (``{"type", "module", "message", "args", "line"}``) or
+    ``"unsupported"`` (why the value or the state cannot cross).
+
+While the program runs, the process may send ``{"note": "stdout_truncated"}`` once, when its
+output first passes the cap. Nothing the program process says is trusted: the judge decodes it with the codec's checks and
+rebuilds only data. The call ``trace`` lists every call of a library function made directly by
+program code: ``[primitive id, program line, short repr of the arguments]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import os
+import random
+import reprlib
+import signal
+import socket
+import sys
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+from primsel.simulator import codec as codec_module
+from primsel.simulator import isolation
+from primsel.simulator.layout import APPS
+
+#: File name given to the compiled program; tracebacks and the trace use its line numbers.
+PROGRAM_FILE = "<program>"
+#: Longest exception message or argument summary sent, in characters.
+MESSAGE_CAP = 2000
+#: Longest exception type name sent, in characters.
+NAME_CAP = 100
+#: Most calls kept in the trace (later calls are counted but not listed).
+TRACE_CAP = 2000
+#: Longest argument summary in a trace entry, in characters.
+ARGS_CAP = 300
+#: Seconds the spawner waits for a killed program process to be reaped.
+REAP_TIMEOUT = 5.0
+
+
+def load_apps() -> dict[str, types.ModuleType]:
+    """Import the prompt-facing library modules; ``{short name: module}`` (missing ones skipped)."""
+    import importlib
+
+    modules = {}
+    for name in APPS:
+        with contextlib.suppress(Exception):  # a broken module shows up as a missing name
+            modules[name] = importlib.import_module(f"primsel.simulator.apps.{name}")
+    return modules
+
+
+def star_exports(module: types.ModuleType) -> dict[str, Any]:
+    """What ``from module import *`` binds: ``__all__`` if defined, else the public names."""
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n in vars(module) if not n.startswith("_")]
+    return {name: getattr(module, name) for name in names}
+
+
+def readable_paths() -> list[str]:
+    """What Landlock leaves readable to a program process.
+
+    The runtime's paths (:func:`primsel.simulator.landlock.runtime_paths`) with the primsel
+    package narrowed to its ``simulator`` subpackage, so the built-in tasks' files (whose
+    evaluation programs hold expected values) cannot be read.
+    """
+    from primsel.simulator import landlock
+
+    package = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    simulator = os.path.join(package, "simulator")
+    return [p for p in landlock.runtime_paths() if p != package] + [simulator]
+
+
+# -- the spawner ---------------------------------------------------------------------------------
+
+
+def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
+    """Serve spawn requests from the worker on ``control`` until it closes (never returns).
+
+    Messages (one JSON document per ``SOCK_SEQPACKET`` message): ``spawn`` with two descriptors attached (the program's input and
+    output pipes) and the limits ``workdir``, ``memory_mb``, ``timeout``, ``stdout_cap``,
+    ``seccomp``, ``landlock``: forks a program process and answers ``{"pid": N}``. ``end`` with
+    ``pids``: SIGKILLs those processes' groups, reaps them and answers their wait statuses
+    (``{"status": {pid: status or null}}``).
+    """
+    import json
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    own = os.getpid()
+    with contextlib.suppress(OSError):
+        isolation.die_with_parent(os.getppid())
+    apps = load_apps()
+    codec = codec_module.Codec(apps)
+    try:
+        template = isolation.seccomp_template()
+    except OSError:
+        template = None  # every program process will report that it could not be confined
+        broken = True
+    else:
+        broken = False
+    gc.collect()
+    gc.freeze()  # keeps the program processes' copy-on-write pages shared
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
+        except OSError:
+            os._exit(0)
+        if not data:
+            os._exit(0)
+        request = json.loads(data)
+        if request["op"] == "spawn" and len(fds) == 2:
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                if broken and request.get("seccomp", True):
+                    _refuse(fds[1], "the seccomp filter could not be built")
+                run_program_process(fds[0], fds[1], request, readable, apps, codec, own, template)
+            answer: dict[str, Any] = {"pid": pid}
+        elif request["op"] == "end":
+            answer = {"status": {str(p): _end(int(p)) for p in request["pids"]}}
+        else:
+            answer = {"error": "malformed request"}
+        for fd in fds:
+            os.close(fd)
+        control.send(json.dumps(answer).encode())
+
+
+def _end(pid: int) -> int | None:
+    """SIGKILL a program process and its group, reap it; its wait status (None: not reaped)."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + REAP_TIMEOUT
+    pause = 0.0005
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+# -- the program process -----------------------------------------------------------------------
+
+
+def run_program_process(
+    fd_in: int,
+    fd_out: int,
+    limits: dict[str, Any],
+    readable: list[str] | None,
+    apps: dict[str, types.ModuleType],
+    codec: codec_module.Codec,
+    parent: int,
+    template: Any,
+) -> None:
+    """Body of a program process: confine, then serve the judge (never returns).
+
+    ``template`` is the compiled seccomp filter (None where libseccomp is missing).
+    """
+    code = 0
+    try:
+        isolation.die_with_parent(parent)
+        output = isolation.confine(
+            keep=(fd_in, fd_out),
+            workdir=limits["workdir"],
+            memory_mb=limits["memory_mb"],
+            cpu_seconds=limits["timeout"],
+            stdout_cap=limits["stdout_cap"],
+            readable=readable if limits.get("landlock", True) else None,
+            seccomp=template if limits.get("seccomp", True) else None,
+        )
+    except BaseException as exc:
+        _refuse(fd_out, f"the sandbox could not be set up: {_text(exc)}")
+    try:
+        _Server(fd_in, fd_out, apps, codec, output).serve()
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _refuse(fd_out: int, message: str) -> None:
+    """Tell the judge this process could not be confined, then exit (never returns)."""
+    with contextlib.suppress(BaseException):
+        codec_module.write_frame(fd_out, codec_module.dumps({"sandbox_error": message}))
+    os._exit(71)
+
+
+class _Server:
+    """The program process's side of the protocol (see the module docstring)."""
+
+    def __init__(
+        self,
+        fd_in: int,
+        fd_out: int,
+        apps: dict[str, types.ModuleType],
+        codec: codec_module.Codec,
+        output: isolation.CappedOutput,
+    ) -> None:
+        self.fd_in = fd_in
+        self.fd_out = fd_out
+        self.apps = apps
+        self.codec = codec
+        self.output = output
+        self.trace: list[list[Any]] = []
+        self.calls = 0
+        self.entry: Callable[..., Any] | None = None
+        self.exports = {name: self._traced(module) for name, module in apps.items()}
+        note = codec_module.dumps({"note": "stdout_truncated"})
+        output.on_truncate = lambda: codec_module.write_frame(fd_out, note)  # known even on a timeout
+
+    def serve(self) -> None:
+        while True:
+            frame = codec_module.read_frame(self.fd_in)
+            if frame is None:
+                return
+            message = codec_module.loads(frame)
+            answer = self.load(message) if message.get("op") == "load" else self.call(message)
+            codec_module.write_frame(self.fd_out, codec_module.dumps(answer))
+
+    def _traced(self, module: types.ModuleType) -> dict[str, Any]:
+        """The module's star-exports, library functions wrapped to record calls from program code.
+
+        The module's own attributes are replaced too (this process is thrown away), so calls
+        through ``import work_calendar`` style access are recorded as well.
+        """
+        exports = star_exports(module)
+        prefix = "primsel.simulator.apps."
+        for name, value in list(exports.items()):
+            owner = getattr(value, "__module__", "") or ""
+            if isinstance(value, types.FunctionType) and owner.startswith(prefix):
+                wrapped = self._recording(value, f"{owner[len(prefix):]}.{value.__name__}")
+                exports[name] = wrapped
+                if getattr(module, name, None) is value:
+                    setattr(module, name, wrapped)
+        return exports
+
+    def _recording(self, function: Callable[..., Any], primitive_id: str) -> Callable[..., Any]:
+        getframe = sys._getframe
+        summary = reprlib.Repr()
+        summary.maxstring = summary.maxother = 80
+        summary.maxlist = summary.maxtuple = summary.maxdict = summary.maxset = 6
+        summary.maxlevel = 3
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            caller = getframe(1)
+            if caller.f_code.co_filename == PROGRAM_FILE:
+                self.calls += 1
+                if len(self.trace) < TRACE_CAP:
+                    try:
+                        shown = ", ".join([summary.repr(a) for a in args]
+                                          + [f"{k}={summary.repr(v)}" for k, v in kwargs.items()])  # fmt: skip
+                    except Exception:
+                        shown = "<arguments whose repr failed>"
+                    self.trace.append([primitive_id, caller.f_lineno, shown[:ARGS_CAP]])
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    def load(self, message: dict[str, Any]) -> dict[str, Any]:
+        from primsel.simulator.state import new_context
+
+        try:
+            code = compile(message["program"], PROGRAM_FILE, "exec")
+            module = types.ModuleType("query_executable")
+            for app in message["apps"]:
+                if app not in self.exports:
+                    raise ModuleNotFoundError(f"no library module named {app!r}")
+                module.__dict__.update(self.exports[app])
+            sys.modules["query_executable"] = module
+            with new_context():  # module-level code gets a scratch world
+                exec(code, module.__dict__)
+            entry = module.__dict__.get(message["entry"])
+            if not callable(entry):
+                raise NameError(f"the program defines no function {message['entry']!r}")
+            self.entry = entry
+        except BaseException as exc:
+            return {"exception": describe(exc)}
+        return {"ok": True}
+
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        from primsel.simulator.state import TABLES, ExecutionContext, new_context
+
+        codec = self.codec
+        state = codec.decode(message["state"])
+        context = ExecutionContext()
+        for name in TABLES:
+            context.tables[name] = state[name]
+        random.setstate(codec.decode(message["random"]))
+        args = codec.decode(message["args"])
+        kwargs = codec.decode(message["kwargs"])
+        self.trace = []
+        self.calls = 0
+        answer: dict[str, Any] = {}
+        try:
+            if self.entry is None:
+                raise NameError("the program was not loaded")
+            with new_context(context):
+                value = self.entry(*args, **kwargs)
+        except BaseException as exc:
+            answer["exception"] = describe(exc)
+        else:
+            try:
+                answer["return"] = codec.encode(value)
+            except BaseException as exc:  # CodecError, or a library object missing a field
+                answer["unsupported"] = f"the program returned a value that cannot be checked: {_text(exc)}"
+            finally:
+                if isinstance(value, types.CoroutineType):
+                    with contextlib.suppress(BaseException):
+                        value.close()  # never awaited: say nothing about it on stderr
+        try:
+            answer["state"] = codec.encode(context.tables)
+            answer["random"] = codec.encode(random.getstate())
+        except BaseException as exc:
+            answer.pop("return", None)
+            answer["unsupported"] = f"the program left the world state holding a value that cannot be checked: {_text(exc)}"
+            answer["state"] = answer["random"] = None
+        answer["trace"] = self.trace
+        answer["calls"] = self.calls
+        answer["stdout_truncated"] = self.output.truncated
+        return answer
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str.__str__(str(exc))[:MESSAGE_CAP]
+    except BaseException:
+        return type(exc).__name__
+
+
+def describe(exc: BaseException) -> dict[str, Any]:
+    """What crosses for an exception: ``type``, ``module``, ``message``, ``args`` and ``line``.
+
+    ``line`` is the last line of the program text in the traceback (None if it was not raised
+    in or through the program). ``args`` is the encoded ``exc.args`` when they are plain
+    strings and numbers, else None. Texts are capped; a ``__str__`` that fails is reported.
+    """
+    kind = type(exc)
+    name = type.__dict__["__name__"].__get__(kind)  # what the class says, not a metaclass
+    try:
+        module = type.__dict__["__module__"].__get__(kind)
+    except BaseException:
+        module = None
+    try:
+        message = str.__str__(str(exc))
+    except BaseException:
+        message = f"<{name} object whose str() failed>"
+    line = None
+    try:
+        if isinstance(exc, SyntaxError) and exc.filename == PROGRAM_FILE:
+            line, message = exc.lineno, str.__str__(str(exc.msg))
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == PROGRAM_FILE:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+    except BaseException:
+        line = None
+    args = None
+    with contextlib.suppress(BaseException):
+        plain = tuple(exc.args)
+        if len(plain) <= 8 and all(type(a) in (str, int, bool, type(None)) for a in plain):
+            args = [a[:MESSAGE_CAP] if type(a) is str else a for a in plain]
+    return {
+        "type": name[:NAME_CAP],
+        "module": module[:NAME_CAP] if type(module) is str else None,
+        "message": message[:MESSAGE_CAP],
+        "args": args,
+        "line": line if type(line) is int else None,
+    }
