@@ -319,8 +319,19 @@ def _spec_from_record(record: dict[str, Any] | None) -> RepetitionSpec | None:
     return RepetitionSpec(**values)
 
 
+def _naive_utc(value: Any) -> Any:
+    """A time-zone-aware datetime as the naive datetime of the same instant in UTC; else unchanged.
+
+    The calendar stores naive times only (the reference's storage converts aware ones this way:
+    10:00+02:00 is stored as 08:00).
+    """
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None and value.utcoffset() is not None:
+        return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return value
+
+
 def _event_to_row(event: Event) -> dict[str, Any]:
-    """A stored copy of ``event``: employee lists become name-sorted id lists."""
+    """A stored copy of ``event``: employee lists become name-sorted id lists, times naive."""
     row: dict[str, Any] = {}
     for name in Event.model_fields:
         value = getattr(event, name)
@@ -328,9 +339,12 @@ def _event_to_row(event: Event) -> dict[str, Any]:
             value = None if value is None else [employee.employee_id for employee in _by_name(value)]
         elif name == "repeats":
             value = _spec_to_record(value)
+            if value is not None:
+                value = {key: ([_naive_utc(v) for v in item] if isinstance(item, list) else _naive_utc(item))
+                         for key, item in value.items()}  # fmt: skip
         elif name == "attachments":
             value = deepcopy(value)
-        row[name] = value
+        row[name] = _naive_utc(value)
     return row
 
 

@@ -699,3 +699,18 @@ def test_library_is_silent(world, capfd):
     find_events()
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Time-zone-aware times: stored as the naive UTC instant, as the reference's storage does
+# ---------------------------------------------------------------------------------------------
+
+
+def test_aware_times_are_stored_as_naive_utc(world):
+    cest = datetime.timezone(datetime.timedelta(hours=2))
+    add_event(Event(subject="Sync", starts_at=D(2024, 6, 26, 10, tzinfo=cest), ends_at=D(2024, 6, 26, 11, tzinfo=cest)))
+    add_event(Event(subject="Call", starts_at=D(2024, 6, 27, 10, tzinfo=datetime.timezone.utc)))
+    found = {event.subject: event for event in find_events()}  # raised TypeError before (aware vs naive)
+    assert (found["Sync"].starts_at, found["Sync"].ends_at) == (at(26, 8), at(26, 9))
+    assert (found["Call"].starts_at, found["Call"].ends_at) == (at(27, 10), at(27, 10, 16))
+    assert all(row["starts_at"].tzinfo is None and row["ends_at"].tzinfo is None for row in user_rows(world))
