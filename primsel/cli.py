@@ -42,6 +42,11 @@ SUBCOMMANDS = {
         "(re)write the Markdown report and plots of an experiment directory",
         "primsel report runs/retrieval_ablation",
     ),
+    "local": (
+        "primsel.generation.local_cli",
+        "prepare and serve a small real model on this machine (no API key, no network)",
+        "primsel local prepare && primsel local serve",
+    ),
 }
 
 
