@@ -100,3 +100,12 @@ def test_an_unknown_extraction_mode_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="generator: cannot build generator"):
         parse_config({"name": "x", "retriever": "bm25",
                       "generator": {"type": "openai", "model": "m", "extraction": "ASPERA"}})
+
+
+def test_the_ps_reproduction_uses_aspera_s_extraction():
+    from pathlib import Path
+
+    from primsel.experiments.config import load_config
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "ps_reproduction.toml"
+    assert load_config(path).base["generator"]["extraction"] == "aspera"

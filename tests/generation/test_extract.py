@@ -245,3 +245,20 @@ def test_a_pathologically_nested_program_gets_a_status_not_an_exception(nested):
 def test_unknown_mode_is_rejected():
     with pytest.raises(ValueError, match="unknown extraction mode 'fast'"):
         extract("x", mode="fast")
+
+
+def test_builtin_programs_with_what_models_add_pass_after_extraction():
+    from primsel.datasets import load_builtin_tasks
+    from primsel.simulator.sandbox import Sandbox
+
+    tasks = load_builtin_tasks()
+    jobs = []
+    for task in tasks:
+        name = task.entry_point
+        for answer in (f"```python\n{task.program}\nprint({name}())\n```",
+                       f'```python\n{task.program}\nif __name__ == "__main__":\n    {name}()\n```',
+                       f"{task.program}```"):
+            program = extract_program(answer, task.id, name)
+            jobs.append((task, program.code, program.entry_point))
+    with Sandbox(workers=2) as sandbox:
+        assert [r.status for r in sandbox.execute_many(jobs)] == ["pass"] * (3 * len(tasks))
