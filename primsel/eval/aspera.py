@@ -36,7 +36,8 @@ Figures (ASPERA's ``metrics.json`` keys):
 ``score``                                  100 * passed / evaluated, minus refused / all
                                            tasks -- a fraction taken from a percentage, as
                                            ASPERA's ``agent_runner`` does
-``parser_failure_rate``                    100 * parser failures / all tasks
+``parser_failure_rate``                    100 * parser failures / all tasks (their number:
+                                           ``parse_failures``)
 ``solution_error_rate``                    100 * solution errors / errors
 ``handback_control_error_rate``            100 * hand-backs / (errors - solution errors)
 ``handback_control_error_rate_normalise``  100 * hand-backs / errors
@@ -126,7 +127,8 @@ def aspera_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]
     Returns
     -------
     ``{name: value}`` for every name of :data:`FIGURES`, plus
-    ``primitives_selection_micro_precision`` and ``primitives_selection_micro_recall``;
+    ``primitives_selection_micro_precision`` and ``primitives_selection_micro_recall``, and
+    ``parse_failures`` (the number of parser failures: ASPERA's ``num_unparseable``);
     percentages in [0, 100] (``score`` may go slightly below 0), F1 values in [0, 1] or None.
     """
     n = len(rows)
@@ -140,6 +142,7 @@ def aspera_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]
     lenient_pass = len(passed) + sum(r.get("import_lenient_status") == "pass" for r in bad_import)
     out: dict[str, float | None] = {
         "score": (_rate(len(passed), len(evaluated)) if evaluated else 0.0) - (len(refused) / n if n else 0.0),
+        "parse_failures": float(sum(_parser_failure(r) for r in rows)),
         "parser_failure_rate": _rate(sum(_parser_failure(r) for r in rows), n),
         "solution_error_rate": _rate(len(solution), len(errors)),
         "handback_control_error_rate": _rate(len(handback), len(errors) - len(solution)),

@@ -29,8 +29,8 @@ Rules (in order)
    the fence ends the answer; a line break after it keeps the fence, and the answer fails.
 4. **Call lines.** Every column-0 call -- an identifier immediately followed by ``(``, then the
    shortest text (across lines) up to a ``)`` after which its line holds only whitespace -- is
-   deleted with the whitespace after it (up to its last line break); then surrounding line
-   breaks and spaces are stripped. ``main()``, ``print(main())`` and a column-0 call spread over
+   deleted, with the blank lines after it but not the last line break before the next text;
+   then surrounding line breaks and spaces are stripped. ``main()``, ``print(main())`` and a column-0 call spread over
    several lines go; ``result = main()``, ``asyncio.run(main())`` and indented calls stay. An
    ``if __name__ == "__main__":`` tail therefore stays, whole and inert: ASPERA runs the program
    as module ``query_executable``.
@@ -47,7 +47,8 @@ Rules (in order)
    ``from aspera.apps_implementation.<app> import *`` lines), two line breaks, and the **last**
    other piece. Functions defined before it are dropped, so a program that needs them fails.
    (ASPERA also runs each piece through ``black``; that changes layout and docstring
-   indentation only, and is not reproduced.)
+   indentation only, and is not reproduced -- nor is the stop of ASPERA's run on a piece
+   ``black`` cannot format.)
 7. **Entry point.** The evaluator calls the first ``def NAME(PARAMS) [-> ANNOTATION]:`` of the
    program at any indentation, PARAMS without ``)`` and ANNOTATION without ``:``, as
    ``query_executable.NAME``: a nested function or a method found first gives an

@@ -33,7 +33,7 @@ def test_counts_and_rates_follow_aspera():
     # evaluated: all but the refused 8 and the unrun 9 -> 8 tasks, 2 passed, 6 errors
     # (3 and 10 solution errors, 5 a hand-back, 6 and 7 bad imports)
     assert figures["score"] == pytest.approx(100 * 2 / 8 - 1 / 10)
-    assert figures["parser_failure_rate"] == pytest.approx(100 * 2 / 10)
+    assert figures["parser_failure_rate"] == pytest.approx(100 * 2 / 10) and figures["parse_failures"] == 2
     assert figures["solution_error_rate"] == pytest.approx(100 * 2 / 6)
     assert figures["handback_control_error_rate"] == pytest.approx(100 * 1 / (6 - 2))
     assert figures["handback_control_error_rate_normalise"] == pytest.approx(100 * 1 / 6)
