@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from typing import TextIO
 
 #: subcommand -> (module, one-line help, example)
 SUBCOMMANDS = {
@@ -31,6 +32,11 @@ SUBCOMMANDS = {
         "primsel.retrieval.cli",
         "rank the library for every task with a retriever and print retrieval metrics",
         'primsel retrieve --retriever bm25 --k 15 --out bm25.trec',
+    ),
+    "extract": (
+        "primsel.generation.cli",
+        "take the programs out of stored model answers (primsel's rules or ASPERA's), without a model",
+        "primsel extract --mode aspera answers.jsonl --out programs.jsonl",
     ),
     "run": (
         "primsel.experiments.cli",
@@ -50,6 +56,64 @@ VERBOSE_HELP = "more messages on stderr: -v for INFO (e.g. model loading), -vv f
 
 class UsageError(Exception):
     """Bad command-line input; the message names the problem. Exits with status 2."""
+
+
+def read_jsonl_objects(path: str, expected: str, what: str = "") -> list[tuple[str, dict]]:
+    """The JSON objects of a JSONL input file, one per non-blank line.
+
+    Parameters
+    ----------
+    path : the file.
+    expected : what an object must hold, for the error message (``"id and answer"``).
+    what : the option that named the file (``"--programs"``), for the error message.
+
+    Returns
+    -------
+    ``(where, object)`` per non-blank line, in order; ``where`` is ``"<path> line <n>"``, for the
+    caller's own messages about a line.
+
+    Raises
+    ------
+    UsageError : the file cannot be read (or is not UTF-8), or a line is not valid JSON or not
+        a JSON object; the message names the file and the line.
+    """
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        named = f"{what} {path}" if what else path
+        raise UsageError(f"cannot read {named}: {getattr(exc, 'strerror', None) or exc}") from exc
+    out = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise UsageError(f"{where}: expected a JSON object with {expected}")
+        out.append((where, record))
+    return out
+
+
+def output_stream(stack: contextlib.ExitStack, path: str | None) -> TextIO:
+    """The file ``--out`` names, opened for writing (UTF-8) and closed with ``stack``; stdout
+    when ``path`` is None.
+
+    Raises
+    ------
+    UsageError : the file cannot be opened (the message names it).
+    """
+    if not path:
+        return sys.stdout
+    try:
+        return stack.enter_context(open(path, "w", encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {path}: {exc.strerror or exc}") from exc
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -114,13 +115,24 @@ class Task:
     @property
     def return_annotation(self) -> str | None:
         """Return annotation of the reference program's entry point, as source text, or None."""
-        try:
-            tree = ast.parse(self.program)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-        for node in tree.body:
+        tree = parse_program(self.program)
+        for node in tree.body if tree is not None else ():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return ast.unparse(node.returns) if node.returns is not None else None
+        return None
+
+
+def parse_program(source: str) -> ast.Module | None:
+    """``ast.parse(source)``, or None when the text does not parse: a SyntaxError, a ValueError
+    (a NUL byte, a lone surrogate), or a RecursionError or MemoryError from a pathologically
+    nested expression (``1+1+...`` or ``--...-1`` 100,000 deep). Warnings (invalid escape
+    sequences) are silenced. Every parse of program text in primsel goes through it, so no
+    program text can crash the caller."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
@@ -135,12 +147,11 @@ def entry_point(source: str, preferred: str | None = None) -> str | None:
     Returns
     -------
     ``preferred`` if defined at top level, else the first top-level ``def`` name, else None
-    (also None when the source does not parse: a SyntaxError, a lone surrogate, or nesting so
-    deep that the parser gives up with RecursionError or MemoryError).
+    (also None when the source does not parse, e.g. a SyntaxError, a lone surrogate, or an
+    expression nested too deeply to parse).
     """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # UnicodeEncodeError is a ValueError
+    tree = parse_program(source)
+    if tree is None:
         return None
     names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if preferred is not None and preferred in names:
@@ -183,6 +194,9 @@ class Program:
     messages : the chat messages sent, ``({"role": ..., "content": ...}, ...)``.
     usage : ``prompt_tokens``, ``completion_tokens``, ``seconds``, ``cached`` (0/1), ``calls``.
     entry_point : the function to call, or None to use the first top-level ``def``.
+    extraction : how the program was taken from the answer, for generators that extract:
+        ``mode``, ``dropped_lines``, ``parse_failure``, ``reason``, ``program_no_imports``,
+        ``async_entry`` (:meth:`primsel.generation.extract.Extraction.details`); empty otherwise.
     """
 
     task_id: str
@@ -192,6 +206,7 @@ class Program:
     messages: tuple[Mapping[str, str], ...] = ()
     usage: Mapping[str, float] = field(default_factory=dict, hash=False)
     entry_point: str | None = None
+    extraction: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)

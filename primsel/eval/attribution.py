@@ -8,7 +8,9 @@ step  condition                               stage            category
 1     the task passed                         --               (returns None)
 2     no program, or status ``llm_error``     ``llm``          ``llm_error``
 3     program status ``truncated``            ``llm``          ``truncated``
-4     program or execution ``no_program``     ``extraction``   ``no_program``
+4     program or execution ``no_program``,    ``extraction``   ``no_program``
+      or a parser failure of ASPERA's rules
+      (its placeholder program ran)
 5     execution ``timeout``                   ``execution``    ``timeout``
 6     execution ``error`` ``SyntaxError``     ``generation``   ``runtime_error:SyntaxError``
 7     ``NameError`` on a name the program     ``generation``   ``hallucinated_primitive``
@@ -46,13 +48,12 @@ import ast
 import builtins
 import importlib
 import re
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from primsel.types import ExecutionResult, Primitive, Program, Selection, Task
+from primsel.types import ExecutionResult, Primitive, Program, Selection, Task, parse_program
 
 __all__ = ["CATEGORIES", "STAGES", "attribute", "count_categories", "used_names"]
 
@@ -83,15 +84,6 @@ def _module_exports(modules: tuple[str, ...]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _parse(code: str) -> ast.Module | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting: no tree
-        return None
-
-
 def used_names(code: str) -> tuple[dict[str, int], set[str]]:
     """Global names a program loads and the names it binds.
 
@@ -106,7 +98,7 @@ def used_names(code: str) -> tuple[dict[str, int], set[str]]:
     names, comprehension and ``global`` names). A name bound anywhere is treated as defined
     (a conservative reading: no false "unknown name" reports). Empty for code that does not parse.
     """
-    tree = _parse(code)
+    tree = parse_program(code)
     if tree is None:
         return {}, set()
     loaded: dict[str, int] = {}
@@ -136,7 +128,7 @@ def used_names(code: str) -> tuple[dict[str, int], set[str]]:
 
 def _imported_library_names(code: str, modules: Iterable[str]) -> dict[str, int]:
     """Names imported by ``from <...>.<library module> import name`` (ASPERA's or our paths)."""
-    tree = _parse(code)
+    tree = parse_program(code)
     if tree is None:
         return {}
     wanted = set(modules)
@@ -229,7 +221,8 @@ def attribute(
         return verdict("llm", "llm_error")
     if program_status == "truncated":
         return verdict("llm", "truncated", len(code.splitlines()) or None)
-    if program_status == "no_program" or (result is not None and result.status == "no_program"):
+    if program_status == "no_program" or (result is not None and result.status == "no_program") \
+            or (program is not None and program.extraction.get("parse_failure")):
         return verdict("extraction", "no_program")
     if result is None:
         raise ValueError(f"task {task.id}: a program with status 'ok' needs its execution result")

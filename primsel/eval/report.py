@@ -9,7 +9,8 @@
   recall@5/10/15/20, complete@10/15/20, nDCG@10, MRR, set precision / recall / F1 micro and
   macro, documentation tokens selected, task success when a generator ran; an incomplete cell,
   whose LLM requests failed, is marked) and the p-values of paired tests of the cell against
-  its baseline cell on per-task recall (and on per-task success when a generator ran);
+  its baseline cell on per-task recall (and on per-task success when a generator ran); with a
+  generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`);
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
 * ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected.
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from primsel.eval.aspera import markdown_table as aspera_table
 from primsel.eval.significance import N_RESAMPLES, compare
 
 #: The table's metric columns: (report.json key, header).
@@ -446,6 +448,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                      "(used by retrievers that learn from tasks; none here).")
     lines += [f"- {n}" for n in notes]
     lines.append("")
+    lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
     for title, file in images:
         lines += [f"![{title}]({file})", ""]
     return "\n".join(lines)

@@ -19,7 +19,8 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
 ``folds``       cross-validation folds for anything learned from tasks (int >= 2, default 5)
 ``seed``        seed of the folds and of randomised components (int, default 0)
 ``[generator]`` table with ``type`` = openai | reference | replay and its parameters; a relative
-                ``programs`` path (replay) is relative to the TOML file, like ``data``
+                ``programs`` path (replay) is relative to the TOML file, like ``data``;
+                ``extraction`` = ``"primsel"`` (default) or ``"aspera"`` (openai, replay)
 ``timeout``     seconds per task in the sandbox when a generator runs (default 10)
 ``metrics``     extra ranx metric names added to every cell's report.json
 ``baseline``    the retriever every cell is tested against: its label (``hybrid(bm25+dense)``),
@@ -65,7 +66,7 @@ TABLE_KEYS = ("retriever", "generator")
 #: Generator parameters documented in DESIGN.md (used when a class's signature cannot tell).
 GENERATOR_KEYS = (
     "type", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "temperature", "seed",
-    "max_tokens", "concurrency", "examples", "template", "programs", "cache_namespace",
+    "max_tokens", "concurrency", "examples", "template", "programs", "cache_namespace", "extraction",
 )
 #: Length of a cell id (hex characters of the sha256).
 CELL_ID_LENGTH = 12

@@ -548,6 +548,7 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
         "settings": cell.settings,
         "data": {"source": ctx.dataset.source, "n_tasks": len(tasks), "fingerprint": ctx.dataset.fingerprint},
         "effective_folds": ctx.store.effective_folds(int(s["folds"])),
+        **({"extraction": report.get("extraction")} if s.get("generator") else {}),
         "library": {"n_primitives": len(ctx.library),
                     "fingerprint": ctx.library.fingerprint() if hasattr(ctx.library, "fingerprint") else None},
         "versions": ctx.versions,
@@ -565,6 +566,7 @@ def _generate_and_execute(cell: Cell, ctx: CellContext, selections: Mapping[str,
     """Generate a program per task (per fold when the generator learns from training folds),
     run them in the sandbox, attribute failures. Returns (row updates, failures, report part)."""
     from primsel.eval.attribution import attribute, count_categories
+    from primsel.generation.extract import entry_point_error
     from primsel.simulator.sandbox import Sandbox
 
     s = cell.settings
@@ -593,17 +595,21 @@ def _generate_and_execute(cell: Cell, ctx: CellContext, selections: Mapping[str,
             task_bar.update(len(tasks))
 
     # only programs with status "ok" run; the others (truncated, llm_error, no_program) keep
-    # their program status as the task's status
-    jobs = [(t, programs[t.id].code, programs[t.id].entry_point) for t in tasks if programs[t.id].status == "ok"]
+    # their program status as the task's status. An entry point that must not be called (an
+    # async def; under ASPERA's rules, no top-level function) gets its verdict without running.
+    results = {t.id: r for t in tasks if (r := entry_point_error(programs[t.id])) is not None}
+    jobs = [(t, programs[t.id].code, programs[t.id].entry_point) for t in tasks
+            if programs[t.id].status == "ok" and t.id not in results]
     if task_bar is not None:
         task_bar.update(len(tasks) - len(jobs))
-    results = {}
+    lenient: dict[str, str] = {}
     if jobs:
         with Sandbox(workers=ctx.workers, timeout=float(s.get("timeout", 10.0))) as sandbox:
             for result in sandbox.execute_many(jobs):
                 results[result.task_id] = result
                 if task_bar is not None:
                     task_bar.update(1)
+            lenient = _import_lenient(sandbox, tasks, programs, results)
 
     rows: dict[str, dict] = {}
     failures = []
@@ -627,6 +633,11 @@ def _generate_and_execute(cell: Cell, ctx: CellContext, selections: Mapping[str,
             "seconds": res.seconds if res is not None else 0.0,
             "called_primitives": list(res.called_primitives) if res is not None else [],
             "attribution": attribution,
+            # how the program was taken from the answer (primsel.generation.extract)
+            "extraction": prog.extraction.get("mode"),
+            "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
+            "parse_failure": prog.extraction.get("parse_failure"),
+            "import_lenient_status": lenient.get(t.id),
         }
     report: dict[str, float] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
     for name in TASK_STATUSES:
@@ -642,7 +653,32 @@ def _generate_and_execute(cell: Cell, ctx: CellContext, selections: Mapping[str,
     report.update({f"generator_{k}": v for k, v in usage_total.items()})
     if "cache_hits" in usage_total:
         report["cache_hits"] = usage_total["cache_hits"]
+    report.update(_aspera_part(generators, tasks, selections, rows))
     return rows, failures, report
+
+
+def _import_lenient(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Any],
+                    results: Mapping[str, Any]) -> dict[str, str]:
+    """ASPERA's import-lenient re-run: every task that failed with ModuleNotFoundError runs again
+    as its program without imports of library modules (``program_no_imports``, when there is
+    one). Returns task id -> status of that run."""
+    jobs = []
+    for t in tasks:
+        res, program = results.get(t.id), programs[t.id]
+        variant = program.extraction.get("program_no_imports")
+        if res is not None and res.status == "error" and res.error_type == "ModuleNotFoundError" and variant:
+            jobs.append((t, variant, program.entry_point))
+    return {r.task_id: r.status for r in sandbox.execute_many(jobs)} if jobs else {}
+
+
+def _aspera_part(generators: Sequence[Any], tasks: Sequence[Task], selections: Mapping[str, Any],
+                 rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The generator's extraction mode and ASPERA's figures (primsel.eval.aspera), for report.json."""
+    from primsel.eval.aspera import aspera_figures
+
+    figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
+    return {"extraction": getattr(generators[0], "extraction", None) if generators else None,
+            **aspera_figures(figure_rows)}
 
 
 def _generate(gen: Any, items: Sequence[tuple[Task, Sequence[Any]]]) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """Program generation: prompts, the chat client, program extraction and the generators.
 
+``extract(answer, mode="primsel" | "aspera")`` takes the program out of one model answer
+(:mod:`primsel.generation.extract`; ASPERA's rules: :mod:`primsel.generation.aspera_parser`).
+
 Importing this package registers the generators ``openai``, ``reference`` and ``replay``
 (:mod:`primsel.generation.generators`); the ``openai`` package itself is imported only when the
 first request is sent.
@@ -7,19 +10,21 @@ first request is sent.
 
 from primsel.generation import generators  # noqa: F401  (registration)
 from primsel.generation.client import ChatClient, Completion, LLMError, LLMFatalError, QuotaExceededError
-from primsel.generation.extract import extract_program
+from primsel.generation.extract import Extraction, extract, extract_program
 from primsel.generation.generators import OpenAIGenerator, ReferenceGenerator, ReplayGenerator
 from primsel.generation.prompts import generation_messages, load_template, selection_messages
 
 __all__ = [
     "ChatClient",
     "Completion",
+    "Extraction",
     "LLMError",
     "LLMFatalError",
     "OpenAIGenerator",
     "QuotaExceededError",
     "ReferenceGenerator",
     "ReplayGenerator",
+    "extract",
     "extract_program",
     "generation_messages",
     "load_template",

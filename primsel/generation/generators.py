@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from primsel.generation.client import Completion, LLMError, client_for
-from primsel.generation.extract import extract_program
+from primsel.generation.extract import MODES, extract_program, program_extraction
 from primsel.generation.prompts import (
     choose_examples,
     expected_function,
@@ -33,7 +33,7 @@ from primsel.generation.prompts import (
     load_template,
 )
 from primsel.registry import register
-from primsel.types import Primitive, Program, Task, entry_point
+from primsel.types import Primitive, Program, Task
 
 __all__ = ["OpenAIGenerator", "ReferenceGenerator", "ReplayGenerator"]
 
@@ -57,7 +57,7 @@ class OpenAIGenerator:
     entry point with its return annotation -- the program-generation step of ASPERA's
     primitive-selection agent (Coca et al., 2025, "ASPERA: A Simulated Environment to Evaluate
     Planning for Complex Action Execution"). The answer goes through
-    :func:`primsel.generation.extract.extract_program`.
+    :func:`primsel.generation.extract.extract_program` in the ``extraction`` mode.
 
     Examples come from the pool given to :meth:`fit` (the training folds' tasks), or the
     built-in tasks when ``fit`` got none; never from the task itself. ``example_selection``
@@ -82,10 +82,13 @@ class OpenAIGenerator:
     cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
         apart the answers of endpoints that serve the same model name; None: model, messages
         and sampling parameters only (:class:`primsel.generation.client.ChatClient`).
+    extraction : how a program is taken from the answer: ``"primsel"`` (our rules) or
+        ``"aspera"`` (ASPERA's agent, quirks included; see :mod:`primsel.generation.extract`).
 
     Raises
     ------
-    ValueError : missing model, out-of-range number, unknown template or example selection.
+    ValueError : missing model, out-of-range number, unknown template, example selection or
+        extraction mode.
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class OpenAIGenerator:
         example_selection: str = "similar",
         backoff_s: float = 1.0,
         cache_namespace: str | None = None,
+        extraction: str = "primsel",
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError("the openai generator needs `model` (the model name at your endpoint)")
@@ -112,6 +116,7 @@ class OpenAIGenerator:
             raise ValueError(f"examples must be an integer >= 0, got {examples!r}")
         if example_selection not in ("similar", "fixed"):
             raise ValueError(f"example_selection must be 'similar' or 'fixed', got {example_selection!r}")
+        self.extraction = _check_extraction(extraction)
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
         self.examples = examples
         self.template = template
@@ -132,7 +137,7 @@ class OpenAIGenerator:
             "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
             "concurrency": self.concurrency, "examples": self.examples, "template": self.template,
             "example_selection": self.example_selection, "backoff_s": self.backoff_s,
-            "cache_namespace": self.cache_namespace,
+            "cache_namespace": self.cache_namespace, "extraction": self.extraction,
         }
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> OpenAIGenerator:
@@ -176,7 +181,7 @@ class OpenAIGenerator:
             )
         else:
             name, _ = expected_function(task)
-            program = extract_program(answer.text, task.id, name, answer.finish_reason)
+            program = extract_program(answer.text, task.id, name, answer.finish_reason, self.extraction)
             usage = answer.usage()
             usage["truncated"] = int(answer.finish_reason == "length")
             program = replace(program, messages=tuple(messages), usage=usage)
@@ -232,6 +237,12 @@ class OpenAIGenerator:
         return summary
 
 
+def _check_extraction(mode: object) -> str:
+    if mode not in MODES:
+        raise ValueError(f"extraction must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}")
+    return str(mode)
+
+
 @register("reference", kind="generator")
 class ReferenceGenerator:
     """Returns the task's reference program (AEP) whatever the selection: an upper bound of
@@ -261,25 +272,31 @@ class ReplayGenerator:
     """Programs read from a JSONL file, one ``{"task_id": "17", "program": "..."}`` per line
     (the input format of ``primsel verify``), e.g. programs written by another system.
 
-    A program containing a fenced code block is treated as a raw model answer and goes through
-    :func:`primsel.generation.extract.extract_program`; otherwise the text is the program. Tasks
-    absent from the file get status ``no_program``.
+    With ``extraction = "primsel"`` (the default), a text containing a fenced code block is
+    treated as a raw model answer and goes through
+    :func:`primsel.generation.extract.extract_program`; otherwise the text is the program, less
+    its module-level statements other than imports, definitions and constant assignments
+    (:func:`primsel.generation.extract.keep_definitions`). With ``extraction = "aspera"`` every
+    text is a raw answer processed by ASPERA's rules. Tasks absent from the file get status
+    ``no_program``.
 
     Parameters
     ----------
     programs : path of the JSONL file. Relative paths are relative to the working directory;
         in an experiment file, ``primsel run`` resolves them against the file's directory
         (like ``data``).
+    extraction : ``"primsel"`` or ``"aspera"``.
 
     Raises
     ------
-    ValueError : no path given.
+    ValueError : no path given, or an unknown extraction mode.
     """
 
-    def __init__(self, programs: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, programs: str | os.PathLike[str] | None = None, extraction: str = "primsel") -> None:
         if not programs:
             raise ValueError("the replay generator needs `programs`, the path of a JSONL file")
         self.programs = os.fspath(programs)
+        self.extraction = _check_extraction(extraction)
         self._table: dict[str, str] | None = None
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> ReplayGenerator:
@@ -317,9 +334,11 @@ class ReplayGenerator:
         if text is None or not text.strip():
             return Program(task_id=task.id, code=None, status="no_program", raw=text or "")
         name = task.entry_point
-        if any(line.lstrip().startswith(("```", "~~~")) for line in text.splitlines()):
-            return extract_program(text, task.id, name)
-        return Program(task_id=task.id, code=text, status="ok", raw=text, entry_point=entry_point(text, name))
+        if self.extraction == "aspera" or any(line.lstrip().startswith(("```", "~~~")) for line in text.splitlines()):
+            return extract_program(text, task.id, name, mode=self.extraction)
+        found = program_extraction(text, name)
+        return Program(task_id=task.id, code=found.program, status="ok", raw=text, entry_point=found.entry_point,
+                       extraction=found.details())
 
     def generate_many(self, items: Items) -> list[Program]:
         """:meth:`generate` of every ``(task, docs)`` pair, in order."""

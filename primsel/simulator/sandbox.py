@@ -328,7 +328,8 @@ class Sandbox:
         Returns
         -------
         :class:`ExecutionResult`. Empty text or no top-level function gives ``no_program``, a
-        syntax error ``error``/``SyntaxError`` and a program over ``program_cap`` bytes
+        syntax error ``error``/``SyntaxError``, an ``async def`` entry point
+        ``error``/``AsyncEntryPoint`` (at its line) and a program over ``program_cap`` bytes
         ``error``/``ProgramTooLarge``, all without starting a process.
 
         Raises
@@ -400,11 +401,17 @@ class Sandbox:
             return ExecutionResult(task.id, "error", "SyntaxError", exc.msg, exc.lineno)
         except (ValueError, RecursionError, MemoryError) as exc:  # e.g. a lone surrogate
             return ExecutionResult(task.id, "error", type(exc).__name__, str(exc))
-        # The rule of primsel.types.entry_point, applied to the tree parsed above.
-        names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        if not names:
+        # The rule of primsel.types.entry_point, applied to the tree parsed above (a name defined
+        # twice keeps its first position and its last definition, as Python binds it).
+        functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if not functions:
             return ExecutionResult(task.id, "no_program", message="the program defines no top-level function")
-        entry = preferred if preferred in names else names[0]
+        entry = preferred if preferred in functions else next(iter(functions))
+        node = functions[entry]
+        if isinstance(node, ast.AsyncFunctionDef):
+            message = (f"the entry point {entry!r} is a coroutine function (async def): calling it returns a "
+                       "coroutine that is never awaited")
+            return ExecutionResult(task.id, "error", "AsyncEntryPoint", message, node.lineno)
         scenario = task.scenario
         return {
             "task": {

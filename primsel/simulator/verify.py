@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from primsel.cli import UsageError
+    from primsel.cli import UsageError, output_stream
     from primsel.datasets import DatasetError, load_tasks, resolve_dataset
     from primsel.simulator.sandbox import MAX_TIMEOUT, MAX_WORKERS_PER_CPU, Sandbox
 
@@ -98,13 +98,7 @@ def _verify(args: argparse.Namespace) -> int:
     passed = 0
     progress = _Progress(total)
     with ExitStack() as stack:
-        if args.out:
-            try:
-                out = stack.enter_context(open(args.out, "w", encoding="utf-8"))
-            except OSError as exc:
-                raise UsageError(f"cannot write --out {args.out}: {exc.strerror or exc}") from exc
-        else:
-            out = sys.stdout
+        out = output_stream(stack, args.out)
         sandbox = stack.enter_context(Sandbox(workers=args.workers, timeout=args.timeout))
         for done, row in enumerate(_rows(sandbox, tasks, jobs), start=1):
             passed += row["status"] == "pass"
@@ -124,24 +118,10 @@ def read_programs(path: str) -> list[tuple[str, str | None, str | None]]:
         with a string (or integer) ``task_id`` and a string (or null) ``program``; the message
         gives the line number.
     """
-    from primsel.cli import UsageError
+    from primsel.cli import UsageError, read_jsonl_objects
 
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read --programs {path}: {getattr(exc, 'strerror', None) or exc}") from exc
     jobs = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(record, dict):
-            raise UsageError(f"{where}: expected a JSON object with task_id and program")
+    for where, record in read_jsonl_objects(path, "task_id and program", what="--programs"):
         task_id = record.get("task_id")
         if isinstance(task_id, int) and not isinstance(task_id, bool):
             task_id = str(task_id)
