@@ -74,7 +74,7 @@ def imported(tree: ast.AST) -> list[tuple[int, str]]:
                 path = ROOT.parent.joinpath(*sub.split("."))
                 is_module = path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
                 out.append((node.lineno, sub if is_module else node.module))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def violations(module: str, source: str) -> list[str]:
