@@ -29,7 +29,7 @@ SUBCOMMANDS = {
         "primsel verify --data asper_bench.tgz --programs mine.jsonl --out verdicts.jsonl",
     ),
     "retrieve": (
-        "primsel.retrieval.cli",
+        "primsel.experiments.retrieve_cli",
         "rank the library for every task with a retriever and print retrieval metrics",
         'primsel retrieve --retriever bm25 --k 15 --out bm25.trec',
     ),
@@ -39,12 +39,12 @@ SUBCOMMANDS = {
         "primsel extract --mode aspera answers.jsonl --out programs.jsonl",
     ),
     "run": (
-        "primsel.experiments.cli",
+        "primsel.experiments.run_cli",
         "run an experiment grid declared in a TOML file (resumable) and write its report",
         "primsel run experiments/retrieval_ablation.toml --out runs/",
     ),
     "report": (
-        "primsel.eval.cli",
+        "primsel.experiments.report_cli",
         "(re)write the Markdown report and plots of an experiment directory",
         "primsel report runs/retrieval_ablation",
     ),

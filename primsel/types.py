@@ -1,4 +1,4 @@
-"""Core data types of primsel: plain frozen dataclasses and two small protocols.
+"""Core data types of primsel: plain frozen dataclasses, the ranking rule, and protocols.
 
 Everything a stage hands to the next stage is one of these types. They are frozen (a stage never
 mutates its input) and convert to JSON with :func:`to_json`.
@@ -7,16 +7,33 @@ Shapes
 ------
 * ``Run``: ``{task_id: {primitive_id: score}}``, the BEIR / ranx / TREC shape. Higher is better.
 * ``Qrels``: ``{task_id: {primitive_id: relevance}}`` with relevance 1 for gold primitives.
+
+Ranking
+-------
+A run entry is ranked by score, descending, ties broken by primitive id (ascending, as
+strings): :func:`ranking`, and :func:`top_k` for a cut. Every retriever, metric, selector and
+TREC file uses this one rule.
+
+Abilities
+---------
+The required protocols (:class:`Retriever`, :class:`Generator`) never grow. Anything optional
+is a separate protocol here, checked with ``isinstance``: a component has an ability when it
+has the ability's methods (:class:`SeesGold`, :class:`ReportsUsage`, :class:`FitsOnTasks`,
+:class:`GeneratesMany`, :class:`SummarisesUsage`) or, for :class:`LearnsFromTasks`, when its
+flag is true.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from primsel.checks import check_k
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -136,6 +153,13 @@ def parse_program(source: str) -> ast.Module | None:
         return None
 
 
+def task_sort_key(task_id: str) -> tuple[bool, int, str]:
+    """Order of task ids: numeric ids first in numeric order (``"2"`` before ``"10"``), then the
+    others by string: ``(not numeric, value, id)``."""
+    numeric = task_id.isdecimal()
+    return (not numeric, int(task_id) if numeric else 0, task_id)
+
+
 def entry_point(source: str, preferred: str | None = None) -> str | None:
     """Entry point of a program text (DESIGN.md, Interfaces).
 
@@ -246,6 +270,48 @@ class ExecutionResult:
         return self.status == "pass"
 
 
+def ranking(scores: Mapping[str, float] | None) -> list[str]:
+    """Primitive ids of one run entry, best first: score descending, ties by primitive id.
+
+    Parameters
+    ----------
+    scores : ``{primitive_id: score}`` (None or empty gives ``[]``).
+    """
+    if not scores:
+        return []
+    return [p for p, _ in sorted(scores.items(), key=lambda item: (-float(item[1]), item[0]))]
+
+
+def top_k(ids: Sequence[str], scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:
+    """Rank ``ids`` by score (descending, ties by id) and keep the first ``k``.
+
+    Parameters
+    ----------
+    ids : every primitive id to rank (the library), unique.
+    scores : one score per id (a sequence aligned with ``ids``) or ``{id: score}`` (missing -> 0).
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``{primitive_id: score}`` in rank order, ``min(k, len(ids))`` entries. Non-finite scores are
+    treated as 0.
+
+    Raises
+    ------
+    ValueError : bad k, or a score sequence of the wrong length.
+    """
+    check_k(k)
+    if isinstance(scores, Mapping):
+        values = [float(scores.get(i, 0.0)) for i in ids]
+    else:
+        values = [float(s) for s in scores]
+        if len(values) != len(ids):
+            raise ValueError(f"{len(values)} scores for {len(ids)} ids")
+    values = [v if math.isfinite(v) else 0.0 for v in values]
+    order = sorted(range(len(ids)), key=lambda i: (-values[i], ids[i]))
+    return {ids[i]: values[i] for i in order[:k]}
+
+
 @runtime_checkable
 class Retriever(Protocol):
     """Ranks the library's primitives for queries.
@@ -262,10 +328,37 @@ class Retriever(Protocol):
 
 
 @runtime_checkable
-class LearnsFromTasks(Protocol):
-    """Optional ability: ``fit`` uses ``train_tasks``; runners must cross-validate it."""
+class Generator(Protocol):
+    """Writes a program for a task from the documentation of the selected primitives."""
+
+    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program: ...
+
+
+class _FlagAbility(type(Protocol)):  # type: ignore[misc]
+    """Metaclass of an ability declared by flags: an object has it when every flag the ability
+    annotates is true on it (present and false is not enough)."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return all(bool(getattr(instance, flag, False)) for flag in cls.__annotations__)
+
+
+@runtime_checkable
+class LearnsFromTasks(Protocol, metaclass=_FlagAbility):
+    """Optional ability: ``learns_from_tasks`` is true; ``fit`` uses ``train_tasks``, so runners
+    cross-validate the retriever (it never sees its test fold)."""
 
     learns_from_tasks: bool
+
+
+@runtime_checkable
+class SeesGold(Protocol):
+    """Optional ability of bound retrievers (``oracle``): they are handed the gold sets.
+
+    A runner that finds this ability calls ``set_gold({task_id: gold ids})`` after ``fit`` and
+    before ``search``. Only upper bounds use it; no real retriever may.
+    """
+
+    def set_gold(self, gold: Mapping[str, Iterable[str]]) -> None: ...
 
 
 @runtime_checkable
@@ -276,10 +369,27 @@ class ReportsUsage(Protocol):
 
 
 @runtime_checkable
-class Generator(Protocol):
-    """Writes a program for a task from the documentation of the selected primitives."""
+class FitsOnTasks(Protocol):
+    """Optional ability of a generator: ``fit(library, train_tasks)``, called once per
+    cross-validation fold with that fold's training tasks (e.g. the pool of worked examples)."""
 
-    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program: ...
+    def fit(self, library: Any, train_tasks: Sequence[Task] = ()) -> Any: ...
+
+
+@runtime_checkable
+class GeneratesMany(Protocol):
+    """Optional ability of a generator: ``generate_many([(task, docs), ...])`` returns the
+    programs in input order (e.g. with requests in flight concurrently)."""
+
+    def generate_many(self, items: Sequence[tuple[Task, Sequence[Primitive]]]) -> list[Program]: ...
+
+
+@runtime_checkable
+class SummarisesUsage(Protocol):
+    """Optional ability: ``usage_summary()`` gives counters over every call (requests, cache
+    hits, tokens, seconds, ...), summed into a cell's report."""
+
+    def usage_summary(self) -> Mapping[str, float]: ...
 
 
 def to_json(obj: Any) -> Any:

@@ -15,7 +15,7 @@ from primsel.datasets.asperbench import (
     DatasetError,
     load_asper_bench,
     parse_shard,
-    task_sort_key,
+    sorted_tasks,
     verify_checksum,
 )
 from primsel.types import Task
@@ -116,5 +116,5 @@ def load_builtin_tasks() -> list[Task]:
                 if task.id in tasks:
                     raise DatasetError(f"{shard.name}: built-in task id {task.id!r} is used twice")
                 tasks[task.id] = task
-        _task_cache["builtin"] = tuple(sorted(tasks.values(), key=task_sort_key))
+        _task_cache["builtin"] = tuple(sorted_tasks(tasks.values()))
     return list(_task_cache["builtin"])

@@ -11,7 +11,8 @@ Conventions (the same for every function here)
 * Every task of the gold sets is counted. A task missing from the run, or with an empty
   ranking, scores 0 on every ranking metric. Tasks of the run that have no gold entry are ignored.
 * A ranking is the run entry sorted by score, descending, ties broken by primitive id
-  (ascending, as strings). A run is a dict per task, so a primitive appears once.
+  (ascending, as strings): :func:`primsel.types.ranking`. A run is a dict per task, so a
+  primitive appears once.
 * Relevance is binary: any primitive id in the gold set with relevance > 0 is relevant.
 * Ranking metrics are undefined for an empty gold set: a task with no gold primitive raises
   ``ValueError`` (Asper-Bench tasks have 2 to 18). The set metrics define that case (below).
@@ -26,6 +27,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+
+from primsel.types import ranking
 
 #: Ranking metrics understood by :func:`evaluate` (``name@k``; ``mrr`` also without cut-off).
 RANKING_METRICS = ("recall", "precision", "ndcg", "mrr", "complete")
@@ -85,18 +88,6 @@ def gold_sets(qrels: Mapping[str, Mapping[str, float] | Iterable[str]]) -> dict[
 def to_qrels(gold: Mapping[str, Iterable[str]]) -> dict[str, dict[str, int]]:
     """``{task: {primitive_id: 1}}`` from ``{task: gold ids}`` (the ranx / TREC qrels shape)."""
     return {str(t): {str(p): 1 for p in sorted(ids)} for t, ids in gold.items()}
-
-
-def ranking(scores: Mapping[str, float] | None) -> list[str]:
-    """Primitive ids of one run entry, best first: score descending, ties by primitive id.
-
-    Parameters
-    ----------
-    scores : ``{primitive_id: score}`` (None or empty gives ``[]``).
-    """
-    if not scores:
-        return []
-    return [p for p, _ in sorted(scores.items(), key=lambda item: (-float(item[1]), item[0]))]
 
 
 def _dedupe(ids: Iterable[str]) -> list[str]:

@@ -6,16 +6,16 @@ Registered names (``primsel.registry.build({"type": ...}, kind="generator")``):
 ``reference``  the task's own reference program (an upper bound that ignores the selection).
 ``replay``     programs read from a JSONL file of ``{"task_id", "program"}`` lines.
 
-Every generator has ``generate(task, docs) -> Program``, ``generate_many(items)`` (a list of
-``(task, docs)`` pairs; programs in the same order), ``fit(library, train_tasks)`` (optional to
-call; the runner calls it once per cross-validation fold with that fold's training tasks) and
-``usage_summary()``. Constructors only store and check parameters; nothing heavy (no ``openai``
-import, no network) happens before the first program is requested.
+Every generator has ``generate(task, docs) -> Program`` and the optional abilities of
+:mod:`primsel.types`: ``generate_many(items)`` (a list of ``(task, docs)`` pairs; programs in the
+same order), ``fit(library, train_tasks)`` (the runner calls it once per cross-validation fold
+with that fold's training tasks) and ``usage_summary()``. Constructors only store and check
+parameters; nothing heavy (no ``openai`` import, no network) happens before the first program
+is requested.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import Counter
@@ -24,14 +24,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from primsel.generation.client import Completion, LLMError, client_for
+from primsel.files import read_jsonl
 from primsel.generation.extract import MODES, extract_program, program_extraction
 from primsel.generation.prompts import (
     choose_examples,
     expected_function,
     generation_messages,
-    load_template,
 )
+from primsel.llm.client import ChatClient, Completion, LLMError
+from primsel.llm.endpoint import takes_endpoint
+from primsel.llm.templates import load_template
 from primsel.registry import register
 from primsel.types import Primitive, Program, Task
 
@@ -47,6 +49,7 @@ def _default_module_order() -> tuple[str, ...]:
 
 
 @register("openai", kind="generator")
+@takes_endpoint
 class OpenAIGenerator:
     """Program generation by an LLM behind an OpenAI-compatible chat-completions endpoint.
 
@@ -67,23 +70,15 @@ class OpenAIGenerator:
 
     Parameters
     ----------
-    model : model name at the endpoint (required).
-    base_url : endpoint URL ending in ``/v1``; default ``$OPENAI_BASE_URL``, else OpenAI.
-    api_key_env : environment variable holding the key (default ``OPENAI_API_KEY``).
-    api_key : the key itself (prefer ``api_key_env``; keys do not belong in config files).
-    timeout_s : seconds per request (finite, > 0).
-    max_retries : retries on 429, 5xx, timeouts (>= 0).
-    temperature, seed, max_tokens : sampling parameters (None: the endpoint's default).
-    concurrency : most requests in flight (>= 1).
     examples : number of worked examples in the prompt (>= 0).
     template : packaged template name (``"ps"``, ``"cck"``) or a template file path.
     example_selection : ``"similar"`` or ``"fixed"``.
-    backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``.
-    cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
-        apart the answers of endpoints that serve the same model name; None: model, messages
-        and sampling parameters only (:class:`primsel.generation.client.ChatClient`).
     extraction : how a program is taken from the answer: ``"primsel"`` (our rules) or
         ``"aspera"`` (ASPERA's agent, quirks included; see :mod:`primsel.generation.extract`).
+    **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, required;
+        ``base_url``, ``api_key_env``, ``api_key``, ``timeout_s``, ``max_retries``,
+        ``temperature``, ``seed`` (also the ``"fixed"`` shuffle's seed), ``max_tokens``,
+        ``concurrency``, ``backoff_s``, ``cache_namespace``).
 
     Raises
     ------
@@ -91,27 +86,10 @@ class OpenAIGenerator:
         extraction mode.
     """
 
-    def __init__(
-        self,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        temperature: float | None = 0.0,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-        concurrency: int = 8,
-        examples: int = 1,
-        template: str = "ps",
-        example_selection: str = "similar",
-        backoff_s: float = 1.0,
-        cache_namespace: str | None = None,
-        extraction: str = "primsel",
-    ) -> None:
-        if not model or not isinstance(model, str):
-            raise ValueError("the openai generator needs `model` (the model name at your endpoint)")
+    def __init__(self, examples: int = 1, template: str = "ps", example_selection: str = "similar",
+                 extraction: str = "primsel", **endpoint: Any) -> None:
+        # checks the endpoint settings now; the client sends nothing until asked
+        self._client = ChatClient(**endpoint)
         if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
             raise ValueError(f"examples must be an integer >= 0, got {examples!r}")
         if example_selection not in ("similar", "fixed"):
@@ -121,8 +99,6 @@ class OpenAIGenerator:
         self.examples = examples
         self.template = template
         self.example_selection = example_selection
-        # checks the numeric settings now; the client sends nothing until asked
-        self._client = client_for(self, locals())
         self._pool: list[Task] | None = None
         self._library_order: dict[str, int] = {}
         self._module_order: tuple[str, ...] = ()
@@ -131,14 +107,8 @@ class OpenAIGenerator:
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable); the API key is never included."""
-        return {
-            "model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
-            "timeout_s": self.timeout_s, "max_retries": self.max_retries,
-            "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
-            "concurrency": self.concurrency, "examples": self.examples, "template": self.template,
-            "example_selection": self.example_selection, "backoff_s": self.backoff_s,
-            "cache_namespace": self.cache_namespace, "extraction": self.extraction,
-        }
+        return {"examples": self.examples, "template": self.template, "example_selection": self.example_selection,
+                "extraction": self.extraction, **self._client.endpoint.params()}
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> OpenAIGenerator:
         """Remember the library's order and the example pool. Returns ``self``.
@@ -166,7 +136,8 @@ class OpenAIGenerator:
 
     def messages(self, task: Task, docs: Sequence[Primitive]) -> list[dict[str, str]]:
         """The chat messages sent for ``task`` with documentation ``docs``."""
-        examples = choose_examples(task, self._example_pool(), self.examples, self.example_selection, self.seed or 0)
+        seed = self._client.endpoint.seed or 0
+        examples = choose_examples(task, self._example_pool(), self.examples, self.example_selection, seed)
         order = self._library_order
         shown = sorted(dict((p.id, p) for p in docs).values(), key=lambda p: (order.get(p.id, len(order)), p.id))
         modules = self._module_order or _default_module_order()
@@ -308,17 +279,13 @@ class ReplayGenerator:
         if self._table is None:
             path = Path(self.programs).expanduser()
             try:
-                lines = path.read_text(encoding="utf-8").splitlines()
+                rows = list(read_jsonl(path))
             except OSError as exc:
                 raise ValueError(f"replay: cannot read {path}: {exc.strerror or exc}") from None
+            except ValueError as exc:
+                raise ValueError(f"replay: {exc}") from None
             table: dict[str, str] = {}
-            for n, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"replay: {path}:{n}: invalid JSON: {exc.msg}") from None
+            for n, row in rows:
                 if not isinstance(row, dict) or "task_id" not in row or not isinstance(row.get("program"), str):
                     raise ValueError(f"replay: {path}:{n}: expected an object with 'task_id' and a 'program' string")
                 task_id = str(row["task_id"])

@@ -1,139 +1,26 @@
-"""Shared machinery of the built-in retrievers: ranking, tokenisation, the gold ability.
+"""Shared machinery of the built-in retrievers: the base class and tokenisation.
 
 Every built-in retriever derives from :class:`BaseRetriever`, which implements the
 :class:`primsel.types.Retriever` protocol's ``search`` from one method, ``score``, that maps a
 query to a score per library primitive. ``search`` then ranks the *whole* library for every
 query (primitives without signal score 0), sorts by score descending with ties broken by
-primitive id, and keeps the first ``k``.
+primitive id, and keeps the first ``k`` (:func:`primsel.types.top_k`). A retriever that learns
+from tasks sets ``learns_from_tasks = True`` (:class:`primsel.types.LearnsFromTasks`); its
+parameters are checked with :mod:`primsel.checks`.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from primsel.types import Run, Task
+from primsel.checks import check_k
+from primsel.types import Run, Task, top_k
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-
-
-def check_k(k: Any) -> int:
-    """Validate a cut-off.
-
-    Raises
-    ------
-    ValueError : k is not an integer >= 1.
-    """
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    if k <= 0:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return k
-
-
-def check_number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
-                 above: float | None = None, integer: bool = False) -> Any:
-    """Validate a numeric constructor parameter.
-
-    Parameters
-    ----------
-    name : parameter name, used in the message.
-    value : the value given (``bool`` is refused: ``True`` is not a number here).
-    minimum, maximum : inclusive bounds, or None.
-    above : exclusive lower bound, or None.
-    integer : require an ``int``.
-
-    Returns
-    -------
-    ``value`` unchanged.
-
-    Raises
-    ------
-    ValueError : not a (finite) number, not an integer when one is needed, or out of bounds;
-        the message names the parameter.
-    """
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if above is not None and not value > above:
-        raise ValueError(f"{name} must be {kind} > {above}, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be {kind} >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be {kind} <= {maximum}, got {value!r}")
-    return value
-
-
-def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
-    """Validate a parameter that takes one of ``choices``; returns ``value``.
-
-    Raises
-    ------
-    ValueError : ``value`` is not one of ``choices`` (the message names the parameter and lists them).
-    """
-    if isinstance(value, bool) or value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-    return value
-
-
-def check_flag(name: str, value: Any) -> bool:
-    """Validate a boolean parameter; returns ``value``.
-
-    Raises
-    ------
-    ValueError : ``value`` is not ``True`` or ``False``.
-    """
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
-def check_text(name: str, value: Any, *, empty: bool = True) -> str:
-    """Validate a string parameter (non-empty unless ``empty``); returns ``value``.
-
-    Raises
-    ------
-    ValueError : not a string, or empty when ``empty`` is False.
-    """
-    if not isinstance(value, str) or (not empty and not value.strip()):
-        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}string, got {value!r}")
-    return value
-
-
-def top_k(ids: Sequence[str], scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:
-    """Rank ``ids`` by score (descending, ties by id) and keep the first ``k``.
-
-    Parameters
-    ----------
-    ids : every primitive id to rank (the library), unique.
-    scores : one score per id (a sequence aligned with ``ids``) or ``{id: score}`` (missing -> 0).
-    k : cut-off, >= 1.
-
-    Returns
-    -------
-    ``{primitive_id: score}`` in rank order, ``min(k, len(ids))`` entries. Non-finite scores are
-    treated as 0.
-
-    Raises
-    ------
-    ValueError : bad k, or a score sequence of the wrong length.
-    """
-    check_k(k)
-    if isinstance(scores, Mapping):
-        values = [float(scores.get(i, 0.0)) for i in ids]
-    else:
-        values = [float(s) for s in scores]
-        if len(values) != len(ids):
-            raise ValueError(f"{len(values)} scores for {len(ids)} ids")
-    values = [v if math.isfinite(v) else 0.0 for v in values]
-    order = sorted(range(len(ids)), key=lambda i: (-values[i], ids[i]))
-    return {ids[i]: values[i] for i in order[:k]}
 
 
 def split_identifier(token: str) -> list[str]:
@@ -185,22 +72,6 @@ def english_stopwords() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS) | {"hey", "assistant"}
 
 
-@runtime_checkable
-class SeesGold(Protocol):
-    """Optional ability of bound retrievers (``oracle``): they are handed the gold sets.
-
-    A runner that finds this ability calls ``set_gold({task_id: gold ids})`` after ``fit`` and
-    before ``search``. Only upper bounds use it; no real retriever may.
-    """
-
-    def set_gold(self, gold: Mapping[str, Iterable[str]]) -> None: ...
-
-
-def learns_from_tasks(retriever: Any) -> bool:
-    """True when ``retriever`` declares the :class:`primsel.types.LearnsFromTasks` ability."""
-    return bool(getattr(retriever, "learns_from_tasks", False))
-
-
 class BaseRetriever:
     """Base of the built-in retrievers.
 
@@ -210,7 +81,6 @@ class BaseRetriever:
 
     #: Set by :func:`primsel.registry.register`.
     registered_name: str | None = None
-    learns_from_tasks: bool = False
 
     def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> BaseRetriever:
         """Remember the library (its ids in library order). Returns ``self``.

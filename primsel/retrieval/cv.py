@@ -2,7 +2,7 @@
 
 The folds are ``sklearn.model_selection.KFold(n_splits=folds, shuffle=True, random_state=seed)``
 over the task ids sorted numerically (DESIGN.md, Folds). A retriever that learns from tasks
-(``learns_from_tasks = True``) is built afresh for every fold and fitted on the other folds'
+(:class:`primsel.types.LearnsFromTasks`) is built afresh for every fold and fitted on the other folds'
 tasks; it then ranks the held-out fold. Other retrievers are fitted once, without tasks.
 
 Retrievers that spend LLM tokens (:class:`primsel.types.ReportsUsage`) built here report their
@@ -15,15 +15,14 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from primsel.checks import check_k
 from primsel.registry import build
-from primsel.retrieval.base import SeesGold, check_k, learns_from_tasks
-from primsel.types import ReportsUsage, Run, Task
+from primsel.types import LearnsFromTasks, ReportsUsage, Run, SeesGold, Task, task_sort_key
 
 
-def task_sort_key(task_id: str) -> tuple[bool, int, str]:
-    """Numeric ids first in numeric order, then the others by string: ``(not numeric, value, id)``."""
-    numeric = task_id.isdecimal()
-    return (not numeric, int(task_id) if numeric else 0, task_id)
+#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords).
+FOLDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 2}
+SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0}
 
 
 def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -37,7 +36,7 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
 
     Returns
     -------
-    ``{task_id: fold}`` with the ids in sorted order (:func:`task_sort_key`).
+    ``{task_id: fold}`` with the ids in sorted order (:func:`primsel.types.task_sort_key`).
 
     Raises
     ------
@@ -48,8 +47,9 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
     ids = sorted((str(t) for t in task_ids), key=task_sort_key)
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate task ids")
-    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2 or folds > len(ids):
-        raise ValueError(f"folds must be an integer in [2, {len(ids)}] (number of tasks), got {folds!r}")
+    low = FOLDS_BOUNDS["minimum"]
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds < low or folds > len(ids):
+        raise ValueError(f"folds must be an integer in [{low}, {len(ids)}] (number of tasks), got {folds!r}")
     out: dict[str, int] = {}
     for fold, (_, test) in enumerate(KFold(n_splits=folds, shuffle=True, random_state=seed).split(ids)):
         for i in test:
@@ -96,7 +96,8 @@ def cross_validated_run(
     tasks : the tasks, with ``gold`` filled (for learned retrievers and ``oracle``).
     k : cut-off passed to ``search`` (>= 1; ``len(library)`` ranks everything).
     folds, seed : the fold split (:func:`fold_assignment`); folds only matter for retrievers
-        that learn from tasks, but the fold of every task is returned either way.
+        that learn from tasks, but the fold of every task is returned either way (fold 0 for
+        a single task).
     usage_out : when given, filled with ``{task_id: usage}`` for the tasks ranked by a retriever
         with the :class:`primsel.types.ReportsUsage` ability (its ``usage()`` entries: tokens,
         seconds, calls, ... as that retriever defines them; see e.g.
@@ -108,13 +109,20 @@ def cross_validated_run(
 
     Raises
     ------
-    ValueError : bad k or folds, duplicate task ids.
+    ValueError : bad k or folds, duplicate task ids, or fewer than 2 tasks for a retriever that
+        learns from tasks.
     """
     check_k(k)
-    assignment = fold_assignment([t.id for t in tasks], folds, seed)
     probe = _fresh(spec)
+    learns = isinstance(probe, LearnsFromTasks)
+    if len(tasks) < 2 and not learns:  # nothing to split: the one task is fold 0
+        assignment = {t.id: 0 for t in tasks}
+    elif len(tasks) < 2:
+        raise ValueError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
+    else:
+        assignment = fold_assignment([t.id for t in tasks], folds, seed)
     run: Run = {}
-    if not learns_from_tasks(probe):
+    if not learns:
         probe.fit(library)
         _hand_gold(probe, tasks)
         run = probe.search({t.id: t.query for t in tasks}, k)

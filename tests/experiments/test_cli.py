@@ -188,7 +188,7 @@ def test_failures_are_attributed_and_generators_fit_per_fold(tmp_path):
 ])
 @pytest.mark.parametrize("stage", ["generator", "retriever"])
 def test_fatal_llm_errors_stop_the_run_and_keep_finished_cells(tmp_path, capsys, monkeypatch, reply, error, stage):
-    from primsel.generation.fake_server import FakeOpenAIServer, Reply
+    from primsel.testing.fake_server import FakeOpenAIServer, Reply
 
     monkeypatch.setenv("PRIMSEL_TEST_KEY", "k")
     llm = 'model = "m", api_key_env = "PRIMSEL_TEST_KEY", max_retries = 0'
@@ -241,7 +241,7 @@ def _closed_port_url() -> str:
 
 @pytest.mark.parametrize("stage", ["generator", "retriever"])
 def test_an_unreachable_endpoint_stops_the_run_and_the_fixed_endpoint_resumes_it(tmp_path, capsys, monkeypatch, stage):
-    from primsel.generation.fake_server import FakeOpenAIServer
+    from primsel.testing.fake_server import FakeOpenAIServer
 
     llm = 'model = "m", max_retries = 1, backoff_s = 0.01'
     if stage == "generator":
@@ -269,7 +269,7 @@ def test_an_unreachable_endpoint_stops_the_run_and_the_fixed_endpoint_resumes_it
 
 
 def test_llm_errors_leave_the_cell_incomplete_until_a_run_gets_every_answer(tmp_path, capsys, monkeypatch):
-    from primsel.generation.fake_server import FakeOpenAIServer, Reply
+    from primsel.testing.fake_server import FakeOpenAIServer, Reply
 
     cfg = tmp_path / "flaky.toml"
     cfg.write_text('name = "flaky"\nretriever = "bm25"\nk = 3\n'

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from primsel.datasets import load_builtin_tasks
-from primsel.eval.report import write_report
+from primsel.experiments.report import write_report
 from primsel.experiments.config import ConfigError, parse_config
 from primsel.experiments.runner import run_experiment
 from primsel.library import Library, with_gold

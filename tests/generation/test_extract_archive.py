@@ -11,7 +11,7 @@ from primsel.datasets import load_tasks
 from primsel.experiments.config import parse_config
 from primsel.experiments.runner import run_experiment
 from primsel.generation.extract import entry_point_error, extract_program
-from primsel.generation.fake_server import FakeOpenAIServer, pipeline_responder
+from primsel.testing.fake_server import FakeOpenAIServer, pipeline_responder
 from primsel.library import Library, with_gold
 from primsel.simulator.sandbox import Sandbox
 

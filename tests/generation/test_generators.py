@@ -7,8 +7,8 @@ import json
 import pytest
 
 from primsel import registry
-from primsel.generation.client import QuotaExceededError
-from primsel.generation.fake_server import FakeOpenAIServer, Reply, last_user_message
+from primsel.llm.client import QuotaExceededError
+from primsel.testing.fake_server import FakeOpenAIServer, Reply, last_user_message
 from primsel.generation.generators import OpenAIGenerator, ReferenceGenerator, ReplayGenerator
 from primsel.types import Generator
 

@@ -7,16 +7,14 @@ import random
 import pytest
 
 from primsel.generation.prompts import (
-    PromptTemplate,
     cck_messages,
     choose_examples,
     expected_function,
     generation_messages,
-    load_template,
-    packaged_templates,
     render_primitives,
-    selection_messages,
 )
+from primsel.llm.templates import PromptTemplate, load_template, packaged_templates
+from primsel.retrieval.llm_selector import selection_messages
 
 from .conftest import make_task
 

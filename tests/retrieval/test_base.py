@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from primsel.retrieval.base import (
-    check_choice,
-    check_flag,
-    check_k,
-    check_number,
-    check_text,
-    code_tokens,
-    split_identifier,
-    top_k,
-)
+from primsel.checks import check_choice, check_flag, check_k, check_number, check_text
+from primsel.retrieval.base import code_tokens, split_identifier
+from primsel.types import top_k
 
 
 def test_split_identifier_snake_and_camel():

@@ -6,7 +6,8 @@ import pytest
 from sklearn.model_selection import KFold
 
 from primsel.retrieval.base import BaseRetriever
-from primsel.retrieval.cv import cross_validated_run, fold_assignment, task_sort_key
+from primsel.retrieval.cv import cross_validated_run, fold_assignment
+from primsel.types import task_sort_key
 
 
 def test_task_ids_sort_numerically_then_by_string():

@@ -12,7 +12,8 @@ import pytest
 from primsel.library import Library
 from primsel.retrieval.dense import DenseRetriever, cosine_search
 from primsel.retrieval import encoders
-from primsel.retrieval.encoders import EncoderLoadError, SentenceEncoder, cache_dir, l2_normalise
+from primsel.files import cache_dir
+from primsel.retrieval.encoders import EncoderLoadError, SentenceEncoder, l2_normalise
 from primsel.types import Primitive
 
 VECTORS = {"long_x": [10.0, 0.0], "diagonal": [1.0, 1.0], "short_y": [0.0, 0.1], "query": [1.0, 0.9]}

@@ -12,8 +12,9 @@ import urllib.request
 import pytest
 
 from primsel.generation.extract import extract_program
-from primsel.generation.fake_server import FakeOpenAIServer, Reply, pipeline_responder
-from primsel.generation.prompts import generation_messages, selection_messages
+from primsel.generation.prompts import generation_messages
+from primsel.retrieval.llm_selector import selection_messages
+from primsel.testing.fake_server import FakeOpenAIServer, Reply, pipeline_responder
 
 
 def post(url: str, body: dict) -> tuple[int, dict]:
@@ -97,7 +98,7 @@ def test_pipeline_responder_rejects_unknown_modes(toy_tasks):
 
 
 def test_command_help_is_plain_text_and_says_what_it_answers(capsys):
-    from primsel.generation.fake_server import main
+    from primsel.testing.fake_server import main
 
     with pytest.raises(SystemExit) as info:
         main(["--help"])
@@ -113,7 +114,7 @@ def test_command_help_is_plain_text_and_says_what_it_answers(capsys):
 
 
 def test_command_rejects_a_directory_as_data(tmp_path, capsys):
-    from primsel.generation.fake_server import main
+    from primsel.testing.fake_server import main
 
     with pytest.raises(SystemExit) as info:
         main(["--data", str(tmp_path)])

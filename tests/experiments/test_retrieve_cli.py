@@ -19,10 +19,13 @@ def test_unknown_retriever_exits_2_listing_the_known_ones(capsys):
     assert "no_such_retriever" in err and "bm25" in err and "classifier" in err and "oracle" in err
 
 
-@pytest.mark.parametrize("k", ["0", "-1"])
-def test_non_positive_k_exits_2(capsys, k):
-    assert main(["retrieve", "--retriever", "bm25", "--k", k]) == 2
-    assert "--k must be >= 1" in capsys.readouterr().err
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--k", "0", "--k must be an integer >= 1, got 0"), ("--k", "-1", "--k must be an integer >= 1, got -1"),
+    ("--folds", "1", "--folds must be an integer >= 2, got 1"), ("--seed", "-1", "--seed must be an integer >= 0"),
+])
+def test_out_of_range_settings_exit_2(capsys, flag, value, message):
+    assert main(["retrieve", "--retriever", "bm25", flag, value]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_bad_json_table_exits_2(capsys):

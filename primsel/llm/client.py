@@ -16,13 +16,14 @@ llama.cpp server, ...) and returns a :class:`Completion`. It
   refuses every later call without sending it;
 * bounds the requests in flight to ``concurrency`` across all threads (the client is
   thread-safe; :meth:`ChatClient.complete_many` runs a thread pool of that size);
-* caches completions on disk under ``$PRIMSEL_CACHE_DIR/llm`` (default ``~/.cache/primsel/llm``),
+* caches completions on disk under ``llm/`` of the cache directory
+  (:func:`primsel.files.cache_dir`: ``$PRIMSEL_CACHE_DIR``, default ``~/.cache/primsel``),
   one JSON file per request, keyed by the sha256 of the canonical JSON of
   ``{"model", "messages", "params": {"temperature", "seed", "max_tokens"}}``, plus
   ``"namespace"`` when ``cache_namespace`` is set. The endpoint URL is not part of the key: two
   endpoints serving the same model name share answers, unless they are given different
   ``cache_namespace`` values.
-  A cached request sends nothing; files are written atomically (temporary file + ``os.replace``),
+  A cached request sends nothing; files are written atomically (:func:`primsel.files.write_atomic`),
   so a run killed midway leaves only complete entries. Errors are never cached; truncated
   completions (``finish_reason == "length"``) are, since the same request truncates again.
 
@@ -32,12 +33,10 @@ The ``openai`` package is imported on the first request, never at import time.
 from __future__ import annotations
 
 import email.utils
-import hashlib
 import json
 import logging
 import os
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -46,6 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from primsel.checks import check_number
+from primsel.files import cache_dir, digest, write_atomic
+from primsel.llm.endpoint import Endpoint, takes_endpoint
+
 __all__ = [
     "ChatClient",
     "Completion",
@@ -53,7 +56,6 @@ __all__ = [
     "LLMError",
     "LLMFatalError",
     "QuotaExceededError",
-    "cache_dir",
     "cache_key",
     "parse_retry_after",
 ]
@@ -126,24 +128,15 @@ class Completion:
         }
 
 
-def cache_dir() -> Path:
-    """The primsel cache directory: ``$PRIMSEL_CACHE_DIR`` or ``~/.cache/primsel``."""
-    value = os.environ.get("PRIMSEL_CACHE_DIR")
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "primsel"
-
-
 def cache_key(model: str, messages: Messages, params: Mapping[str, Any], namespace: str | None = None) -> str:
     """sha256 (hex) of the canonical JSON of ``{"model", "messages", "params"}``, with
-    ``"namespace"`` added when ``namespace`` is given (None keeps the key of earlier versions).
-
-    Canonical: keys sorted, no whitespace, UTF-8 text kept as is (a lone surrogate is hashed as
-    its ``surrogatepass`` bytes instead of failing).
+    ``"namespace"`` added when ``namespace`` is given (None keeps the key of earlier versions);
+    see :func:`primsel.files.digest`.
     """
     payload: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages], "params": dict(params)}
     if namespace is not None:
         payload["namespace"] = namespace
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return digest(payload)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -213,80 +206,37 @@ class _Counters:
             }
 
 
+@takes_endpoint
 class ChatClient:
     """Thread-safe chat-completions client with cache, retries and a concurrency bound.
 
     Parameters
     ----------
-    model : model name sent to the endpoint (required).
-    base_url : endpoint URL ending in ``/v1``; default ``$OPENAI_BASE_URL``, else OpenAI's.
-    api_key_env : name of the environment variable holding the key (default ``OPENAI_API_KEY``).
-    api_key : the key itself (overrides ``api_key_env``; avoid writing keys into config files).
-        Without a key a custom ``base_url`` gets the placeholder ``"unused"`` (local servers
-        ignore it); OpenAI's own endpoint needs one.
-    timeout_s : per-request timeout in seconds, > 0.
-    max_retries : retries after the first attempt, >= 0.
-    temperature, seed, max_tokens : sampling parameters (None: not sent); part of the cache key.
-    concurrency : most requests in flight at once, >= 1.
     cache : read and write the on-disk cache.
-    backoff_s : first backoff wait in seconds (doubles per retry), >= 0.
-    max_backoff_s : cap of one backoff wait in seconds.
-    max_retry_after_s : cap of one ``Retry-After`` wait in seconds.
-    cache_namespace : optional label added to the cache key (e.g. the endpoint's name or URL),
-        so that answers of two endpoints serving the same model name are kept apart. None
-        (default): the key has model, messages and parameters only.
+    max_backoff_s : cap of one backoff wait in seconds, >= 0.
+    max_retry_after_s : cap of one ``Retry-After`` wait in seconds, >= 0.
+    **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, ``base_url``,
+        ``api_key_env``, ``api_key``, ``timeout_s``, ``max_retries``, ``temperature``,
+        ``seed``, ``max_tokens``, ``concurrency``, ``backoff_s``, ``cache_namespace``). Without
+        a key a custom ``base_url`` gets the placeholder ``"unused"`` (local servers ignore
+        it); OpenAI's own endpoint needs one.
 
     Raises
     ------
     ValueError : empty model, an out-of-range numeric setting or a non-string namespace.
     """
 
-    def __init__(
-        self,
-        model: str,
-        base_url: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        temperature: float | None = 0.0,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-        concurrency: int = 8,
-        cache: bool = True,
-        backoff_s: float = 1.0,
-        max_backoff_s: float = 60.0,
-        max_retry_after_s: float = 300.0,
-        cache_namespace: str | None = None,
-    ) -> None:
-        if cache_namespace is not None and not isinstance(cache_namespace, str):
-            raise ValueError(f"cache_namespace must be a string, got {cache_namespace!r}")
-        if not model or not isinstance(model, str):
-            raise ValueError("an LLM model name is required (set `model`, e.g. generator.model = \"gpt-4o\")")
-        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-        if not (isinstance(max_retries, int) and max_retries >= 0):
-            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if not (isinstance(concurrency, int) and concurrency >= 1):
-            raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-        if backoff_s < 0 or max_backoff_s < 0 or max_retry_after_s < 0:
-            raise ValueError("backoff_s, max_backoff_s and max_retry_after_s must be >= 0")
-        self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self.api_key_env = api_key_env
-        self._api_key = api_key
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.seed = seed
-        self.max_tokens = max_tokens
-        self.concurrency = concurrency
+    def __init__(self, cache: bool = True, max_backoff_s: float = 60.0, max_retry_after_s: float = 300.0,
+                 **endpoint: Any) -> None:
+        self.endpoint = Endpoint(**endpoint)
+        check_number("max_backoff_s", max_backoff_s, minimum=0)
+        check_number("max_retry_after_s", max_retry_after_s, minimum=0)
+        #: the URL requests go to: ``base_url``, else ``$OPENAI_BASE_URL``, else None (OpenAI's)
+        self.base_url = self.endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.cache = cache
-        self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
-        self.cache_namespace = cache_namespace
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._slots = threading.BoundedSemaphore(self.endpoint.concurrency)
         self._counters = _Counters()
         self._client: Any = None
         self._client_lock = threading.Lock()
@@ -295,13 +245,13 @@ class ChatClient:
         self._fatal: LLMFatalError | None = None
         self._sleep = time.sleep  # replaceable in tests to observe waits
         self._jitter = random.Random()  # private: never disturbs the global random state
-        self._made_dirs: set[Path] = set()
 
     # -- public -------------------------------------------------------------------------------
     @property
     def params(self) -> dict[str, Any]:
         """The sampling parameters of every request (the ``params`` part of the cache key)."""
-        return {"temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens}
+        e = self.endpoint
+        return {"temperature": e.temperature, "seed": e.seed, "max_tokens": e.max_tokens}
 
     def complete(self, messages: Messages) -> Completion:
         """Answer one chat request (from the cache when possible).
@@ -324,7 +274,7 @@ class ChatClient:
         start = time.perf_counter()
         with self._counters.lock:
             self._counters.calls += 1
-        key = cache_key(self.model, messages, self.params, self.cache_namespace)
+        key = cache_key(self.endpoint.model, messages, self.params, self.endpoint.cache_namespace)
         with self._lock_for(key):
             if self.cache:
                 hit = self._cache_read(key)
@@ -373,7 +323,8 @@ class ChatClient:
             except LLMError as exc:
                 results[i] = exc
 
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests)), thread_name_prefix="primsel-llm")
+        pool = ThreadPoolExecutor(max_workers=min(self.endpoint.concurrency, len(requests)),
+                                  thread_name_prefix="primsel-llm")
         try:
             futures = [pool.submit(run, i) for i in range(len(requests))]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
@@ -423,15 +374,15 @@ class ChatClient:
             c.seconds += completion.seconds
 
     def _resolve_api_key(self) -> str:
-        if self._api_key:
-            return self._api_key
-        value = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if self.endpoint.api_key:
+            return self.endpoint.api_key
+        value = os.environ.get(self.endpoint.api_key_env) if self.endpoint.api_key_env else None
         if value:
             return value
         if self.base_url:
             return "unused"
         raise LLMFatalError(
-            f"no API key: set the environment variable {self.api_key_env} (or `api_key_env` to the "
+            f"no API key: set the environment variable {self.endpoint.api_key_env} (or `api_key_env` to the "
             "variable that holds it), or point `base_url` / OPENAI_BASE_URL at a server that needs none"
         )
 
@@ -443,7 +394,7 @@ class ChatClient:
                 self._client = openai.OpenAI(
                     api_key=self._resolve_api_key(),
                     base_url=self.base_url,
-                    timeout=self.timeout_s,
+                    timeout=self.endpoint.timeout_s,
                     max_retries=0,
                 )
             return self._client
@@ -452,7 +403,7 @@ class ChatClient:
         import openai
 
         client = self._openai()
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
         body.update((name, value) for name, value in self.params.items() if value is not None)
         retries = 0
         connection_failures = 0
@@ -468,18 +419,18 @@ class ChatClient:
                     # the JSON answer comes back as plain data, skipping the per-request parameter
                     # transformation and response models of chat.completions.create
                     response = client.post(
-                        "/chat/completions", cast_to=object, body=body, options={"timeout": self.timeout_s}
+                        "/chat/completions", cast_to=object, body=body, options={"timeout": self.endpoint.timeout_s}
                     )
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if status == 429 and _is_quota_error(exc):
                     self._fail_fatal(QuotaExceededError(
                         f"the endpoint reports insufficient quota (429 insufficient_quota) for model "
-                        f"{self.model!r}: add credit or use another key; stopping the run"
+                        f"{self.endpoint.model!r}: add credit or use another key; stopping the run"
                     ))
                 if status in FATAL_STATUSES:
                     self._fail_fatal(LLMFatalError(
-                        f"the endpoint answered {status} for model {self.model!r} at "
+                        f"the endpoint answered {status} for model {self.endpoint.model!r} at "
                         f"{self.base_url or 'the OpenAI default URL'}: {_short(exc)}; stopping the run"
                     ))
                 if status not in RETRY_STATUSES:
@@ -487,7 +438,7 @@ class ChatClient:
                 reason = f"HTTP {status}"
                 retry_after = parse_retry_after(getattr(exc.response, "headers", None))
             except openai.APITimeoutError:
-                reason = f"timeout after {self.timeout_s:g} s"
+                reason = f"timeout after {self.endpoint.timeout_s:g} s"
             except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
                 reason = f"connection error: {_cause(exc)}"
                 connection_failures += 1
@@ -496,7 +447,7 @@ class ChatClient:
                 if completion is None:
                     self._fail("the endpoint answered without choices")
                 return completion
-            if retries >= self.max_retries:
+            if retries >= self.endpoint.max_retries:
                 if connection_failures == retries + 1:
                     self._fail_fatal(EndpointUnreachableError(
                         f"cannot connect to the LLM endpoint at {self.url} ({retries + 1} attempts; last: "
@@ -506,8 +457,9 @@ class ChatClient:
             if retry_after is not None:
                 delay = min(retry_after, self.max_retry_after_s)
             else:
-                delay = min(self.backoff_s * (2**retries), self.max_backoff_s) * self._jitter.uniform(0.8, 1.0)
-            log.warning("LLM request failed (%s); retry %d/%d in %.2f s", reason, retries + 1, self.max_retries, delay)
+                delay = min(self.endpoint.backoff_s * (2**retries), self.max_backoff_s) * self._jitter.uniform(0.8, 1.0)
+            log.warning("LLM request failed (%s); retry %d/%d in %.2f s", reason, retries + 1,
+                        self.endpoint.max_retries, delay)
             retries += 1
             with self._counters.lock:
                 self._counters.retries += 1
@@ -542,7 +494,7 @@ class ChatClient:
         path = self._cache_path(key)
         entry = {
             "key": key,
-            "request": {"model": self.model, "messages": messages, "params": self.params},
+            "request": {"model": self.endpoint.model, "messages": messages, "params": self.params},
             "response": {
                 "text": completion.text,
                 "finish_reason": completion.finish_reason,
@@ -552,47 +504,10 @@ class ChatClient:
             },
         }
         try:
-            if path.parent not in self._made_dirs:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._made_dirs.add(path.parent)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(entry, fh)  # ASCII escapes: any str (lone surrogates too) round-trips
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            # ASCII escapes: any str (lone surrogates too) round-trips
+            write_atomic(path, json.dumps(entry), durable=False)
         except OSError as exc:
             log.warning("could not write the LLM cache entry %s: %s", path, exc)
-
-
-#: Settings of every component that talks to an endpoint (the ``openai`` generator, the
-#: ``llm_selector`` retriever): kept as the component's attributes, so its configuration
-#: round-trips, and passed on to :class:`ChatClient`.
-CLIENT_SETTINGS = (
-    "model", "base_url", "api_key_env", "api_key", "timeout_s", "max_retries", "temperature",
-    "seed", "max_tokens", "concurrency", "backoff_s", "cache_namespace",
-)
-
-
-def client_for(owner: Any, settings: Mapping[str, Any]) -> ChatClient:
-    """Store the :data:`CLIENT_SETTINGS` found in ``settings`` on ``owner`` and build its client.
-
-    Parameters
-    ----------
-    owner : the component (its attributes receive the settings).
-    settings : a mapping holding every name of :data:`CLIENT_SETTINGS` (e.g. the constructor's
-        ``locals()``).
-
-    Raises
-    ------
-    ValueError : a setting out of range (see :class:`ChatClient`).
-    """
-    values = {name: settings[name] for name in CLIENT_SETTINGS}
-    for name, value in values.items():
-        setattr(owner, name, value)
-    return ChatClient(**values)
 
 
 def _is_quota_error(exc: Any) -> bool:

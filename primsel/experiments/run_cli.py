@@ -28,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     retries, are reported on stderr and recomputed by the next run); 2 on a bad declaration,
     dataset or output directory (checked before anything is written); 1 when the LLM endpoint
     refuses every request (no quota, bad key, unknown model) or cannot be reached
-    (:class:`primsel.generation.client.LLMFatalError`); 130 on Ctrl-C. The cells finished before
+    (:class:`primsel.llm.client.LLMFatalError`); 130 on Ctrl-C. The cells finished before
     a stop stay written, and the same command resumes.
     """
     from pathlib import Path
@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
     from primsel.experiments.runner import OutputError, run_experiment
-    from primsel.generation.client import EndpointUnreachableError, LLMFatalError
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
               f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
               "recompute them (answers already received are cached)", file=sys.stderr)
     if not args.no_report:
-        from primsel.eval.report import ReportError, write_report
+        from primsel.experiments.report import ReportError, write_report
 
         try:
             path = write_report(result.directory)

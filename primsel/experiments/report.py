@@ -36,8 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from primsel import spec as specs
 from primsel.eval.aspera import markdown_table as aspera_table
 from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.experiments.labels import baseline_label, generator_label, get_dotted, pair_key, varied_keys
+from primsel.files import canonical_json, read_jsonl, write_atomic
+from primsel.types import LearnsFromTasks
 
 #: The table's metric columns: (report.json key, header).
 COLUMNS = (
@@ -87,9 +91,7 @@ class CellResult:
     @property
     def retriever(self) -> str:
         """Readable label of the cell's retriever."""
-        from primsel.experiments.config import spec_label
-
-        return spec_label(self.settings.get("retriever", "?"))
+        return specs.label(self.settings.get("retriever", "?"))
 
 
 @dataclass(frozen=True)
@@ -196,8 +198,6 @@ def baseline_pairs(experiment: Experiment) -> dict[str, str | None]:
     ReportError : the experiment's ``baseline`` names neither a retriever label, a retriever
         type nor a cell id of it.
     """
-    from primsel.experiments.config import baseline_label, pair_key
-
     finished = [c for c in experiment.cells if c.finished]
     if not finished:
         return {}
@@ -236,15 +236,11 @@ def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
     path = cell.directory / "tasks.jsonl"
     out: dict[str, float] = {}
     try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                if metric == "success":
-                    out[str(row["task_id"])] = 1.0 if row.get("status") == "pass" else 0.0
-                else:
-                    out[str(row["task_id"])] = float(row["metrics"][metric])
+        for _, row in read_jsonl(path):
+            if metric == "success":
+                out[str(row["task_id"])] = 1.0 if row.get("status") == "pass" else 0.0
+            else:
+                out[str(row["task_id"])] = float(row["metrics"][metric])
     except FileNotFoundError:
         raise ReportError(f"{path}: missing") from None
     except (KeyError, ValueError, TypeError) as exc:
@@ -306,7 +302,7 @@ def _learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
     for label, spec in {c.retriever: c.settings.get("retriever") for c in cells}.items():
         try:
             retriever = registry.build(spec, "retriever")
-            if getattr(retriever, "learns_from_tasks", False):
+            if isinstance(retriever, LearnsFromTasks):
                 out.append(label)
         except Exception:  # noqa: BLE001 - a retriever that cannot be built here is not annotated
             continue
@@ -319,21 +315,11 @@ def _other_columns(cells: Sequence[CellResult]) -> list[str]:
     The generator is shown by ``generator`` (type and model) when those differ, and by a
     ``generator.<parameter>`` column for each other parameter that differs (``generator.seed``).
     """
-    from primsel.experiments.config import generator_label, varied_keys
-
     keys = sorted({k for c in cells for k in c.settings} - {"retriever", "k", "closure", "dataset"})
     out = varied_keys([c.settings for c in cells], keys)
     if "generator" in out and len({generator_label(c.settings.get("generator")) for c in cells}) == 1:
         out.remove("generator")
     return [k for k in out if k not in ("generator.type", "generator.model")]
-
-
-def _setting(cell: CellResult, key: str) -> Any:
-    """A cell's setting by top-level or dotted key (None when absent)."""
-    value: Any = cell.settings
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
 
 
 def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]],
@@ -348,8 +334,6 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     images : (title, relative file name) of the plots to link.
     n_resamples, seed : of the randomisation test (stated in the notes).
     """
-    from primsel.experiments.config import generator_label
-
     cells = [c for c in experiment.cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in cells)
     others = _other_columns(cells)
@@ -388,7 +372,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         r = c.report
         row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
         for key in others:
-            value = _setting(c, key)
+            value = get_dotted(c.settings, key)
             row.append(generator_label(value) if key == "generator" else _short_value(value))
         row += [_num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
         if has_gen:
@@ -455,10 +439,8 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
 
 
 def _short_value(value: Any) -> str:
-    from primsel.experiments.config import spec_label
-
     if isinstance(value, Mapping):
-        return spec_label(value)
+        return specs.label(value)
     if isinstance(value, float):
         return f"{value:g}"
     return "–" if value is None else str(value)
@@ -466,8 +448,6 @@ def _short_value(value: Any) -> str:
 
 def _series_key(c: CellResult) -> tuple[str, str]:
     """Cells that share a ranking (same settings except k and closure) form one curve."""
-    from primsel.experiments.config import canonical_json
-
     rest = {k: v for k, v in c.settings.items() if k not in ("k", "closure", "retriever", "dataset")}
     return c.retriever, canonical_json(rest)
 
@@ -478,7 +458,7 @@ def _series_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
     out = {}
     for key in keys:
         cell = next(c for c in cells if _series_key(c) == key)
-        parts = [cell.retriever] + [f"{k}={_short_value(_setting(cell, k))}" for k in extra]
+        parts = [cell.retriever] + [f"{k}={_short_value(get_dotted(cell.settings, k))}" for k in extra]
         out[key] = " ".join(parts)
     return out
 
@@ -596,8 +576,6 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     ReportError : see :func:`load_experiment` and :func:`baseline_pairs`; or the report or the
         export directory cannot be written (the message names it).
     """
-    from primsel.experiments.runner import write_atomic
-
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
     images = []

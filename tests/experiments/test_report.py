@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from primsel.cli import main as cli_main
-from primsel.eval.report import ReportError, baseline_pairs, load_experiment, significance, write_report
+from primsel.experiments.report import ReportError, baseline_pairs, load_experiment, significance, write_report
 
 TASKS = ("t1", "t2", "t3")
 

@@ -20,7 +20,6 @@ Example
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -375,7 +374,7 @@ run's task set (both default to $PRIMSEL_ASPER_BENCH, else the built-in tasks); 
 query it does not know gets an answer without a program (no_program).
 
 example:
-  python -m primsel.generation.fake_server --latency 0.2 --stats stats.json"""
+  python -m primsel.testing.fake_server --latency 0.2 --stats stats.json"""
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -386,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     """Serve :func:`pipeline_responder` answers for a task set until interrupted (``--help``:
     :data:`CLI_DESCRIPTION` and :data:`CLI_EPILOG`).
 
-    ``python -m primsel.generation.fake_server [--data ARCHIVE] [--latency S] [--mode reference|cut]
+    ``python -m primsel.testing.fake_server [--data ARCHIVE] [--latency S] [--mode reference|cut]
     [--port N] [--stats FILE]``: prints the base URL (set ``OPENAI_BASE_URL`` to it), then
     serves until SIGINT or SIGTERM; with ``--stats`` it rewrites FILE five times a second with
     ``requests`` (received), ``answered`` (sent) and ``max_in_flight``.
@@ -396,9 +395,10 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from primsel.datasets import DatasetError, load_tasks
+    from primsel.files import write_atomic
     from primsel.library import Library, with_gold
 
-    parser = argparse.ArgumentParser(prog="python -m primsel.generation.fake_server", description=CLI_DESCRIPTION,
+    parser = argparse.ArgumentParser(prog="python -m primsel.testing.fake_server", description=CLI_DESCRIPTION,
                                      epilog=CLI_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", metavar="PATH",
                         help="Asper-Bench archive (default $PRIMSEL_ASPER_BENCH, else the built-in tasks); must "
@@ -427,10 +427,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def write_stats() -> None:
         if args.stats:
-            tmp = f"{args.stats}.tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(server.stats(), fh)
-            os.replace(tmp, args.stats)
+            write_atomic(args.stats, json.dumps(server.stats()), durable=False)
 
     try:
         while True:

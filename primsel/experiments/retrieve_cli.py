@@ -1,8 +1,10 @@
 """``primsel retrieve``: rank the library for every task and print retrieval metrics.
 
-Retrievers that learn from tasks are cross-validated (``--folds``, ``--seed``); the TREC run
-(``--out``) ranks the whole library for every task. The selection scored by the set metrics is
-the top ``--k`` primitives, plus their type dependencies with ``--closure``.
+The command runs one cell of the pipeline ``primsel run`` uses (:mod:`primsel.experiments.cell`),
+without a generator and without the disk cache: retrievers that learn from tasks are
+cross-validated (``--folds``, ``--seed``); the TREC run (``--out``) ranks the whole library for
+every task. The selection scored by the set metrics is the top ``--k`` primitives, plus their
+type dependencies with ``--closure``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import argparse
 import copy
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -48,38 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the TREC run here (its directory must exist)")
 
 
-def parse_spec(text: str | None) -> Any:
-    """A retriever specification from the command line: JSON table, name or ``module:Class``.
-
-    Raises
-    ------
-    primsel.cli.UsageError : malformed JSON, or a JSON value that is not a table with ``type``.
-    """
-    from primsel.cli import UsageError
-    from primsel.retrieval import DEFAULT_RETRIEVER
-
-    if text is None:
-        return copy.deepcopy(DEFAULT_RETRIEVER)
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            spec = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--retriever: invalid JSON table: {exc}") from exc
-        if not isinstance(spec, dict) or "type" not in spec:
-            raise UsageError("--retriever: a JSON table needs a 'type' key")
-        return spec
-    if not text:
-        raise UsageError("--retriever: empty specification")
-    return text
-
-
-def spec_tag(spec: Any) -> str:
-    """Short name of a specification for the TREC tag column (no whitespace)."""
-    name = spec if isinstance(spec, str) else str(spec.get("type", "retriever"))
-    return "".join(c if not c.isspace() else "_" for c in name) or "retriever"
-
-
 def check_output_path(path: str) -> None:
     """Fail early when ``path`` cannot be written, leaving nothing behind.
 
@@ -111,89 +80,88 @@ def check_output_path(path: str) -> None:
         raise UsageError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run ``primsel retrieve``; returns the exit status (2 on bad arguments via UsageError)."""
+def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
+    """The ``--retriever`` specification (default :data:`primsel.retrieval.DEFAULT_RETRIEVER`)
+    with the seed, and an unfitted instance of it, built to report a bad specification before
+    any data is read."""
+    from primsel import spec as specs
     from primsel.cli import UsageError
-    from primsel.datasets import DatasetError, load_tasks
-    from primsel.eval.metrics import evaluate, set_metrics
-    from primsel.library import Library, with_gold
-    from primsel.registry import UnknownComponentError, build, with_seed
-    from primsel.retrieval.base import learns_from_tasks
-    from primsel.retrieval.cv import cross_validated_run
-    from primsel.retrieval.encoders import EncoderLoadError
-    from primsel.retrieval.selector import select_run
-    from primsel.retrieval.trec import write_run
+    from primsel.registry import build
+    from primsel.retrieval import DEFAULT_RETRIEVER
 
-    if args.k <= 0:
-        raise UsageError(f"--k must be >= 1, got {args.k}")
-    if args.folds < 2:
-        raise UsageError(f"--folds must be >= 2, got {args.folds}")
-    if args.out:
-        check_output_path(args.out)
-    spec = parse_spec(args.retriever)
     try:
-        spec = with_seed(spec, args.seed, "retriever")
-        probe = build(spec, "retriever")
-    except (UnknownComponentError, TypeError, ValueError) as exc:
+        spec = copy.deepcopy(DEFAULT_RETRIEVER) if text is None else specs.parse(text)
+        spec = specs.with_seed(spec, seed, "retriever")
+        return spec, build(spec, "retriever")
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"--retriever: {exc}") from exc
 
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``primsel retrieve``; returns the exit status (2 on bad arguments via UsageError)."""
+    from primsel import spec as specs
+    from primsel.cli import UsageError
+    from primsel.datasets import DatasetError
+    from primsel.eval.metrics import SET_METRIC_KEYS
+    from primsel.experiments.cell import compute_cell
+    from primsel.experiments.dataset import load_dataset
+    from primsel.experiments.settings import CellSettings, SettingError, check_setting
+    from primsel.experiments.store import RetrievalStore
+    from primsel.library import Library
+    from primsel.retrieval.encoders import EncoderLoadError
+    from primsel.retrieval.trec import write_run
+    from primsel.types import LearnsFromTasks
+
+    for key in ("k", "folds", "seed"):
+        try:
+            check_setting(key, getattr(args, key))
+        except SettingError as exc:
+            raise UsageError(f"--{key} {exc.problem}") from None
+    if args.out:
+        check_output_path(args.out)
+    spec, probe = _retriever(args.retriever, args.seed)
+    settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed)
+
+    library = Library.from_simulator()
     try:
-        tasks = load_tasks(args.data)
+        dataset = load_dataset(args.data, library)
     except DatasetError as exc:
         raise UsageError(str(exc)) from exc
-    source = tasks[0].source if tasks else "none"
-    print(f"{len(tasks)} tasks ({source})", file=sys.stderr)
-    if not tasks:
-        raise UsageError("no tasks to rank")
-    library = Library.from_simulator()
-    tasks = with_gold(tasks, library)
-    folds = min(args.folds, len(tasks))
-    learned = learns_from_tasks(probe)
+    tasks = dataset.tasks
+    print(f"{len(tasks)} tasks ({dataset.source})", file=sys.stderr)
+    learned = isinstance(probe, LearnsFromTasks)
     if learned and len(tasks) < 2:
         raise UsageError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
+    store = RetrievalStore(library, dataset, use_disk=False)
+    folds = store.effective_folds(args.folds)
     if folds != args.folds:
         print(f"only {len(tasks)} tasks: using {folds} folds", file=sys.stderr)
-
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    start = time.perf_counter()
     try:
-        if len(tasks) >= 2:
-            run, _ = cross_validated_run(spec, library, tasks, len(library), folds=folds, seed=args.seed)
-        else:
-            retriever = probe.fit(library)
-            run = retriever.search({t.id: t.query for t in tasks}, len(library))
+        retrieval = store.get(spec, args.folds, args.seed)
     except EncoderLoadError as exc:
         raise UsageError(f"--retriever: {exc}") from exc
-    seconds = time.perf_counter() - start
-    print(f"ranked {len(run)} tasks in {seconds:.2f} s"
+    print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
 
-    tag = spec_tag(spec)
+    tag = specs.tag(spec)
+    outcome = compute_cell(settings, retrieval, dataset, library, name=tag)
     if args.out:
         try:
-            write_run(run, args.out, tag)
+            write_run(outcome.run, args.out, tag)
         except OSError as exc:  # checked before ranking, but the file system may have changed
             raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from exc
         print(f"wrote {args.out}", file=sys.stderr)
 
-    gold = {t.id: t.gold for t in tasks}
-    with_gold_sets = {t: g for t, g in gold.items() if g}
-    if len(with_gold_sets) < len(gold):
-        print(f"{len(gold) - len(with_gold_sets)} tasks have no gold primitive: left out of the ranking metrics",
-              file=sys.stderr)
-    selections = select_run(run, library, retriever=tag, k=args.k, closure=args.closure)
-    values = evaluate(run, with_gold_sets, RANKING_METRICS)
-    values.update(set_metrics({t: s.ids for t, s in selections.items()}, gold))
-    sizes = [len(s.ids) for s in selections.values()]
-    added = sum(len(s.added_by_closure) for s in selections.values())
-
+    report = outcome.report
+    added = sum(len(s.added_by_closure) for s in outcome.selections.values())
     print(f"retriever {json.dumps(spec) if not isinstance(spec, str) else spec}  k={args.k}"
           f"{'  closure' if args.closure else ''}  tasks={len(tasks)}")
-    for name, value in values.items():
-        print(f"{name:22s} {value:.4f}")
-    print(f"{'mean_selection_size':22s} {sum(sizes) / len(sizes):.2f}")
+    for name in (*RANKING_METRICS, *SET_METRIC_KEYS):
+        print(f"{name:22s} {report[name]:.4f}")
+    print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
     if args.closure:
-        print(f"{'closure_added':22s} {added} ({added / len(sizes):.2f} per task)")
+        print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
     return 0

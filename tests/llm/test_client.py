@@ -1,4 +1,4 @@
-"""ChatClient against a real HTTP server on 127.0.0.1 (primsel.generation.fake_server)."""
+"""ChatClient against a real HTTP server on 127.0.0.1 (primsel.testing.fake_server)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from datetime import datetime, timezone
 
 import pytest
 
-from primsel.generation.client import (
+from primsel.llm.client import (
     ChatClient,
     EndpointUnreachableError,
     LLMError,
     LLMFatalError,
     QuotaExceededError,
-    cache_dir,
     cache_key,
     parse_retry_after,
 )
-from primsel.generation.fake_server import FakeOpenAIServer, Reply
+from primsel.files import cache_dir
+from primsel.testing.fake_server import FakeOpenAIServer, Reply
 
 HELLO = [{"role": "user", "content": "hello"}]
 

@@ -1,0 +1,369 @@
+"""One cell: select from a ranking, (generate, execute,) score, and write the cell's files.
+
+This is the pipeline both ``primsel run`` (every cell of a grid, :mod:`primsel.experiments.runner`)
+and ``primsel retrieve`` (one cell, printed) go through:
+
+1. the retrieval (:class:`primsel.experiments.store.Retrieval`: the whole library ranked for
+   every task, cross-validated where the retriever learns from tasks);
+2. the selection of every task (:func:`primsel.retrieval.selector.select`: threshold, top-k,
+   closure);
+3. with a generator: a program per task (the generator fitted per fold when it can be,
+   :class:`primsel.types.FitsOnTasks`), run in the sandbox, failures attributed;
+4. the metrics: ranking metrics of the retrieval, set metrics of the selection, task success.
+
+A generated program whose status is not ``ok`` (``truncated``, ``llm_error``, ``no_program``) is
+not executed: the task's status is the program's status (:data:`TASK_STATUSES`), and its
+failure is attributed without an execution result.
+
+A cell is incomplete (``"complete": false``, ``incomplete_tasks`` > 0) when an LLM request it
+depends on failed after its retries: a task with status ``llm_error``, or a task whose LLM
+selection had a failed module request.
+
+Files of a cell directory (written by :func:`run_cell`, report.json last)::
+
+    config.json     resolved settings, dataset and library fingerprints, package versions
+    run.trec        the whole library ranked for every task
+    tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
+    failures.jsonl  with a generator: one attribution row per task that did not pass
+    report.json     metric name -> value, plus ``complete`` (true/false)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from primsel import registry
+from primsel.experiments.config import Cell, generator_spec
+from primsel.experiments.dataset import Dataset
+from primsel.experiments.settings import CellSettings
+from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
+from primsel.files import dumps_json, dumps_jsonl, write_atomic
+from primsel.library import Library
+from primsel.types import STATUSES, FitsOnTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
+
+#: Ranking metrics every cell reports (plus ``recall@k`` and ``complete@k`` of the cell's k).
+CURVE_KS = tuple(range(1, 21))
+REPORT_KS = (5, 10, 15, 20)
+BASE_METRICS = (
+    *(f"recall@{k}" for k in CURVE_KS),
+    *(f"complete@{k}" for k in REPORT_KS),
+    "ndcg@10",
+    "mrr",
+)
+#: Per-task ranking metrics kept in tasks.jsonl (the cell's ``recall@k`` / ``complete@k`` too).
+TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
+#: Statuses of a task in a cell with a generator: the execution statuses, plus the statuses of a
+#: program that was not executed (it is not ``ok``; ``no_program`` is in both).
+TASK_STATUSES = tuple(dict.fromkeys((*STATUSES, "truncated", "llm_error")))
+#: Selector usage entries summed into report.json as ``selector_<name>`` (``cached`` as
+#: ``selector_cache_hits``).
+SELECTOR_USAGE = ("prompt_tokens", "completion_tokens", "seconds", "calls", "errors", "unknown_names", "cached")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellOutcome:
+    """What :func:`compute_cell` computed.
+
+    Parameters
+    ----------
+    report : metric name -> value (report.json without the cell's wall time ``seconds``).
+    rows : one row per task (tasks.jsonl), in task order.
+    run : the retrieval as a :data:`primsel.types.Run`.
+    selections : task id -> :class:`primsel.types.Selection`.
+    failures : with a generator, one attribution row per task that did not pass; else None.
+    """
+
+    report: dict[str, Any]
+    rows: list[dict[str, Any]]
+    run: Run
+    selections: dict[str, Selection]
+    failures: list[dict[str, Any]] | None = None
+
+
+def _mean(values: Iterable[float]) -> float:
+    vals = list(values)
+    return math.fsum(vals) / len(vals) if vals else 0.0
+
+
+def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *,
+                 name: str = "", workers: int | None = None, base_dir: Path | None = None,
+                 task_bar: Any = None) -> CellOutcome:
+    """Select, (generate, execute,) and score one cell over every task of ``dataset``.
+
+    Parameters
+    ----------
+    settings : the cell's settings.
+    retrieval : the ranking of every task under ``settings.retriever``, ``folds`` and ``seed``.
+    dataset : the tasks (gold filled).
+    library : the library.
+    name : recorded as the selections' retriever (the cell id, or the TREC tag).
+    workers : sandbox worker processes when a generator runs (default: the sandbox's).
+    base_dir : directory a relative generator ``programs`` path is resolved against.
+    task_bar : a tqdm bar advanced per task and step, or None.
+
+    Raises
+    ------
+    Whatever the selector, a generator or the sandbox raises.
+    """
+    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task
+    from primsel.retrieval.selector import select, tokens_of
+
+    k = settings.k
+    tasks = dataset.tasks
+    gold = {t.id: t.gold for t in tasks}
+    run = retrieval.run()
+    selections = {}
+    for t in tasks:
+        selections[t.id] = select(retrieval.ranked[t.id], library, k=k, threshold=settings.threshold,
+                                  closure=settings.closure, task_id=t.id, retriever=name,
+                                  usage=retrieval.usage.get(t.id))
+        if task_bar is not None:
+            task_bar.update(1)
+    selected = {t: tuple(sel.ids) for t, sel in selections.items()}
+
+    at_k = (f"recall@{k}", f"complete@{k}")
+    names = tuple(dict.fromkeys((*BASE_METRICS, *at_k, *settings.metrics)))
+    task_names = tuple(dict.fromkeys((*TASK_METRICS, *at_k, *settings.metrics)))
+    rows_rank = per_task(run, gold, names)
+    rows_set = set_metrics_per_task(selected, gold)
+    tokens = {t: tokens_of(sel, library) for t, sel in selections.items()}
+
+    report: dict[str, Any] = {name: _mean(r[name] for r in rows_rank.values()) for name in names}
+    report.update(set_metrics(selected, gold))
+    report["n_tasks"] = len(tasks)
+    report["selected"] = _mean(len(ids) for ids in selected.values())
+    report["closure_added"] = _mean(len(sel.added_by_closure) for sel in selections.values())
+    report["docs_tokens"] = _mean(tokens.values())
+    if retrieval.usage:
+        # totals over the tasks: the LLM cost of the ranking this cell selects from
+        for usage_name in SELECTOR_USAGE:
+            key = "selector_cache_hits" if usage_name == "cached" else f"selector_{usage_name}"
+            report[key] = math.fsum(float(u.get(usage_name, 0.0)) for u in retrieval.usage.values())
+
+    rows = []
+    for t in tasks:
+        metrics = {metric: rows_rank[t.id][metric] for metric in task_names}
+        metrics.update({f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")})
+        rows.append({
+            "task_id": t.id,
+            "fold": retrieval.folds.get(t.id),
+            "selection": list(selected[t.id]),
+            "closure_added": list(selections[t.id].added_by_closure),
+            "gold": sorted(t.gold),
+            "metrics": metrics,
+            "docs_tokens": tokens[t.id],
+        })
+        if retrieval.usage:
+            rows[-1]["selection_usage"] = dict(selections[t.id].usage)
+
+    failures: list[dict[str, Any]] | None = None
+    if settings.generator:
+        gen_rows, failures, gen_report = _generate_and_execute(settings, dataset, library, selections,
+                                                               retrieval.folds, workers, base_dir, task_bar)
+        for row in rows:
+            row.update(gen_rows[row["task_id"]])
+        report.update(gen_report)
+
+    report["retrieval_seconds"] = retrieval.seconds
+    report["retrieval_cached"] = float(retrieval.cached)
+    # a task whose LLM request (selection or generation) failed after its retries makes the cell
+    # incomplete: it is written, and recomputed by the next run
+    incomplete = set(retrieval_errors(retrieval))
+    incomplete.update(row["task_id"] for row in rows if row.get("status") == "llm_error")
+    report["incomplete_tasks"] = float(len(incomplete))
+    report["complete"] = not incomplete
+    return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
+
+
+def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
+                          selections: Mapping[str, Selection], folds: Mapping[str, int], workers: int | None,
+                          base_dir: Path | None, task_bar: Any) -> tuple[dict[str, dict], list[dict], dict]:
+    """Generate a program per task (per fold when the generator learns from training folds),
+    run them in the sandbox, attribute failures. Returns (row updates, failures, report part)."""
+    from primsel.eval.attribution import attribute, count_categories
+    from primsel.generation.extract import entry_point_error
+    from primsel.simulator.sandbox import Sandbox
+
+    spec = generator_spec(settings.generator, base_dir)
+    tasks = dataset.tasks
+    docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
+    programs: dict[str, Any] = {}
+    generators = []
+    probe = registry.build(spec, "generator")
+    if isinstance(probe, FitsOnTasks):
+        groups: dict[int, list[Task]] = {}
+        for t in tasks:
+            groups.setdefault(folds.get(t.id, 0), []).append(t)
+        for i, fold in enumerate(sorted(groups)):
+            gen = probe if i == 0 else registry.build(spec, "generator")
+            gen.fit(library, [t for t in tasks if folds.get(t.id, 0) != fold])
+            generators.append(gen)
+            programs.update(_generate(gen, [(t, docs[t.id]) for t in groups[fold]]))
+            if task_bar is not None:
+                task_bar.update(len(groups[fold]))
+    else:
+        generators.append(probe)
+        programs.update(_generate(probe, [(t, docs[t.id]) for t in tasks]))
+        if task_bar is not None:
+            task_bar.update(len(tasks))
+
+    # only programs with status "ok" run; the others (truncated, llm_error, no_program) keep
+    # their program status as the task's status. Under ASPERA's rules, an entry point that is not
+    # a top-level function gets ASPERA's verdict without running.
+    results = {t.id: r for t in tasks if (r := entry_point_error(programs[t.id])) is not None}
+    jobs = [(t, programs[t.id].code, programs[t.id].entry_point) for t in tasks
+            if programs[t.id].status == "ok" and t.id not in results]
+    if task_bar is not None:
+        task_bar.update(len(tasks) - len(jobs))
+    lenient: dict[str, str] = {}
+    if jobs:
+        with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
+            for result in sandbox.execute_many(jobs):
+                results[result.task_id] = result
+                if task_bar is not None:
+                    task_bar.update(1)
+            lenient = _import_lenient(sandbox, tasks, programs, results)
+
+    rows: dict[str, dict] = {}
+    failures = []
+    status: dict[str, str] = {}
+    for t in tasks:
+        prog, res = programs[t.id], results.get(t.id)
+        status[t.id] = res.status if res is not None else prog.status
+        attribution = None
+        if status[t.id] != "pass":
+            attribution = attribute(t, selections[t.id], prog, res, library)
+            failures.append(attribution)
+        usage = dict(prog.usage)
+        rows[t.id] = {
+            "status": status[t.id],
+            "error_type": res.error_type if res is not None else None,
+            "message": res.message if res is not None else (prog.raw if prog.status == "llm_error" else None),
+            "program_status": prog.status,
+            "program": prog.code,
+            "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)},
+            "generation_seconds": usage.get("seconds", 0.0),
+            "seconds": res.seconds if res is not None else 0.0,
+            "called_primitives": list(res.called_primitives) if res is not None else [],
+            "attribution": attribution,
+            # how the program was taken from the answer (primsel.generation.extract)
+            "extraction": prog.extraction.get("mode"),
+            "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
+            "parse_failure": prog.extraction.get("parse_failure"),
+            "import_lenient_status": lenient.get(t.id),
+        }
+    report: dict[str, float] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
+    for name in TASK_STATUSES:
+        report[f"status_{name}"] = _mean(1.0 if status[t.id] == name else 0.0 for t in tasks)
+    for category, count in count_categories(failures).items():
+        report[f"failures_{category}"] = float(count)
+    usage_total: dict[str, float] = {}
+    for gen in generators:
+        if isinstance(gen, SummarisesUsage):
+            for key, value in gen.usage_summary().items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    usage_total[key] = usage_total.get(key, 0.0) + float(value)
+    report.update({f"generator_{k}": v for k, v in usage_total.items()})
+    if "cache_hits" in usage_total:
+        report["cache_hits"] = usage_total["cache_hits"]
+    report.update(_aspera_part(generators, tasks, selections, rows))
+    return rows, failures, report
+
+
+def _import_lenient(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Any],
+                    results: Mapping[str, Any]) -> dict[str, str]:
+    """ASPERA's import-lenient re-run: every task that failed with ModuleNotFoundError runs again
+    as its program without imports of library modules (``program_no_imports``, when there is
+    one). Returns task id -> status of that run."""
+    jobs = []
+    for t in tasks:
+        res, program = results.get(t.id), programs[t.id]
+        variant = program.extraction.get("program_no_imports")
+        if res is not None and res.status == "error" and res.error_type == "ModuleNotFoundError" and variant:
+            jobs.append((t, variant, program.entry_point))
+    return {r.task_id: r.status for r in sandbox.execute_many(jobs)} if jobs else {}
+
+
+def _aspera_part(generators: Sequence[Any], tasks: Sequence[Task], selections: Mapping[str, Any],
+                 rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The generator's extraction mode and ASPERA's figures (primsel.eval.aspera), for report.json."""
+    from primsel.eval.aspera import aspera_figures
+
+    figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
+    return {"extraction": getattr(generators[0], "extraction", None) if generators else None,
+            **aspera_figures(figure_rows)}
+
+
+def _generate(gen: Any, items: Sequence[tuple[Task, Sequence[Any]]]) -> dict[str, Any]:
+    if isinstance(gen, GeneratesMany):
+        programs = gen.generate_many(items)
+    else:
+        programs = [gen.generate(task, docs) for task, docs in items]
+    return {task.id: prog for (task, _), prog in zip(items, programs)}
+
+
+# ---------------------------------------------------------------------------------------------
+# A cell of an experiment: computed and written
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class CellContext:
+    """What every cell of a run shares."""
+
+    experiment: str
+    library: Library
+    dataset: Dataset
+    store: RetrievalStore
+    workers: int | None = None
+    progress: bool = True
+    versions: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    base_dir: Path | None = None
+
+
+def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None) -> dict[str, Any]:
+    """Compute one cell (:func:`compute_cell`) and write its files (report.json last).
+
+    Returns
+    -------
+    The cell's report (metric name -> value, and ``complete``: False when a task's LLM request
+    failed after its retries; see the module docstring).
+
+    Raises
+    ------
+    Whatever a retriever, the selector, a generator or the sandbox raises; the cell's
+    report.json is then not written, so a re-run recomputes it.
+    """
+    from primsel.retrieval.trec import format_run
+
+    start = time.perf_counter()
+    s = cell.settings
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed)
+    outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
+                           base_dir=ctx.base_dir, task_bar=task_bar)
+    report = {**outcome.report, "seconds": time.perf_counter() - start}
+
+    directory.mkdir(parents=True, exist_ok=True)
+    # an earlier (incomplete) report.json must not outlive a run killed before the new one
+    (directory / "report.json").unlink(missing_ok=True)
+    write_atomic(directory / "config.json", dumps_json({
+        "id": cell.id,
+        "label": cell.label,
+        "experiment": ctx.experiment,
+        "settings": s.to_json(),
+        "data": {"source": ctx.dataset.source, "n_tasks": len(ctx.dataset.tasks),
+                 "fingerprint": ctx.dataset.fingerprint},
+        "effective_folds": ctx.store.effective_folds(s.folds),
+        **({"extraction": report.get("extraction")} if s.generator else {}),
+        "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.library.fingerprint()},
+        "versions": ctx.versions,
+    }))
+    write_atomic(directory / "run.trec", format_run(outcome.run, cell.id))
+    write_atomic(directory / "tasks.jsonl", dumps_jsonl(outcome.rows))
+    if outcome.failures is not None:
+        write_atomic(directory / "failures.jsonl", dumps_jsonl(outcome.failures))
+    write_atomic(directory / "report.json", dumps_json(report))
+    return report
