@@ -89,9 +89,6 @@ from primsel.datasets import load_builtin_tasks
 from primsel.generation.extract import extract
 
 PLACEHOLDER = "def parser_failed_placeholder_bad_solution(): return None"
-BLACK = ("ASPERA formats every piece with black (parser.py, ProgramParser.parse -> format_program_str; "
-         "black 25.1.0 in its Pipfile.lock) before building the program and finding the entry point; "
-         "primsel's aspera mode does not: ")
 PLACEHOLDER_ENTRY = "parser_failed_placeholder_bad_solution"
 FENCE = "```"
 
@@ -243,20 +240,17 @@ HAND_CASES: list[Case] = [
     Case("semicolon-call-kept", f"{ONE}\n\nmain();", f"{ONE}\n\nmain()", "main"),
     Case("call-in-docstring-deleted",
          py('def main():\n    """Return one.\nprint(main())\n    """\n    return 1'),
-         'def main():\n    """Return one."""\n    return 1', "main",
-         xfail=BLACK + "black drops the blank line left before the closing quotes, primsel keeps it"),
+         'def main():\n    """Return one."""\n    return 1', "main",),
     Case("call-with-comment-kept", py(f"{ONE}\n\nmain()  # run"), f"{ONE}\n\nmain()", "main"),
     Case("chained-call-removed", py(f"{ONE}\n\n\nmain().bit_length()"), ONE, "main"),
     Case("main-tail-single-quotes", py(f"{ONE}\n\n\nif __name__ == '__main__':\n    main()"),
          f"{ONE}\n\n\nif __name__ == '__main__':\n    main()", "main"),
     # each piece is formatted by black (docstrings normalised); the answer is dedented first
     Case("docstring-padded-single-line", py('def main():\n    """ Return one. """\n    return 1'),
-         'def main():\n    """Return one."""\n    return 1', "main",
-         xfail=BLACK + "black strips the spaces around a one-line docstring, primsel keeps them"),
+         'def main():\n    """Return one."""\n    return 1', "main",),
     Case("docstring-trailing-spaces",
          py('def main():\n    """Return one.   \n\n    More text.  \n    """\n    return 1'),
-         'def main():\n    """Return one.\n\n    More text.\n    """\n    return 1', "main",
-         xfail=BLACK + "black strips trailing spaces inside the docstring, primsel keeps them"),
+         'def main():\n    """Return one.\n\n    More text.\n    """\n    return 1', "main",),
     Case("whitespace-line-in-string-literal", py('def main():\n    text = """a\n    \nb"""\n    return text'),
          'def main():\n    text = """a\n\nb"""\n    return text', "main"),
     # split points and the last piece
@@ -298,14 +292,10 @@ HAND_CASES: list[Case] = [
     Case("nested-def-entry", py("def main(pair=(1, 2)):\n    def inner():\n        return pair\n    return inner()"),
          "def main(pair=(1, 2)):\n    def inner():\n        return pair\n    return inner()", "inner"),
     Case("paren-annotation-only-function", py("def main(a: (int) = 1):\n    return a"),
-         "def main(a: int = 1):\n    return a", "main",
-         xfail=BLACK + "black rewrites the signature to 'def main(a: int = 1):', which the evaluator's "
-         "signature pattern finds, so ASPERA runs main; primsel reads the raw signature and reports no_program"),
+         "def main(a: int = 1):\n    return a", "main",),
     Case("paren-annotation-helper-changes-entry",
          py("def helper(a: (int) = 1):\n    return a\n\n\ndef main() -> int | None:\n    return helper()"),
-         "def helper(a: int = 1):\n    return a\n\n\ndef main() -> int | None:\n    return helper()", "helper",
-         xfail=BLACK + "after black the first signature the evaluator's pattern finds is helper's, so ASPERA "
-         "calls helper; on the raw text helper's signature does not match and primsel names main"),
+         "def helper(a: int = 1):\n    return a\n\n\ndef main() -> int | None:\n    return helper()", "helper",),
     Case("class-only-method-entry", py("class Runner:\n    def run(self):\n        return 1"),
          "class Runner:\n    def run(self):\n        return 1", "run"),
     # async and decorators
@@ -356,9 +346,7 @@ HAND_CASES: list[Case] = [
     Case("duplicate-import-differs-by-spacing",
          py("import datetime\n\n\ndef helper():\n    return 1\n\n\nimport  datetime\n\n\n"
             "def main():\n    return datetime.date.max"),
-         "import datetime\n\n\ndef main():\n    return datetime.date.max", "main",
-         xfail=BLACK + "black turns 'import  datetime' into 'import datetime', so base_agent.plan's "
-         "dict.fromkeys drops the repeat; primsel compares raw text and keeps both imports"),
+         "import datetime\n\n\ndef main():\n    return datetime.date.max", "main",),
     # the import-lenient program: model import pieces naming a library module dropped whole,
     # library imports inside the function dropped line by line, star imports kept
     Case("lenient-library-import-top",
@@ -420,10 +408,7 @@ HAND_CASES: list[Case] = [
             "    count = len(find_events()) + \\\n        1\n    return count"),
          "from aspera.apps_implementation.work_calendar import find_events\n\n\ndef main():\n"
          "    count = len(find_events()) + 1\n    return count", "main",
-         no_imports="def main():\n    count = len(find_events()) + 1\n    return count",
-         xfail_no_imports=BLACK + "black joins the backslash continuation, so base_agent.plan's escaped program still "
-         "parses and ASPERA builds the import-lenient program; on the raw text the doubled backslash "
-         "does not parse and primsel gives none (no import-lenient re-run)"),
+         no_imports="def main():\n    count = len(find_events()) + 1\n    return count",),
     # answers on which ASPERA's own run raises (no program to compare with)
     crash("crash-call-leaves-paren", py("def main(a, b):\n    return a + b\n\n\nprint(\n    main(1, 2)\n)")),
     crash("crash-decorated-recognised-def",
