@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import contextlib
 import importlib
 import os
@@ -35,7 +36,7 @@ from typing import Any
 
 from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
-from primsel.simulator.program import MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports
+from primsel.simulator.program import ARGS_CAP, MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports
 #: Builtin exception classes a program's exception may be raised again as.
 _BUILTIN_EXCEPTIONS = {
     name: value
@@ -89,6 +90,14 @@ class JudgeLibrary:
         requires = self.library_exceptions.get("RequiresUserInput")
         self.requires_input: tuple[type[BaseException], ...] = (requires,) if requires else ()
         self.codec = codec_module.Codec(apps)
+        #: Ids a program's call trace may name: ``<app>.<function>`` of every exported function.
+        prefix = "primsel.simulator.apps."
+        self.primitive_ids = frozenset(
+            f"{value.__module__[len(prefix):]}.{value.__name__}"
+            for exports in self.exports.values()
+            for value in exports.values()
+            if isinstance(value, types.FunctionType) and (value.__module__ or "").startswith(prefix)
+        )
 
     def _import(self, group: str, names: tuple[str, ...]) -> dict[str, types.ModuleType]:
         modules = {}
@@ -238,6 +247,9 @@ class ProgramHandle:
                 raise self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})") from None
         if frame is None:
             raise self._fail("error", "ProcessDied", "the program's process ended without answering")
+        if codec_module.too_many_values(frame):  # refused before parsing: bounded memory in the judge
+            raise self._fail("error", "UnsupportedReturn",
+                             f"the program's answer holds more than {codec_module.MAX_NODES} values")
         try:
             answer = codec_module.loads(frame)
         except codec_module.CodecError:
@@ -287,7 +299,7 @@ class ProgramHandle:
         except codec_module.CodecError as exc:
             if "unsupported" in answer and type(answer["unsupported"]) is str:
                 raise self._fail("error", "UnsupportedReturn", _cap(answer["unsupported"])) from None
-            raise self._fail("error", "UnsupportedReturn", f"the world state the program left cannot be checked: {exc}") from None
+            raise self._fail("error", "UnsupportedReturn", f"the program's answer cannot be checked: {exc}") from None
         if type(answer.get("stdout_truncated")) is not bool or type(calls) is not int:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         self.stdout_truncated |= answer["stdout_truncated"]
@@ -352,7 +364,10 @@ class ProgramHandle:
                 or type(entry[2]) is not str
             ):
                 raise codec_module.CodecError("malformed call trace")
-            trace.append((entry[0][:NAME_CAP], entry[1], entry[2][:MESSAGE_CAP]))
+            if entry[0] not in self.library.primitive_ids:
+                raise codec_module.CodecError("the call trace names no primitive of the library")
+            line = entry[1] if entry[1] is not None and entry[1] >= 1 else None
+            trace.append((entry[0], line, clean_text(entry[2][:ARGS_CAP])))
         return trace
 
     def raise_program_exception(self, info: Any) -> None:
@@ -398,6 +413,24 @@ class ProgramHandle:
 
 def _cap(text: str) -> str:
     return text if len(text) <= MESSAGE_CAP else text[:MESSAGE_CAP] + "..."
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid UTF-8 without control characters: lone surrogates become ``?`` and
+    control characters (terminal escapes among them) other than tab and line break are dropped."""
+    if not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
+
+
+def clean_name(name: str) -> str:
+    """An exception class name fit for a verdict: a Python identifier (dots allowed, at most
+    :data:`NAME_CAP` characters); anything else is reported as ``ProgramException``."""
+    name = name[:NAME_CAP]
+    return name if all(part.isidentifier() for part in name.split(".")) else "ProgramException"
 
 
 def _first_function(source: str, what: str) -> str:
@@ -504,10 +537,9 @@ def verdict(
     else:
         status, error_type, line = _status(library, exc), type(exc).__name__, None
         message = _message(exc)
-    if not message.isascii():
-        message = message.encode("utf-8", "replace").decode("utf-8")
-    error_type = error_type[:NAME_CAP] if error_type is not None else None
-    result.update(status=status, error_type=error_type, message=_cap(message), line=line)
+    error_type = clean_name(error_type) if error_type is not None else None
+    line = line if type(line) is int and line >= 1 else None
+    result.update(status=status, error_type=error_type, message=_cap(clean_text(message)), line=line)
     return result
 
 
@@ -558,7 +590,9 @@ def judge(
     except BaseException as fault:  # a fault of the judge itself: never a pass
         result = _evaluator_error(_describe(fault))
     if clock.expired:
-        result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
+        after = any(handle.called for handle in handles)
+        result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s"
+                                  + (" while checking what the program left or returned" if after else ""))
     result["program_seconds"] = max(timeout - clock.program_left, 0.0)
     return result
 

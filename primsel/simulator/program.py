@@ -80,18 +80,20 @@ def star_exports(module: types.ModuleType) -> dict[str, Any]:
     return {name: getattr(module, name) for name in names}
 
 
-def readable_paths() -> list[str]:
+def readable_paths(scratch: str | None = None) -> list[str]:
     """What Landlock leaves readable to a program process.
 
-    The runtime's paths (:func:`primsel.simulator.landlock.runtime_paths`) with the primsel
-    package narrowed to its ``simulator`` subpackage, so the built-in tasks' files (whose
+    The runtime's paths (:func:`primsel.simulator.landlock.runtime_paths`) without the primsel
+    package, wherever it is installed (beside the other packages in site-packages, or a source
+    checkout), plus its ``simulator`` subpackage and the worker's ``scratch`` directory (where
+    the program processes' empty working directories are): so the built-in tasks' files (whose
     evaluation programs hold expected values) cannot be read.
     """
     from primsel.simulator import landlock
 
     package = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    simulator = os.path.join(package, "simulator")
-    return [p for p in landlock.runtime_paths() if p != package] + [simulator]
+    extra = [os.path.join(package, "simulator")] + ([os.path.realpath(scratch)] if scratch else [])
+    return landlock.without(landlock.runtime_paths(), [package]) + extra
 
 
 # -- the spawner ---------------------------------------------------------------------------------
@@ -115,13 +117,20 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
         isolation.die_with_parent(os.getppid())
     apps = load_apps()
     codec = codec_module.Codec(apps)
+    broken = []  # what could not be built: every program process asking for it refuses to run
     try:
         template = isolation.seccomp_template()
-    except OSError:
-        template = None  # every program process will report that it could not be confined
-        broken = True
-    else:
-        broken = False
+    except OSError as exc:
+        template = None
+        broken.append(("seccomp", f"the seccomp filter could not be built: {exc}"))
+    ruleset = None
+    if readable is not None:
+        from primsel.simulator import landlock
+
+        try:
+            ruleset = landlock.ruleset(readable)
+        except OSError as exc:
+            broken.append(("landlock", f"the Landlock ruleset could not be built: {exc}"))
     gc.collect()
     gc.freeze()  # keeps the program processes' copy-on-write pages shared
     while True:
@@ -136,9 +145,10 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
             pid = os.fork()
             if pid == 0:
                 control.close()
-                if broken and request.get("seccomp", True):
-                    _refuse(fds[1], "the seccomp filter could not be built")
-                run_program_process(fds[0], fds[1], request, readable, apps, codec, own, template)
+                for layer, reason in broken:
+                    if request.get(layer, True):
+                        _refuse(fds[1], reason)
+                run_program_process(fds[0], fds[1], request, ruleset, apps, codec, own, template)
             answer: dict[str, Any] = {"pid": pid}
         elif request["op"] == "end":
             answer = {"status": {str(p): _end(int(p)) for p in request["pids"]}}
@@ -146,7 +156,10 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
             answer = {"error": "malformed request"}
         for fd in fds:
             os.close(fd)
-        control.send(json.dumps(answer).encode())
+        try:
+            control.send(json.dumps(answer).encode())
+        except OSError:  # the worker is gone
+            os._exit(0)
 
 
 def _end(pid: int) -> int | None:
@@ -176,7 +189,7 @@ def run_program_process(
     fd_in: int,
     fd_out: int,
     limits: dict[str, Any],
-    readable: list[str] | None,
+    ruleset: int | None,
     apps: dict[str, types.ModuleType],
     codec: codec_module.Codec,
     parent: int,
@@ -184,7 +197,8 @@ def run_program_process(
 ) -> None:
     """Body of a program process: confine, then serve the judge (never returns).
 
-    ``template`` is the compiled seccomp filter (None where libseccomp is missing).
+    ``ruleset`` is the Landlock ruleset descriptor (None where Landlock is unavailable) and
+    ``template`` the compiled seccomp filter (None where libseccomp is missing).
     """
     code = 0
     try:
@@ -195,7 +209,7 @@ def run_program_process(
             memory_mb=limits["memory_mb"],
             cpu_seconds=limits["timeout"],
             stdout_cap=limits["stdout_cap"],
-            readable=readable if limits.get("landlock", True) else None,
+            landlock_ruleset=ruleset if limits.get("landlock", True) else None,
             seccomp=template if limits.get("seccomp", True) else None,
         )
     except BaseException as exc:

@@ -1,19 +1,23 @@
-"""Run untrusted programs against tasks, isolated at the operating-system level.
+"""Run untrusted programs against tasks: the verdict is decided where the program never runs.
 
 A :class:`Sandbox` keeps a pool of long-lived worker processes (``python -P -m
 primsel.simulator.worker``, started with :mod:`subprocess` in a clean interpreter, never a fork
-of the caller; they die with it). Each worker imports the assistant library once; for every
-task it forks a child that runs all of the task's (SIP, EP) pairs and reports the verdict over
-a pipe. So every task starts from the same pristine state, and nothing a program does
-(rebinding a primitive, setting a module global, deleting events) reaches the next task. See
-:mod:`primsel.simulator.worker` for what the child does before program code runs (its own
-session, resource limits, Landlock, seccomp, an audit hook), and :func:`sandbox_info` for what
-is active on this machine. Program text is size-capped and parsed at most once in the caller.
+of the caller; they die with it). Each worker is a *judge* (:mod:`primsel.simulator.judge`): it
+runs the task's setup and evaluation programs itself, and the program under test runs in a
+separate *program process* per (SIP, EP) pair (:mod:`primsel.simulator.program`), forked from a
+spawner that never held anything of a task, confined (its own session, resource limits,
+Landlock, seccomp, an audit hook: :mod:`primsel.simulator.isolation`) before the program text
+reaches it. World state, return values and exceptions cross as checked, typed data
+(:mod:`primsel.simulator.codec`). So every program starts from a pristine process, nothing it
+does (rebinding a primitive, hooking the interpreter, deleting events) reaches the judge or the
+next task, and :func:`sandbox_info` tells what is active on this machine. Program text is
+size-capped and parsed at most once in the caller.
 
 Verdicts follow DESIGN.md (Interfaces, "Statuses"): ``pass``, ``fail`` (``SolutionError`` or
 ``AssertionError`` escaped the EP), ``requires_user_input``, ``error`` (any other exception,
-with its class name and the program line it was raised at), ``timeout`` (the whole task, all
-pairs, exceeded the limit; the child is killed) and ``no_program``.
+with its class name and the program line it was raised at; ``UnsupportedReturn`` for a value
+that cannot cross, ``EvaluatorError`` for a fault of the judge), ``timeout`` (the program's time
+over all the task's pairs exceeded the limit; its process is killed) and ``no_program``.
 """
 
 from __future__ import annotations

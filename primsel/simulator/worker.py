@@ -296,7 +296,7 @@ def _serve(scratch: str | None) -> int:
     install_aliases(("apps",))
     seccomp_available, seccomp_detail = seccomp.status()
     landlock_available, landlock_detail = landlock.status()
-    spawner = Spawner(program.readable_paths() if landlock_available else None)
+    spawner = Spawner(program.readable_paths(scratch) if landlock_available else None)
     from primsel.simulator.judge import JudgeLibrary
 
     library = JudgeLibrary(apps)

@@ -30,6 +30,7 @@ import pytest
 
 import primsel
 from primsel.datasets import load_builtin_tasks
+from primsel.simulator import landlock
 from primsel.simulator.sandbox import Sandbox
 from primsel.types import ExecutionResult, Task
 
@@ -580,8 +581,7 @@ ATTACKS["non_finite_numbers"] = Attack(_program('''
 ATTACKS["nan_as_the_answer"] = Attack(_program('''
     def f():
         return float("nan")
-'''), xfail="builtin-16 passes: its evaluation program tests abs(minutes - 210) > 1e-6, which is False for "
-            "NaN (a Duration of NaN minutes passes the same way)")
+'''))
 
 ATTACKS["functions_modules_frames_coroutines"] = Attack(_program('''
     def f():
@@ -608,9 +608,10 @@ ATTACKS["every_fact_of_the_world_as_one_string"] = Attack(_program('''
             parts.append(str(get_employee_profile(employee).__dict__))
             parts.append(get_office_location(employee))
         return "\\n".join(parts)
-'''), xfail="builtin-08 and builtin-27 pass: their evaluation programs only test that the expected e-mail "
-            "address, mobile number and office address occur in the answer, so a dump of every profile passes",
-    xfail_archive="task 100 passes: its evaluation program accepts any string that contains '3'")
+'''),
+    xfail_archive="task 100 passes: the dataset's own evaluation program accepts any string "
+                  "that contains '3' (a weak check of the benchmark, not a forged verdict: the same "
+                  "answer passes under the reference harness)")
 
 # --- exceptions --------------------------------------------------------------------------------
 
@@ -903,7 +904,7 @@ ATTACKS["datetime_poisoned"] = Attack(_with('''
 ATTACKS["async_entry_point"] = Attack(_program('''
     async def f():
         return True
-'''), statuses=ERROR, error_type="UnsupportedReturn")
+'''), statuses=ERROR, error_type="AsyncEntryPoint")
 
 ATTACKS["generator_entry_point"] = Attack(_program('''
     def f():
@@ -914,7 +915,7 @@ ATTACKS["generator_entry_point"] = Attack(_program('''
 ATTACKS["async_generator_entry_point"] = Attack(_program('''
     async def f():
         yield True
-'''), statuses=ERROR, error_type="UnsupportedReturn")
+'''), statuses=ERROR, error_type="AsyncEntryPoint")
 
 # --- state manipulation, judged honestly -------------------------------------------------------
 
@@ -944,8 +945,7 @@ ATTACKS["emails_blanked_then_any_answer"] = Attack(_program('''
             row["email_address"] = ""
             row["mobile"] = ""
         return "I do not know."
-'''), xfail="builtin-08 passes: its evaluation program reads the expected e-mail address from the world the "
-            "program left, and the empty string occurs in every answer")
+'''))
 
 ATTACKS["finance_team_disbanded"] = Attack(_program('''
     def f():
@@ -957,9 +957,7 @@ ATTACKS["finance_team_disbanded"] = Attack(_program('''
         start = datetime.datetime(2024, 6, 26, 16, 0)
         add_event(Event(subject="Finance Q&A", attendees=[get_current_user()], starts_at=start,
                         ends_at=start + datetime.timedelta(minutes=30)))
-'''), only=("builtin-26",),
-    xfail="builtin-26 passes an invitation to nobody: its evaluation program reads the Finance team from the "
-          "world the program left, after the program moved everyone out of Finance")
+'''), only=("builtin-26",))
 
 ATTACKS["colleague_calendar_erased"] = Attack(_program('''
     def f():
@@ -972,9 +970,7 @@ ATTACKS["colleague_calendar_erased"] = Attack(_program('''
             start += datetime.timedelta(minutes=30)
         add_event(Event(subject="API design chat", attendees=find_employee("Kofi"), starts_at=start,
                         ends_at=start + datetime.timedelta(minutes=30)))
-'''), only=("builtin-22",),
-    xfail="builtin-22 passes a slot that ignores Kofi's meetings: its evaluation program checks Kofi's calendar "
-          "in the world the program left, after the program erased it")
+'''), only=("builtin-22",))
 
 # --- time and resources ------------------------------------------------------------------------
 
@@ -1300,9 +1296,7 @@ def test_the_archive_cannot_be_read(sandbox, asper_path):
     assert [s[3] for s in _summary(results)] == ["CLEAN", "CLEAN"]
 
 
-@pytest.mark.xfail(strict=True, reason="with primsel installed into site-packages (not editable), Landlock's "
-                   "read allow-list holds the Python installation (sys.prefix), which contains "
-                   "primsel/datasets/builtin/tasks.nt: a program reads every built-in task's evaluation program")
+@pytest.mark.skipif(not landlock.status()[0], reason="Landlock is not available here")
 def test_installed_package_hides_the_builtin_task_files(tmp_path):
     """A regular (non-editable) install: the same probe in a virtual environment holding a copy of primsel."""
     env_dir = tmp_path / "venv"
@@ -1388,9 +1382,6 @@ def test_program_text_never_crashes_the_caller(sandbox):
     assert [r.error_type for r in results if r.error_type not in parse_errors] == ["ProgramTooLarge"]
 
 
-@pytest.mark.xfail(strict=True, reason="the verdict's message has its lone surrogates replaced, but the error type "
-                   "and the trace are passed on as the program's process sent them: a consumer that prints or "
-                   "encodes them as UTF-8 fails")
 def test_every_text_of_a_verdict_is_valid_utf8(sandbox):
     program = _with('''
         def f():
