@@ -598,12 +598,16 @@ def _generate_and_execute(cell: Cell, ctx: CellContext, selections: Mapping[str,
     if task_bar is not None:
         task_bar.update(len(tasks) - len(jobs))
     results = {}
+    references = {}
     if jobs:
         with Sandbox(workers=ctx.workers, timeout=float(s.get("timeout", 10.0))) as sandbox:
             for result in sandbox.execute_many(jobs):
                 results[result.task_id] = result
                 if task_bar is not None:
                     task_bar.update(1)
+            # the reference program of every failed task, on the same initial state, for localisation
+            failed = [by_id[task_id] for task_id, result in results.items() if not result.passed]
+            references = {r.task_id: r for r in sandbox.execute_many((t, t.program, None) for t in failed)}
 
     rows: dict[str, dict] = {}
     failures = []
@@ -613,7 +617,8 @@ def _generate_and_execute(cell: Cell, ctx: CellContext, selections: Mapping[str,
         status[t.id] = res.status if res is not None else prog.status
         attribution = None
         if status[t.id] != "pass":
-            attribution = attribute(by_id[t.id], selections[t.id], prog, res, ctx.library)
+            attribution = attribute(by_id[t.id], selections[t.id], prog, res, ctx.library,
+                                    reference=references.get(t.id))
             failures.append(attribution)
         usage = dict(prog.usage)
         rows[t.id] = {

@@ -35,7 +35,8 @@ from typing import Any
 
 from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
-from primsel.simulator.program import MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports
+from primsel.simulator.program import MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports, summarise
+
 #: Builtin exception classes a program's exception may be raised again as.
 _BUILTIN_EXCEPTIONS = {
     name: value
@@ -206,6 +207,7 @@ class ProgramHandle:
         self.frame_cap = frame_cap
         self.called = False
         self.trace: list[tuple[str, int | None, str]] = []
+        self.outcomes: list[tuple[int, str, str]] = []
         self.calls = 0
         self.stdout_truncated = False
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
@@ -292,7 +294,8 @@ class ProgramHandle:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         self.stdout_truncated |= answer["stdout_truncated"]
         self.calls += max(calls, 0)
-        self.trace.extend(trace[: max(0, TRACE_CAP - len(self.trace))])
+        kept = trace[: max(0, TRACE_CAP - len(self.trace))]
+        self.trace.extend(kept)
         if state is not None:
             for name in TABLES:
                 context.tables[name][:] = state[name]
@@ -302,13 +305,18 @@ class ProgramHandle:
             text = answer["unsupported"]
             raise self._fail("error", "UnsupportedReturn", _cap(text) if type(text) is str else "unsupported value")
         if "exception" in answer:
-            self.raise_program_exception(answer["exception"])
+            info = answer["exception"]
+            if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
+                self.outcomes.append((len(kept), "raise", _cap(f"{info['type'][:NAME_CAP]}: {info['message']}")))
+            self.raise_program_exception(info)
         if "return" not in answer:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         try:
-            return codec.decode(answer["return"])
+            value = codec.decode(answer["return"])
         except codec_module.CodecError as exc:
             raise self._fail("error", "UnsupportedReturn", f"the program's return value cannot be checked: {exc}") from None
+        self.outcomes.append((len(kept), "return", summarise(value)))
+        return value
 
     def _state(self, data: Any) -> dict[str, list[dict[str, Any]]] | None:
         from primsel.simulator.state import TABLES
@@ -474,7 +482,9 @@ def verdict(
 
     Keys: ``status``, ``error_type``, ``message``, ``line`` (program line, when the exception
     was the program's), ``called_primitives`` (first-call order), ``trace`` (every recorded
-    call: ``[primitive id, line, arguments]``), ``stdout_truncated``.
+    call: ``[primitive id, line, arguments]``), ``outcomes`` (per completed call of the entry
+    point: ``[trace entries it added, "return" or "raise", summary of the value or exception]``),
+    ``stdout_truncated``.
     """
     trace = [list(entry) for program in programs for entry in program.trace][:TRACE_CAP]
     called = list(dict.fromkeys(entry[0] for entry in trace))
@@ -485,6 +495,7 @@ def verdict(
         "line": None,
         "called_primitives": called,
         "trace": trace,
+        "outcomes": [list(outcome) for program in programs for outcome in program.outcomes],
         "stdout_truncated": any(program.stdout_truncated for program in programs),
     }
     fatal = next((program.fatal for program in programs if program.fatal is not None), None)
@@ -565,4 +576,4 @@ def judge(
 
 def _evaluator_error(message: str) -> dict[str, Any]:
     return {"status": "error", "error_type": "EvaluatorError", "message": _cap(message), "line": None,
-            "called_primitives": [], "trace": [], "stdout_truncated": False}  # fmt: skip
+            "called_primitives": [], "trace": [], "outcomes": [], "stdout_truncated": False}  # fmt: skip
