@@ -16,7 +16,9 @@ with the reference's execution). Printed per kind and overall:
   the diagnosis table; "difference found": fraction whose execution differs from the
   reference's in a call, a return value or an exception (``difference`` is not ``none``);
 * localisation accuracy: fraction of the failed ones whose ``divergence_line`` is the fault's
-  line (for a dropped call: the first line executed after it);
+  line (for a dropped call: the first line executed after it); "calls only": the same without
+  the executed-path comparison (``localise`` without the reference's source: rules (a)-(c) of
+  ``primsel.eval.localise``), to show what the call traces alone locate;
 * category accuracy: fraction of the failed ones whose category is one the fault kind can
   cause (``runtime_error``, ``timeout`` or ``requires_user_input_misuse`` when the program
   raised or handed the task back, else: drop_call -> missing_call; swap_calls -> wrong_order;
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from primsel.datasets import load_tasks, resolve_dataset
     from primsel.eval.attribution import CATEGORIES, attribute
     from primsel.eval.faults import KINDS, make_faults
+    from primsel.eval.localise import localise
     from primsel.library import Library, with_gold
     from primsel.simulator.sandbox import Sandbox
     from primsel.types import Program
@@ -99,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         categories[fault.kind][str(base)] += 1
         found = row is not None and row.get("difference") not in (None, "none")
         located = row is not None and row.get("divergence_line") == fault.line
+        calls_only = localise(fault.program, result, references[task.id]).divergence_line == fault.line
         right = base in ALWAYS or base in EXPECTED[fault.kind]
         for key in (fault.kind, "all"):
             counts[key]["failed"] += 1
             counts[key]["detected"] += row is not None and base in CATEGORIES
             counts[key]["found"] += found
             counts[key]["located"] += located
+            counts[key]["calls_only"] += calls_only
             counts[key]["category"] += right
         if not located and len(misses[fault.kind]) < args.show:
             misses[fault.kind].append(
@@ -115,16 +120,18 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"sandbox time {seconds:.1f} s ({len(tasks)} reference + {len(faults)} faulty programs)")
     header = f"{'kind':<17} {'built':>6} {'failed':>6} {'passed':>6} {'detection':>9} {'diff found':>10} " \
-             f"{'localisation':>12} {'category':>8}"
+             f"{'localisation':>12} {'calls only':>10} {'category':>8}"
     print(header)
     for kind in (*KINDS, "all"):
         c = counts[kind]
         failed = c["failed"] or 1
         print(f"{kind:<17} {c['built']:>6} {c['failed']:>6} {c['passed']:>6} {c['detected'] / failed:>9.3f} "
-              f"{c['found'] / failed:>10.3f} {c['located'] / failed:>12.3f} {c['category'] / failed:>8.3f}")
+              f"{c['found'] / failed:>10.3f} {c['located'] / failed:>12.3f} {c['calls_only'] / failed:>10.3f} "
+              f"{c['category'] / failed:>8.3f}")
     both = counts["change_constant"] + counts["flip_comparison"]
     print(f"changed constant + flipped comparison: localisation {both['located'] / (both['failed'] or 1):.3f} "
-          f"({both['located']}/{both['failed']}), detection {both['detected'] / (both['failed'] or 1):.3f}")
+          f"({both['located']}/{both['failed']}; calls only {both['calls_only'] / (both['failed'] or 1):.3f}), "
+          f"detection {both['detected'] / (both['failed'] or 1):.3f}")
     for kind in KINDS:
         shown = ", ".join(f"{k} {v}" for k, v in categories[kind].most_common())
         print(f"categories, {kind}: {shown}")

@@ -216,6 +216,8 @@ class ExecutionResult:
     outcomes : one entry per completed call of the program's entry point, in order over the
         task's (SIP, EP) pairs: ``(number of trace entries the call added, "return" or
         "raise", summary of the returned value or "Type: message" of the exception)``.
+    paths : for each entry of ``outcomes``, the program lines that call executed, in order, with
+        ``0`` where each library call of the trace was made (at most 20,000 entries per call).
     """
 
     task_id: str
@@ -229,6 +231,7 @@ class ExecutionResult:
     program_seconds: float = 0.0
     trace: tuple[tuple[str, int | None, str], ...] = ()
     outcomes: tuple[tuple[int, str, str], ...] = ()
+    paths: tuple[tuple[int, ...], ...] = ()
 
     @property
     def passed(self) -> bool:

@@ -2,9 +2,9 @@
 
 :func:`attribute` examines one failed task and gives it exactly one category of the diagnosis
 table documented in the README ("Failure diagnosis"): the first rule of that table that applies
-decides. Rules 2-8 name the proximate cause (a program that raised is a run-time error at its
-line, whatever was selected). Rules 9 and 10 explain a program that ran to the end but did the
-wrong thing, or handed the task back, by a selection problem. Rules 11-17 compare the program's
+decides. Rules 1-6 name the proximate cause (a program that raised is a run-time error at its
+line, whatever was selected). Rules 7 and 8 explain a program that ran to the end but did the
+wrong thing, or handed the task back, by a selection problem. Rules 9-15 compare the program's
 execution with the reference program's on the same initial state
 (:func:`primsel.eval.localise.localise`) and need the reference's execution result; without it
 a program that ran to the end and failed is ``wrong_effect``.
@@ -19,7 +19,7 @@ None without it).
 ``line`` is the 1-based program line: where the execution error was raised when the sandbox
 knows it; for ``hallucinated_primitive`` and ``unselected_primitive`` without such a line, the
 first use of the name; for ``truncated``, the last line of the cut program; for the categories of
-rules 11-16, the ``divergence_line``; else None.
+rules 9-14, the ``divergence_line``; else None.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ CATEGORIES = (
     "retrieval_miss", "unselected_primitive", "requires_user_input_misuse", "wrong_arguments",
     "wrong_order", "missing_call", "extra_call", "wrong_return", "wrong_effect",
 )
-#: Category of each difference from the reference's execution (rules 12-17).
+#: Category of each difference from the reference's execution (rules 6 and 10-15).
 _BY_DIFFERENCE = {
     "arguments": "wrong_arguments", "order": "wrong_order", "missing_call": "missing_call",
     "extra_call": "extra_call", "return": "wrong_return", "exception": "runtime_error", "none": "wrong_effect",
@@ -153,14 +153,14 @@ def attribute(
     ----------
     task : the task (its ``gold`` primitive ids are used).
     selection : the primitives shown to the generator (``selection.ids``), or None when the
-        run had no selection step (then rules 9 and 10 do not apply).
+        run had no selection step (then rules 7 and 8 do not apply).
     program : the generated program, or None when generation did not happen.
     result : the execution verdict, or None when the program was not executed (truncated,
         ``llm_error``, ``no_program``).
     library : the library (ids -> primitives).
     reference : the execution of the task's reference program on the same task (its
-        ``trace`` and ``outcomes``), or None (then rules 11-16 do not apply, except the
-        ``requires_user_input`` status of rule 11).
+        ``trace``, ``outcomes`` and ``paths``), or None (then rules 9-14 do not apply, except the
+        ``requires_user_input`` status of rule 9).
 
     Returns
     -------
@@ -202,7 +202,7 @@ def attribute(
     unselected = {pid: line for pid, line in uses.items() if selected is not None and pid not in selected}
     place: Localisation | None = None
     if reference is not None and result is not None and result.status not in ("no_program",):
-        place = localise(code, result, reference)
+        place = localise(code, result, reference, task.program)
 
     status = result.status if result is not None else (program.status if program is not None else "")
     row: dict[str, Any] = {

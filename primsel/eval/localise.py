@@ -36,6 +36,14 @@ The ``divergence_line`` is the line of the program where its execution departs:
     assignment.
 (b) the line of the program's call ``a``; when the program's calls ended, None.
 (c) the only ``return`` statement with a value in the entry point, else None.
+(d) when the reference program's text is given and the program's lines correspond to it
+    (:func:`line_correspondence`: most lines equal, or edited in place), the executed lines of
+    the two runs (``ExecutionResult.paths``) are compared through that correspondence too (lines
+    without code on the other side left out): if they part before the differing call (or, for
+    ``return`` and ``none``, anywhere), or one run stops where the other goes on, the line is the
+    last one executed before they part: the branch that went the other way; for a ``for`` loop
+    that ran another number of times, the expression that computed what it iterates (followed as
+    in (a)). A program unlike the reference gets (a)-(c) only.
 
 Both calls are reported as text (``expected_call``, ``actual_call``): ``module.name(arguments)``
 with the renamed ids, or ``return <value>`` / ``raise <Type>: <message>`` for outcomes.
@@ -44,6 +52,8 @@ with the renamed ids, or ``return <value>`` / ``raise <Type>: <message>`` for ou
 from __future__ import annotations
 
 import ast
+import dataclasses
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,12 +62,17 @@ from primsel.eval.source import called_name as _callee
 from primsel.eval.source import entry_function, parse
 from primsel.types import ExecutionResult
 
-__all__ = ["DIFFERENCES", "Localisation", "localise", "normalise_ids", "split_arguments"]
+__all__ = ["DIFFERENCES", "Localisation", "line_correspondence", "localise", "normalise_ids", "split_arguments"]
 
 #: Kinds of difference :func:`localise` reports (see the module docstring).
 DIFFERENCES = ("arguments", "order", "extra_call", "missing_call", "exception", "return", "none")
 
+#: Least fraction of a program's lines that must match the reference's for rule (d).
+PATH_MATCH = 0.6
+#: Least similarity (difflib ratio) of an edited line to its counterpart in the reference.
+EDITED_LINE = 0.75
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_CODE = re.compile(r"[\w'\"]")
 _KEYWORD = re.compile(r"([A-Za-z_]\w*)=(.*)", re.S)
 _OPEN, _CLOSE = "([{", ")]}"
 
@@ -192,14 +207,18 @@ def _outcome_text(outcome: tuple[str, str] | None) -> str | None:
     return None if outcome is None else f"{outcome[0]} {outcome[1]}"
 
 
-def localise(program: str, actual: ExecutionResult, reference: ExecutionResult) -> Localisation:
+def localise(program: str, actual: ExecutionResult, reference: ExecutionResult,
+             reference_program: str | None = None) -> Localisation:
     """Compare a program's execution with the reference program's on the same task.
 
     Parameters
     ----------
     program : the program's source (to find lines of arguments and ``return`` statements).
-    actual : the program's execution result (``trace``, ``outcomes`` and ``line`` are read).
+    actual : the program's execution result (``trace``, ``outcomes``, ``paths`` and ``line``
+        are read).
     reference : the reference program's execution result on the same task.
+    reference_program : the reference program's source; when given and the program's lines
+        correspond to it (rule (d) of the module docstring), the executed paths refine the line.
 
     Returns
     -------
@@ -207,6 +226,31 @@ def localise(program: str, actual: ExecutionResult, reference: ExecutionResult) 
     """
     mine, theirs = _execution(actual), _execution(reference)
     tree = parse(program)
+    place, segment, agreed = _first_difference(tree, actual, mine, theirs)
+    if reference_program is None:
+        return place
+    mapping = line_correspondence(reference_program, program)
+    if mapping is None:
+        return place
+    # a line without code on one side (blank, a comment, punctuation left by an argument removed
+    # from a call written over several lines) runs on the other side only: it is not compared
+    blank_ours, blank_theirs = _codeless(program), _codeless(reference_program)
+    inverse = {b: a for a, b in mapping.items()}
+    segments = [segment] if segment is not None else range(len(actual.paths))
+    for s in segments:
+        if s < len(actual.paths) and s < len(reference.paths):
+            ours = [a for a in actual.paths[s] if mapping.get(a) not in blank_theirs]
+            theirs = [b for b in reference.paths[s] if inverse.get(b) not in blank_ours]
+            line = _path_divergence(ours, theirs, mapping, inverse, agreed if s == segment else None)
+            if line is not None:
+                return dataclasses.replace(place, divergence_line=_decided_by(tree, line))
+    return place
+
+
+def _first_difference(tree: ast.Module | None, actual: ExecutionResult, mine: _Execution,
+                      theirs: _Execution) -> tuple[Localisation, int | None, int | None]:
+    """Rules 2 and (a)-(c): the localisation, the call of the entry point it is in (None: no
+    difference) and how many library calls of that call agreed before it (None: all of them)."""
     for segment, a_calls in enumerate(mine.calls):
         e_calls = theirs.calls[segment] if segment < len(theirs.calls) else []
         a_out = mine.outcomes[segment]
@@ -218,22 +262,90 @@ def localise(program: str, actual: ExecutionResult, reference: ExecutionResult) 
                 continue
             if a is None:  # the program's calls ended here
                 if a_out is None or a_out[0] == "raise":
-                    return Localisation("exception", actual.line, _call_text(e), _outcome_text(a_out))
-                return Localisation("missing_call", _return_line(tree), _call_text(e), _outcome_text(a_out))
+                    return Localisation("exception", actual.line, _call_text(e), _outcome_text(a_out)), segment, None
+                return Localisation("missing_call", _return_line(tree), _call_text(e), _outcome_text(a_out)), segment, None
             index = mine.offsets[segment] + i
             if e is None:
-                return Localisation("extra_call", a[1], _outcome_text(e_out), _call_text(a), index)
+                return Localisation("extra_call", a[1], _outcome_text(e_out), _call_text(a), index), segment, i
             if a[0] == e[0]:
-                return Localisation("arguments", _argument_line(tree, a, e), _call_text(e), _call_text(a), index)
+                line = _argument_line(tree, a, e)
+                return Localisation("arguments", line, _call_text(e), _call_text(a), index), segment, i
             later_e = (e[0], e[2]) in [(x[0], x[2]) for x in a_calls[i + 1:]]
             later_a = (a[0], a[2]) in [(x[0], x[2]) for x in e_calls[i + 1:]]
             kind = "order" if later_e and later_a else "extra_call" if later_e else "missing_call"
-            return Localisation(kind, a[1], _call_text(e), _call_text(a), index)
+            return Localisation(kind, a[1], _call_text(e), _call_text(a), index), segment, i
         if a_out != e_out:
             if a_out is None or a_out[0] == "raise":
-                return Localisation("exception", actual.line, _outcome_text(e_out), _outcome_text(a_out))
-            return Localisation("return", _return_line(tree), _outcome_text(e_out), _outcome_text(a_out))
-    return Localisation("none", None, None, None)
+                return Localisation("exception", actual.line, _outcome_text(e_out), _outcome_text(a_out)), segment, None
+            return Localisation("return", _return_line(tree), _outcome_text(e_out), _outcome_text(a_out)), segment, None
+    return Localisation("none", None, None, None), None, None
+
+
+# -- executed paths ------------------------------------------------------------------------------
+def line_correspondence(reference_program: str, program: str, least: float = PATH_MATCH) -> dict[int, int] | None:
+    """Lines of ``program`` matched to lines of ``reference_program``, when they correspond.
+
+    The two texts are aligned line by line (:class:`difflib.SequenceMatcher` over the stripped
+    lines): equal lines match, and so do the lines of a replaced block of the same length on both
+    sides, in order, whose texts are similar (similarity ratio at least :data:`EDITED_LINE`: a
+    line edited in place keeps its counterpart). The programs correspond when at least ``least``
+    of the program's non-blank lines are matched.
+
+    Returns
+    -------
+    ``{program line: reference line}`` (1-based), or None when they do not correspond.
+    """
+    ours = [line.strip() for line in program.splitlines()]
+    theirs = [line.strip() for line in reference_program.splitlines()]
+    mapping: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, theirs, ours, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            mapping.update({j + 1: i + 1 for i, j in zip(range(i1, i2), range(j1, j2))})
+        elif tag == "replace" and i2 - i1 == j2 - j1:  # lines edited in place: similar texts
+            mapping.update({j + 1: i + 1 for i, j in zip(range(i1, i2), range(j1, j2))
+                            if difflib.SequenceMatcher(None, theirs[i], ours[j]).ratio() >= EDITED_LINE})
+    code = [n for n, line in enumerate(ours, start=1) if line and not line.startswith("#")]
+    matched = sum(1 for n in code if n in mapping)
+    return mapping if code and matched >= least * len(code) else None
+
+
+def _decided_by(tree: ast.Module | None, line: int) -> int:
+    """Where the decision taken at ``line`` comes from: for a ``for`` loop (which ran another
+    number of times), the expression that computed what it iterates; else ``line``."""
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor)) and n.lineno == line] if tree else []
+    return _origin(tree, loops[0].iter, depth=4).lineno if loops else line
+
+
+def _codeless(source: str) -> set[int]:
+    """Lines holding no name, number or string (blank, comments, brackets and commas only)."""
+    return {n for n, line in enumerate(source.splitlines(), start=1) if not _CODE.search(line.split("#", 1)[0])}
+
+
+def _path_divergence(mine: Sequence[int], theirs: Sequence[int], mapping: dict[int, int],
+                     inverse: dict[int, int], agreed: int | None) -> int | None:
+    """Rule (d): the program line after which the executed lines part, before the program's
+    library call number ``agreed`` (None: anywhere); None when they do not part before it, or
+    when a line without counterpart on the other side is reached first."""
+    calls = 0
+    previous = None
+    for a, b in zip(mine, theirs):
+        if a == 0:
+            if agreed is not None and calls >= agreed:
+                return None  # the differing call comes first
+            calls += 1
+        if a == 0 or b == 0:
+            if a != b:
+                return None  # a call on one side only: the calls tell it
+            continue
+        if a not in mapping or b not in inverse:
+            return None  # a line without counterpart: the runs cannot be compared from here
+        if mapping[a] != b:
+            return previous if previous is not None else a
+        previous = a
+    if len(mine) != len(theirs) and (agreed is None or calls < agreed):
+        return previous  # one run stopped where the other went on
+    return None
 
 
 # -- lines in the program ------------------------------------------------------------------------
@@ -243,7 +355,7 @@ def _return_line(tree: ast.Module | None) -> int | None:
     if function is None:
         return None
     returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
-    return returns[0].lineno if len(returns) == 1 else None
+    return _origin(tree, returns[0].value, depth=4).lineno if len(returns) == 1 else None
 
 
 def _call_at(tree: ast.Module | None, name: str, line: int | None) -> ast.Call | None:
@@ -293,18 +405,42 @@ def _node_line(tree: ast.Module | None, node: ast.expr, value: str | None, other
         assigned = _assignment(tree, node)
         if assigned is not None:
             return _node_line(tree, assigned, value, other, depth - 1)
-    return node.lineno
+    return _origin(tree, node, depth).lineno
+
+
+def _origin(tree: ast.Module | None, node: ast.expr, depth: int) -> ast.expr:
+    """The expression that computed ``node``'s value: followed back through variables, attribute
+    and index access and loop variables (``for x in xs``: ``xs``), at most ``depth`` steps."""
+    while depth > 0:
+        base = node
+        while isinstance(base, (ast.Attribute, ast.Subscript)):
+            base = base.value
+        if not isinstance(base, ast.Name):
+            break
+        assigned = _assignment(tree, base)
+        if assigned is None:
+            break
+        node, depth = assigned, depth - 1
+    return node
 
 
 def _assignment(tree: ast.Module | None, use: ast.Name) -> ast.expr | None:
-    """The value of the last plain assignment ``name = value`` before ``use`` in the source."""
+    """The value last bound to ``use``'s name before it in the source: by a plain assignment
+    ``name = value``, or as the variable of a ``for`` loop around it (the loop's iterable)."""
     if tree is None:
         return None
-    best: ast.expr | None = None
+    best: tuple[int, ast.expr] | None = None
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and node.lineno < use.lineno:
+        if node is use or getattr(node, "lineno", use.lineno) >= use.lineno:
+            continue
+        value: ast.expr | None = None
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == use.id for t in targets):
-                if best is None or node.lineno > best.lineno:
-                    best = node.value
-    return best
+                value = node.value
+        elif isinstance(node, (ast.For, ast.AsyncFor)) and use.lineno <= (node.end_lineno or node.lineno):
+            if any(isinstance(t, ast.Name) and t.id == use.id for t in ast.walk(node.target)):
+                value = node.iter
+        if value is not None and (best is None or node.lineno > best[0]):
+            best = (node.lineno, value)
+    return best[1] if best else None

@@ -35,7 +35,7 @@ from typing import Any
 
 from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
-from primsel.simulator.program import MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports, summarise
+from primsel.simulator.program import MESSAGE_CAP, NAME_CAP, PATH_CAP, TRACE_CAP, star_exports, summarise
 
 #: Builtin exception classes a program's exception may be raised again as.
 _BUILTIN_EXCEPTIONS = {
@@ -208,6 +208,7 @@ class ProgramHandle:
         self.called = False
         self.trace: list[tuple[str, int | None, str]] = []
         self.outcomes: list[tuple[int, str, str]] = []
+        self.paths: list[list[int]] = []
         self.calls = 0
         self.stdout_truncated = False
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
@@ -286,6 +287,7 @@ class ProgramHandle:
             state = self._state(answer.get("state"))
             random_state = self._random_state(answer.get("random"))
             trace, calls = self._trace(answer.get("trace")), answer.get("calls")
+            path = self._path(answer.get("path", []))
         except codec_module.CodecError as exc:
             if "unsupported" in answer and type(answer["unsupported"]) is str:
                 raise self._fail("error", "UnsupportedReturn", _cap(answer["unsupported"])) from None
@@ -308,6 +310,7 @@ class ProgramHandle:
             info = answer["exception"]
             if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
                 self.outcomes.append((len(kept), "raise", _cap(f"{info['type'][:NAME_CAP]}: {info['message']}")))
+                self.paths.append(path)
             self.raise_program_exception(info)
         if "return" not in answer:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
@@ -316,6 +319,7 @@ class ProgramHandle:
         except codec_module.CodecError as exc:
             raise self._fail("error", "UnsupportedReturn", f"the program's return value cannot be checked: {exc}") from None
         self.outcomes.append((len(kept), "return", summarise(value)))
+        self.paths.append(path)
         return value
 
     def _state(self, data: Any) -> dict[str, list[dict[str, Any]]] | None:
@@ -346,6 +350,11 @@ class ProgramHandle:
         if not valid:
             raise codec_module.CodecError("malformed random state")
         return value
+
+    def _path(self, data: Any) -> list[int]:
+        if type(data) is not list or len(data) > PATH_CAP or any(type(v) is not int or v < 0 for v in data):
+            raise codec_module.CodecError("malformed path of executed lines")
+        return data
 
     def _trace(self, data: Any) -> list[tuple[str, int | None, str]]:
         if type(data) is not list:
@@ -484,7 +493,8 @@ def verdict(
     was the program's), ``called_primitives`` (first-call order), ``trace`` (every recorded
     call: ``[primitive id, line, arguments]``), ``outcomes`` (per completed call of the entry
     point: ``[trace entries it added, "return" or "raise", summary of the value or exception]``),
-    ``stdout_truncated``.
+    ``paths`` (per such call, the program lines it executed, ``0`` marking each traced library
+    call), ``stdout_truncated``.
     """
     trace = [list(entry) for program in programs for entry in program.trace][:TRACE_CAP]
     called = list(dict.fromkeys(entry[0] for entry in trace))
@@ -496,6 +506,7 @@ def verdict(
         "called_primitives": called,
         "trace": trace,
         "outcomes": [list(outcome) for program in programs for outcome in program.outcomes],
+        "paths": [path for program in programs for path in program.paths],
         "stdout_truncated": any(program.stdout_truncated for program in programs),
     }
     fatal = next((program.fatal for program in programs if program.fatal is not None), None)
@@ -576,4 +587,4 @@ def judge(
 
 def _evaluator_error(message: str) -> dict[str, Any]:
     return {"status": "error", "error_type": "EvaluatorError", "message": _cap(message), "line": None,
-            "called_primitives": [], "trace": [], "outcomes": [], "stdout_truncated": False}  # fmt: skip
+            "called_primitives": [], "trace": [], "outcomes": [], "paths": [], "stdout_truncated": False}  # fmt: skip

@@ -17,7 +17,7 @@ the judge over its two pipes, one frame (:mod:`primsel.simulator.codec`) per mes
     ``{"ok": true}`` or ``{"exception": ...}``.
 ``{"op": "call", "state": ..., "random": ..., "args": [...], "kwargs": {...}}``
     install the world state and the ``random`` state the judge sent, call the entry point,
-    answer ``{"state", "random", "trace", "stdout_truncated"}`` plus one of ``"return"``
+    answer ``{"state", "random", "trace", "path", "stdout_truncated"}`` plus one of ``"return"``
     (the encoded value), ``"exception"`` (``{"type", "module", "message", "args", "line"}``) or
     ``"unsupported"`` (why the value or the state cannot cross).
 
@@ -26,7 +26,9 @@ output first passes the cap. Nothing the program process says is trusted: the ju
 rebuilds only data. The call ``trace`` lists every call of a library function, and every
 instantiation of a library class (enums aside), made directly by program code: ``[primitive
 id, program line, summary of the arguments]``; the summary is :func:`summarise` of the
-positional and keyword arguments, as they were when the call started.
+positional and keyword arguments, as they were when the call started. The ``path`` lists the
+program lines executed during the call, in order (``sys.settrace`` line events of program code),
+with a ``0`` where each traced library call was made (at most :data:`PATH_CAP` entries).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ MESSAGE_CAP = 2000
 NAME_CAP = 100
 #: Most calls kept in the trace (later calls are counted but not listed).
 TRACE_CAP = 2000
+#: Most entries kept in a call's path of executed lines (later lines are not listed).
+PATH_CAP = 20_000
 #: Longest argument summary in a trace entry, in characters.
 ARGS_CAP = 1000
 #: :func:`summarise`: longest string shown, items shown per container, levels of nesting shown.
@@ -328,6 +332,7 @@ class _Server:
         self.output = output
         self.trace: list[list[Any]] = []
         self.calls = 0
+        self.path: list[int] = []
         self.entry: Callable[..., Any] | None = None
         self._classes: set[type] = set()
         self.exports = {name: self._traced(module) for name, module in apps.items()}
@@ -382,6 +387,8 @@ class _Server:
                     shown = ", ".join([summarise(a) for a in args[1 if skip_first else 0:]]
                                       + [f"{k}={summarise(v)}" for k, v in kwargs.items()])  # fmt: skip
                     self.trace.append([primitive_id, caller.f_lineno, shown[:ARGS_CAP]])
+                    if len(self.path) < PATH_CAP:
+                        self.path.append(0)
             return function(*args, **kwargs)
 
         return wrapper
@@ -420,12 +427,26 @@ class _Server:
         kwargs = codec.decode(message["kwargs"])
         self.trace = []
         self.calls = 0
+        self.path = path = []
+
+        def lines(frame: types.FrameType, event: str, arg: Any) -> Any:
+            if event == "line" and len(path) < PATH_CAP:
+                path.append(frame.f_lineno)
+            return lines
+
+        def calls(frame: types.FrameType, event: str, arg: Any) -> Any:
+            return lines if frame.f_code.co_filename == PROGRAM_FILE else None
+
         answer: dict[str, Any] = {}
         try:
             if self.entry is None:
                 raise NameError("the program was not loaded")
             with new_context(context):
-                value = self.entry(*args, **kwargs)
+                sys.settrace(calls)
+                try:
+                    value = self.entry(*args, **kwargs)
+                finally:
+                    sys.settrace(None)
         except BaseException as exc:
             answer["exception"] = describe(exc)
         else:
@@ -445,6 +466,7 @@ class _Server:
             answer["unsupported"] = f"the program left the world state holding a value that cannot be checked: {_text(exc)}"
             answer["state"] = answer["random"] = None
         answer["trace"] = self.trace
+        answer["path"] = self.path
         answer["calls"] = self.calls
         answer["stdout_truncated"] = self.output.truncated
         return answer

@@ -119,3 +119,59 @@ def test_each_call_of_the_entry_point_is_compared_with_the_same_call_of_the_refe
     theirs = run(first + first + first, [(1, "return", "1"), (2, "return", "1")])
     place = localise("def f():\n    now_()\n    return 1\n", mine, theirs)
     assert (place.difference, place.divergence_line) == ("missing_call", 3)
+
+
+REFERENCE_SOURCE = (
+    "def plan():\n"                                   # 1
+    "    events = find_events()\n"                    # 2
+    "    if len(events) > 1:\n"                       # 3
+    "        raise RequiresUserInput('which?')\n"     # 4
+    "    delete_event(events[0])\n"                   # 5
+)
+FLIPPED = REFERENCE_SOURCE.replace("> 1", "<= 1")
+
+
+def with_paths(trace, paths, outcomes, status="fail"):
+    return ExecutionResult("t", status, trace=tuple(trace), outcomes=tuple(outcomes), paths=tuple(paths))
+
+
+def test_the_branch_that_went_the_other_way_is_the_divergence():
+    theirs = with_paths([("work_calendar.find_events", 2, ""), ("work_calendar.delete_event", 5, "Event()")],
+                        [(2, 0, 3, 5, 0)], [(2, "return", "None")], status="pass")
+    mine = with_paths([("work_calendar.find_events", 2, ""), ("exceptions.RequiresUserInput", 4, "'which?'")],
+                      [(2, 0, 3, 4, 0)], [(2, "raise", "RequiresUserInput: which?")], status="requires_user_input")
+    assert localise(FLIPPED, mine, theirs).divergence_line == 4  # the calls alone: the differing call
+    place = localise(FLIPPED, mine, theirs, REFERENCE_SOURCE)
+    assert (place.difference, place.divergence_line) == ("missing_call", 3)
+    assert place.actual_call == "exceptions.RequiresUserInput('which?')"
+
+
+def test_a_loop_that_ran_another_number_of_times_points_at_what_it_iterates():
+    reference = ("def plan():\n    events = find_events()\n    chosen = [e for e in events if e.x > 1]\n"
+                 "    for e in chosen:\n        delete_event(e)\n")
+    program = reference.replace("> 1", "<= 1")
+    theirs = with_paths([("work_calendar.find_events", 2, ""), ("work_calendar.delete_event", 5, "Event()")],
+                        [(2, 0, 3, 3, 3, 4, 5, 0, 4)], [(2, "return", "None")], status="pass")
+    mine = with_paths([("work_calendar.find_events", 2, "")], [(2, 0, 3, 3, 3, 4)], [(1, "return", "None")])
+    assert localise(program, mine, theirs).divergence_line is None  # no unique return: no line from the calls
+    place = localise(program, mine, theirs, reference)
+    assert (place.difference, place.divergence_line) == ("missing_call", 3)
+
+
+def test_paths_are_not_compared_with_an_unrelated_reference():
+    from primsel.eval.localise import line_correspondence
+
+    assert line_correspondence(REFERENCE_SOURCE, FLIPPED) == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5}
+    other = "def f():\n    x = get_calendar()\n    y = [a for a in x]\n    share_calendar(y)\n    return None\n"
+    assert line_correspondence(REFERENCE_SOURCE, other) is None
+
+
+def test_a_line_without_counterpart_stops_the_comparison_of_paths():
+    # the program replaced 'raise ...' (line 4) by an unrelated line: its path cannot be compared there
+    program = REFERENCE_SOURCE.replace("        raise RequiresUserInput('which?')", "        events.sort(key=str)")
+    theirs = with_paths([("work_calendar.find_events", 2, ""), ("exceptions.RequiresUserInput", 4, "'which?'")],
+                        [(2, 0, 3, 4, 0)], [(2, "raise", "RequiresUserInput: which?")], status="pass")
+    mine = with_paths([("work_calendar.find_events", 2, ""), ("work_calendar.delete_event", 5, "Event()")],
+                      [(2, 0, 3, 4, 5, 0)], [(2, "return", "None")])
+    place = localise(program, mine, theirs, REFERENCE_SOURCE)
+    assert (place.difference, place.divergence_line) == ("missing_call", 5)  # from the calls alone
