@@ -48,6 +48,16 @@ SUBCOMMANDS = {
         "(re)write the Markdown report and plots of an experiment directory",
         "primsel report runs/retrieval_ablation",
     ),
+    "tasks": (
+        "primsel.tasks",
+        "list task cards (query, gold primitives, features, checks), filtered; 'tasks show ID' for one",
+        "primsel tasks --primitive work_calendar.add_event --feature loop",
+    ),
+    "explore": (
+        "primsel.explore.cli",
+        "write a static site to browse an experiment's cells, tasks, programs and failures",
+        "primsel explore runs/retrieval_ablation --out site/",
+    ),
 }
 
 

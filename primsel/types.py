@@ -249,8 +249,14 @@ class ExecutionResult:
     seconds : wall time of the whole task in seconds.
     program_seconds : of which, seconds the judge waited for the program's process (loading the
         program, and every call of its entry point with the world state crossing both ways).
-    trace : every call of a library function made by program code, in order:
-        ``(primitive id, program line or None, short summary of the arguments)`` (at most 2000).
+    trace : every call of a library function (or instantiation of a library class) made by
+        program code, in order: ``(primitive id, program line or None, summary of the
+        arguments)`` (at most 2000).
+    outcomes : one entry per completed call of the program's entry point, in order over the
+        task's (SIP, EP) pairs: ``(number of trace entries the call added, "return" or
+        "raise", summary of the returned value or "Type: message" of the exception)``.
+    paths : for each entry of ``outcomes``, the program lines that call executed, in order, with
+        ``0`` where each library call of the trace was made (at most 20,000 entries per call).
     """
 
     task_id: str
@@ -263,6 +269,8 @@ class ExecutionResult:
     seconds: float = 0.0
     program_seconds: float = 0.0
     trace: tuple[tuple[str, int | None, str], ...] = ()
+    outcomes: tuple[tuple[int, str, str], ...] = ()
+    paths: tuple[tuple[int, ...], ...] = ()
 
     @property
     def passed(self) -> bool:

@@ -221,6 +221,7 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     if task_bar is not None:
         task_bar.update(len(tasks) - len(jobs))
     lenient: dict[str, str] = {}
+    references: dict[str, Any] = {}
     if jobs:
         with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
             for result in sandbox.execute_many(jobs):
@@ -228,6 +229,9 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
                 if task_bar is not None:
                     task_bar.update(1)
             lenient = _import_lenient(sandbox, tasks, programs, results)
+            # the reference program of every failed task, on the same initial state, for localisation
+            failed = [t for t in tasks if t.id in results and not results[t.id].passed]
+            references = {r.task_id: r for r in sandbox.execute_many((t, t.program, None) for t in failed)}
 
     rows: dict[str, dict] = {}
     failures = []
@@ -237,7 +241,7 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         status[t.id] = res.status if res is not None else prog.status
         attribution = None
         if status[t.id] != "pass":
-            attribution = attribute(t, selections[t.id], prog, res, library)
+            attribution = attribute(t, selections[t.id], prog, res, library, reference=references.get(t.id))
             failures.append(attribution)
         usage = dict(prog.usage)
         rows[t.id] = {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import enum
 import re
 import contextlib
 import importlib
@@ -36,7 +37,8 @@ from typing import Any
 
 from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
-from primsel.simulator.program import ARGS_CAP, MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports
+from primsel.simulator.program import ARGS_CAP, MESSAGE_CAP, NAME_CAP, PATH_CAP, TRACE_CAP, star_exports, summarise
+
 #: Builtin exception classes a program's exception may be raised again as.
 _BUILTIN_EXCEPTIONS = {
     name: value
@@ -90,13 +92,15 @@ class JudgeLibrary:
         requires = self.library_exceptions.get("RequiresUserInput")
         self.requires_input: tuple[type[BaseException], ...] = (requires,) if requires else ()
         self.codec = codec_module.Codec(apps)
-        #: Ids a program's call trace may name: ``<app>.<function>`` of every exported function.
+        #: Ids a program's call trace may name: ``<app>.<name>`` of every exported function and
+        #: (non-enum) class of the apps, as the program process records them.
         prefix = "primsel.simulator.apps."
         self.primitive_ids = frozenset(
             f"{value.__module__[len(prefix):]}.{value.__name__}"
             for exports in self.exports.values()
             for value in exports.values()
-            if isinstance(value, types.FunctionType) and (value.__module__ or "").startswith(prefix)
+            if (isinstance(value, types.FunctionType) or (isinstance(value, type) and not issubclass(value, enum.Enum)))
+            and (getattr(value, "__module__", "") or "").startswith(prefix)
         )
 
     def _import(self, group: str, names: tuple[str, ...]) -> dict[str, types.ModuleType]:
@@ -215,6 +219,8 @@ class ProgramHandle:
         self.frame_cap = frame_cap
         self.called = False
         self.trace: list[tuple[str, int | None, str]] = []
+        self.outcomes: list[tuple[int, str, str]] = []
+        self.paths: list[list[int]] = []
         self.calls = 0
         self.stdout_truncated = False
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
@@ -296,6 +302,7 @@ class ProgramHandle:
             state = self._state(answer.get("state"))
             random_state = self._random_state(answer.get("random"))
             trace, calls = self._trace(answer.get("trace")), answer.get("calls")
+            path = self._path(answer.get("path", []))
         except codec_module.CodecError as exc:
             if "unsupported" in answer and type(answer["unsupported"]) is str:
                 raise self._fail("error", "UnsupportedReturn", _cap(answer["unsupported"])) from None
@@ -304,7 +311,8 @@ class ProgramHandle:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         self.stdout_truncated |= answer["stdout_truncated"]
         self.calls += max(calls, 0)
-        self.trace.extend(trace[: max(0, TRACE_CAP - len(self.trace))])
+        kept = trace[: max(0, TRACE_CAP - len(self.trace))]
+        self.trace.extend(kept)
         if state is not None:
             for name in TABLES:
                 context.tables[name][:] = state[name]
@@ -314,13 +322,20 @@ class ProgramHandle:
             text = answer["unsupported"]
             raise self._fail("error", "UnsupportedReturn", _cap(text) if type(text) is str else "unsupported value")
         if "exception" in answer:
-            self.raise_program_exception(answer["exception"])
+            info = answer["exception"]
+            if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
+                self.outcomes.append((len(kept), "raise", _cap(f"{info['type'][:NAME_CAP]}: {info['message']}")))
+                self.paths.append(path)
+            self.raise_program_exception(info)
         if "return" not in answer:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         try:
-            return codec.decode(answer["return"])
+            value = codec.decode(answer["return"])
         except codec_module.CodecError as exc:
             raise self._fail("error", "UnsupportedReturn", f"the program's return value cannot be checked: {exc}") from None
+        self.outcomes.append((len(kept), "return", summarise(value)))
+        self.paths.append(path)
+        return value
 
     def _state(self, data: Any) -> dict[str, list[dict[str, Any]]] | None:
         from primsel.simulator.state import TABLES
@@ -350,6 +365,11 @@ class ProgramHandle:
         if not valid:
             raise codec_module.CodecError("malformed random state")
         return value
+
+    def _path(self, data: Any) -> list[int]:
+        if type(data) is not list or len(data) > PATH_CAP or any(type(v) is not int or v < 0 for v in data):
+            raise codec_module.CodecError("malformed path of executed lines")
+        return data
 
     def _trace(self, data: Any) -> list[tuple[str, int | None, str]]:
         if type(data) is not list:
@@ -507,7 +527,10 @@ def verdict(
 
     Keys: ``status``, ``error_type``, ``message``, ``line`` (program line, when the exception
     was the program's), ``called_primitives`` (first-call order), ``trace`` (every recorded
-    call: ``[primitive id, line, arguments]``), ``stdout_truncated``.
+    call: ``[primitive id, line, arguments]``), ``outcomes`` (per completed call of the entry
+    point: ``[trace entries it added, "return" or "raise", summary of the value or exception]``),
+    ``paths`` (per such call, the program lines it executed, ``0`` marking each traced library
+    call), ``stdout_truncated``.
     """
     trace = [list(entry) for program in programs for entry in program.trace][:TRACE_CAP]
     called = list(dict.fromkeys(entry[0] for entry in trace))
@@ -518,6 +541,8 @@ def verdict(
         "line": None,
         "called_primitives": called,
         "trace": trace,
+        "outcomes": [list(outcome) for program in programs for outcome in program.outcomes],
+        "paths": [path for program in programs for path in program.paths],
         "stdout_truncated": any(program.stdout_truncated for program in programs),
     }
     fatal = next((program.fatal for program in programs if program.fatal is not None), None)
@@ -599,4 +624,4 @@ def judge(
 
 def _evaluator_error(message: str) -> dict[str, Any]:
     return {"status": "error", "error_type": "EvaluatorError", "message": _cap(message), "line": None,
-            "called_primitives": [], "trace": [], "stdout_truncated": False}  # fmt: skip
+            "called_primitives": [], "trace": [], "outcomes": [], "paths": [], "stdout_truncated": False}  # fmt: skip

@@ -477,6 +477,8 @@ class Sandbox:
             seconds=float(reply.get("seconds", 0.0)),
             program_seconds=float(reply.get("program_seconds", 0.0)),
             trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
+            outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
+            paths=tuple(tuple(path) for path in reply.get("paths", ())),
         )
 
 

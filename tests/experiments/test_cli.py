@@ -356,10 +356,10 @@ def test_blocked_operations_and_lone_surrogates_in_replayed_programs(tmp_path, c
     # a program that raised is a run-time error at its line, whatever the retrieval missed
     for task_id, line in (("builtin-01", 3), ("builtin-02", 3)):
         f = failures[task_id]
-        assert (f["stage"], f["category"], f["line"]) == ("execution", "runtime_error:PermissionError", line), f
+        assert (f["stage"], f["category"], f["error_type"], f["line"]) == ("execution", "runtime_error", "PermissionError", line), f
         assert "missed_gold" in f and "missing_gold" in f
     f = failures["builtin-03"]
-    assert (f["category"], f["line"]) == ("runtime_error:ValueError", 2)
+    assert (f["category"], f["error_type"], f["line"]) == ("runtime_error", "ValueError", 2)
     # the message (a lone surrogate, or what the sandbox made of it) is written and read back
     rows = {r["task_id"]: r for r in map(json.loads, (d / "tasks.jsonl").read_text(encoding="utf-8").splitlines())}
     assert (rows["builtin-04"]["status"], rows["builtin-04"]["error_type"]) == ("error", "MemoryError")
