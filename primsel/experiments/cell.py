@@ -21,7 +21,8 @@ selection had a failed module request.
 
 Files of a cell directory (written by :func:`run_cell`, report.json last)::
 
-    config.json     resolved settings, dataset and library fingerprints, package versions
+    config.json     resolved settings, dataset and library fingerprints, digests of the
+                    source of every component the settings name, package versions
     run.trec        the whole library ranked for every task
     tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
     failures.jsonl  with a generator: one attribution row per task that did not pass
@@ -324,8 +325,12 @@ class CellContext:
     base_dir: Path | None = None
 
 
-def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None) -> dict[str, Any]:
+def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
+             sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Compute one cell (:func:`compute_cell`) and write its files (report.json last).
+
+    ``sources`` (default: computed, :meth:`CellSettings.sources`) are the digests of the
+    component sources recorded in config.json, by which a later run tells a stale cell.
 
     Returns
     -------
@@ -359,6 +364,7 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
         "effective_folds": ctx.store.effective_folds(s.folds),
         **({"extraction": report.get("extraction")} if s.generator else {}),
         "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.library.fingerprint()},
+        "sources": sources if sources is not None else s.sources(),
         "versions": ctx.versions,
     }))
     write_atomic(directory / "run.trec", format_run(outcome.run, cell.id))

@@ -6,7 +6,10 @@ Layout of the outputs (DESIGN.md, Interfaces, "Experiments")::
     <out>/<name>/<cell_id>/...            the cell's files (:mod:`primsel.experiments.cell`)
 
 A cell whose ``report.json`` exists and says ``"complete": true`` is finished and skipped on a
-re-run. Any other cell is recomputed, so a killed run loses at most the cell in flight; an
+re-run, unless the source of a component its settings name (a plug-in retriever, a member of a
+hybrid, a stage of a composite: at any depth, under any key) has changed since it ran: its
+``config.json`` records their digests (:func:`primsel.spec.sources`), and a stale cell is
+recomputed. Any other cell is recomputed, so a killed run loses at most the cell in flight; an
 incomplete cell (LLM requests that failed after their retries) is written, to be inspected, and
 the next run recomputes it, the LLM answer cache making the requests that succeeded free. Every
 file is written through :func:`primsel.files.write_atomic`.
@@ -65,6 +68,24 @@ def is_finished(directory: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(report, dict) and report.get("complete", True) is not False
+
+
+def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The component names whose source digest recorded in the cell's ``config.json`` differs
+    from ``sources`` (:meth:`primsel.experiments.settings.CellSettings.sources`); every name
+    when config.json records none (a cell written before sources were recorded) or cannot be
+    read. An empty list: the cell was computed by the code that would compute it now."""
+    try:
+        recorded = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("sources")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if not isinstance(recorded, Mapping):
+        recorded = {}
+    out = []
+    for kind, digests in sources.items():
+        old = recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {}
+        out.extend(name for name, value in digests.items() if old.get(name) != value)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,11 +184,26 @@ def run_experiment(
     ctx = CellContext(experiment=config.name, library=library, dataset=dataset,
                       store=RetrievalStore(library, dataset, use_disk=use_cache), workers=workers,
                       progress=progress, versions=package_versions(), base_dir=config.base_dir)
-    done = [c.id for c in cells if is_finished(directory / c.id)]
+    # a finished cell counts only if the components it names have the source they had when it
+    # ran: editing a retriever (at any depth of the specification) makes its cells stale
+    sources = {c.id: c.settings.sources() for c in cells}
+    stale: dict[str, list[str]] = {}
+    done = []
+    for c in cells:
+        if is_finished(directory / c.id):
+            changed = changed_sources(directory / c.id, sources[c.id])
+            if changed:
+                stale[c.id] = changed
+            else:
+                done.append(c.id)
     todo = [c for c in cells if c.id not in set(done)]
     if done:
         print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
-    redo = [c.id for c in todo if (directory / c.id / "report.json").is_file()]
+    if stale:
+        names = sorted({n for changed in stale.values() for n in changed})
+        print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
+              f"{', '.join(names)} changed since they ran", file=log)
+    redo = [c.id for c in todo if (directory / c.id / "report.json").is_file() and c.id not in stale]
     if redo:
         print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
               "cached answers are reused", file=log)
@@ -185,7 +221,7 @@ def run_experiment(
             steps = len(dataset.tasks) * (3 if cell.settings.generator else 1)
             with tqdm(total=steps, desc="  tasks", unit="task", file=log, leave=False,
                       disable=not progress, position=1, dynamic_ncols=True) as task_bar:
-                report = run_cell(cell, ctx, directory / cell.id, task_bar)
+                report = run_cell(cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id])
             computed.append(cell.id)
             if report.get("complete") is False:
                 incomplete.append(cell.id)
