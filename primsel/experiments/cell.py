@@ -9,7 +9,8 @@ and ``primsel retrieve`` (one cell, printed) go through:
    closure);
 3. with a generator: a program per task (the generator fitted per fold when it can be,
    :class:`primsel.types.FitsOnTasks`), run in the sandbox, failures attributed;
-4. the metrics: ranking metrics of the retrieval, set metrics of the selection, task success.
+4. the metrics: ranking metrics of the retrieval (in primitive-id order of tied scores and
+   tie-aware), set metrics of the selection, task success.
 
 A generated program whose status is not ``ok`` (``truncated``, ``llm_error``, ``no_program``) is
 not executed: the task's status is the program's status (:data:`TASK_STATUSES`), and its
@@ -26,7 +27,8 @@ Files of a cell directory (written by :func:`run_cell`, report.json last)::
     run.trec        the whole library ranked for every task
     tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
     failures.jsonl  with a generator: one attribution row per task that did not pass
-    report.json     metric name -> value, plus ``complete`` (true/false)
+    report.json     metric name -> value (every ranking metric also tie-aware, as
+                    ``tie_aware_<metric>``, and ``tied_tasks@k``), plus ``complete`` (true/false)
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ BASE_METRICS = (
 )
 #: Per-task ranking metrics kept in tasks.jsonl (the cell's ``recall@k`` / ``complete@k`` too).
 TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
+#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``);
+#: ``tied_tasks@k`` counts the tasks with a tie across the cut-off k.
+TIE_AWARE = "tie_aware_"
 #: Statuses of a task in a cell with a generator: the execution statuses, plus the statuses of a
 #: program that was not executed (it is not ``ok``; ``no_program`` is in both).
 TASK_STATUSES = tuple(dict.fromkeys((*STATUSES, "truncated", "llm_error")))
@@ -111,7 +116,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     ------
     Whatever the selector, a generator or the sandbox raises.
     """
-    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task
+    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
     from primsel.retrieval.selector import select, tokens_of
 
     k = settings.k
@@ -135,6 +140,12 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     tokens = {t: tokens_of(sel, library) for t, sel in selections.items()}
 
     report: dict[str, Any] = {name: _mean(r[name] for r in rows_rank.values()) for name in names}
+    # beside every ranking metric its tie-aware value, and how many tasks a tie across each
+    # cut-off touches (primsel.eval.metrics, "Ties")
+    rows_expected = per_task(run, gold, names, ties="expected")
+    report.update({f"{TIE_AWARE}{name}": _mean(r[name] for r in rows_expected.values()) for name in names})
+    for cut in sorted({*REPORT_KS, k}):
+        report[f"tied_tasks@{cut}"] = float(tied_tasks(run, gold, cut))
     report.update(set_metrics(selected, gold))
     report["n_tasks"] = len(tasks)
     report["selected"] = _mean(len(ids) for ids in selected.values())

@@ -10,7 +10,9 @@
   macro, documentation tokens selected, task success when a generator ran; an incomplete cell,
   whose LLM requests failed, is marked) and the p-values of paired tests of the cell against
   its baseline cell on per-task recall (and on per-task success when a generator ran); with a
-  generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`);
+  generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`); a table of
+  ties: every ranking metric in primitive-id order and tie-aware, per ranking, with the tasks
+  whose ranking has a tie across k;
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
 * ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected.
 
@@ -39,6 +41,7 @@ from typing import Any
 from primsel import spec as specs
 from primsel.eval.aspera import markdown_table as aspera_table
 from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.experiments.cell import TIE_AWARE
 from primsel.experiments.labels import baseline_label, generator_label, get_dotted, pair_key, varied_keys
 from primsel.files import canonical_json, read_jsonl, write_atomic
 from primsel.types import LearnsFromTasks
@@ -52,6 +55,12 @@ COLUMNS = (
     ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"), ("set_f1_macro", "F1 ma"),
     ("docs_tokens", "tokens"),
 )
+
+
+#: The ranking metrics shown in primitive-id order and tie-aware in the table of ties.
+RANKED_COLUMNS = COLUMNS[:9]
+#: Cut-offs at which the table of ties counts the tasks with a tie across the cut-off.
+TIE_KS = (5, 10, 15, 20)
 
 
 class ReportError(ValueError):
@@ -360,6 +369,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
 
     header = ["configuration", "k", "closure", *others]
     header += [h for _, h in COLUMNS]
+    header += ["ties@k"]
     if has_gen:
         header += ["success"]
     header += ["ΔR@k", "p t", "p rand"]
@@ -375,6 +385,8 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
             value = get_dotted(c.settings, key)
             row.append(generator_label(value) if key == "generator" else _short_value(value))
         row += [_num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
+        tied = r.get(f"tied_tasks@{c.settings.get('k')}")
+        row.append("–" if tied is None else str(int(tied)))
         if has_gen:
             row.append(_num(r.get("success")) if c.settings.get("generator") else "–")
         t = tests.get(c.id, {})
@@ -406,7 +418,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         "recall and F1 of the selection (the top k, plus the library types it depends on when "
         "closure is on), micro (mi: pooled over tasks) and macro (ma: mean over tasks). tokens: mean "
         "documentation tokens of the selected primitives per task (estimated as characters / 4 "
-        "of the stubs a prompt shows).",
+        "of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k "
+        "(equal scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what "
+        "is selected); the table of ties below gives the ranking metrics averaged over tie orders.",
         f"Significance: each cell against the cell of the baseline retriever "
         f"({', '.join(baselines) or 'none'}) with "
         + ("the same other settings" if experiment.pair_on is None else
@@ -432,10 +446,53 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                      "(used by retrievers that learn from tasks; none here).")
     lines += [f"- {n}" for n in notes]
     lines.append("")
+    lines += tie_table(cells)
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
     for title, file in images:
         lines += [f"![{title}]({file})", ""]
     return "\n".join(lines)
+
+
+def tie_table(cells: Sequence[CellResult]) -> list[str]:
+    """Markdown lines of the table of ties: one row per ranking (cells that differ only in k
+    and closure share one), each ranking metric in primitive-id order and tie-aware (the mean
+    over every order of tied scores, :func:`primsel.eval.metrics.tie_aware`) side by side, and
+    the number of tasks with a tie across k = 5, 10, 15, 20. Empty when no cell has tie-aware
+    values (cells computed before they existed)."""
+    series: dict[tuple[str, str], CellResult] = {}
+    for c in cells:
+        if any(key.startswith(TIE_AWARE) for key in c.report):
+            series.setdefault(_series_key(c), c)
+    if not series:
+        return []
+    labels = _series_labels(list(series.values()))
+    n_tasks = {int(c.report.get("n_tasks", 0)) for c in series.values()}
+    header = ["ranking"]
+    for _, h in RANKED_COLUMNS:
+        header += [h, f"{h} ta"]
+    header += [f"ties@{k}" for k in TIE_KS]
+    lines = [
+        "## Ties",
+        "",
+        "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
+        "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
+        "McSherry and Najork, ECIR 2008). ties@k: tasks (of "
+        f"{'/'.join(str(n) for n in sorted(n_tasks))}) whose ranking has a tie across rank k.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|" + "|".join("--:" for _ in header[1:]) + "|",
+    ]
+    for key, c in series.items():
+        r = c.report
+        row = [labels[key]]
+        for metric, _ in RANKED_COLUMNS:
+            row += [_num(r.get(metric)), _num(r.get(TIE_AWARE + metric))]
+        for k in TIE_KS:
+            tied = r.get(f"tied_tasks@{k}")
+            row.append("–" if tied is None else str(int(tied)))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    return lines
 
 
 def _short_value(value: Any) -> str:

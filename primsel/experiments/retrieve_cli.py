@@ -103,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import compute_cell
+    from primsel.experiments.cell import TIE_AWARE, compute_cell
     from primsel.experiments.dataset import load_dataset
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
     from primsel.experiments.store import RetrievalStore
@@ -162,6 +162,11 @@ def main(args: argparse.Namespace) -> int:
     for name in (*RANKING_METRICS, *SET_METRIC_KEYS):
         print(f"{name:22s} {report[name]:.4f}")
     print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
+    # the same ranking metrics as the mean over every order of tied scores, and the tasks whose
+    # selection a tie across --k decides
+    for name in RANKING_METRICS:
+        print(f"{TIE_AWARE + name:22s} {report[TIE_AWARE + name]:.4f}")
+    print(f"{f'tied_tasks@{args.k}':22s} {int(report[f'tied_tasks@{args.k}'])} of {len(tasks)}")
     if args.closure:
         print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
     return 0

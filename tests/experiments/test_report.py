@@ -85,8 +85,9 @@ def test_report_table_rows_and_notes(experiment):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:7] == ["tfidf", "5", "no", "0.400", "1.000", "1.000", "1.000"]
     assert cells[18] == "123.5"            # docs tokens, one decimal
-    assert cells[19:22] == ["+0.417", "0.130", "0.250"]  # p values: see the two tests below
-    assert cells[22] == "`c_tfidf_5`"
+    assert cells[19] == "–"                # ties@k: not in this report.json
+    assert cells[20:23] == ["+0.417", "0.130", "0.250"]  # p values: see the two tests below
+    assert cells[23] == "`c_tfidf_5`"
     assert "| bm25 | 5 | no |" in text and "baseline" in text
     assert "| prior | 10 | yes |" in text
     assert "c_tfidf_20" not in text          # not finished: no row
@@ -131,9 +132,9 @@ def test_generator_cells_get_success_and_its_tests(tmp_path):
     # success 1.000; recall identical (p 1); success differences (0, 1, 1): the randomisation
     # test drops the zero, the flips of (1, 1) give |sum| 2, 0, 0, 2: p = 2/4; paired t: mean 2/3,
     # sd sqrt(1/3), t = (2/3) / (sqrt(1/3) / sqrt(3)) = 2, df 2: p = 1 - 2 / sqrt(6) = 0.184
-    assert cols[19] == "1.000"
-    assert cols[20:23] == ["+0.000", "1.000", "1.000"]
-    assert cols[23:26] == ["+0.667", "0.184", "0.500"]
+    assert cols[20] == "1.000"
+    assert cols[21:24] == ["+0.000", "1.000", "1.000"]
+    assert cols[24:27] == ["+0.667", "0.184", "0.500"]
 
 
 def test_varied_generator_parameters_and_threshold_get_columns(tmp_path):
@@ -245,3 +246,27 @@ def test_unwritable_export_directory_is_a_report_error(experiment, tmp_path, cap
         write_report(experiment, export=blocker / "sub")
     assert cli_main(["report", str(experiment), "--export", str(blocker / "sub")]) == 2
     assert f"cannot export to {blocker / 'sub'}" in capsys.readouterr().err
+
+
+def test_tie_aware_values_and_tie_counts_are_reported_beside_the_id_order_ones(tmp_path):
+    root = tmp_path / "runs" / "ties"
+    root.mkdir(parents=True)
+    tied = {"tie_aware_recall@5": 0.25, "tie_aware_recall@15": 0.3125, "tie_aware_mrr": 0.5,
+            "tie_aware_complete@20": 0.0625, "tied_tasks@5": 2.0, "tied_tasks@10": 3.0, "tied_tasks@15": 1.0,
+            "tied_tasks@20": 0.0}
+    cells = [make_cell(root, f"b{k}", "bm25", k, False, (0.5, 0.5, 0.5), tied) for k in (5, 10)]
+    text = write_report(make_experiment(tmp_path / "runs", cells, name="ties")).read_text()
+    lines = text.splitlines()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| bm25 |")]
+    # the main table: ties@k of each cell's own k; then the table of ties: one row per ranking
+    assert [row[19] for row in rows[:2]] == ["2", "3"]
+    header = [c.strip() for c in lines[lines.index("## Ties") + 4].strip("|").split("|")]
+    assert header[:5] == ["ranking", "R@5", "R@5 ta", "R@10", "R@10 ta"]
+    assert header[-4:] == ["ties@5", "ties@10", "ties@15", "ties@20"]
+    ties = dict(zip(header, rows[2]))
+    assert len(rows) == 3 and ties["ranking"] == "bm25"
+    assert (ties["R@5"], ties["R@5 ta"], ties["R@15"], ties["R@15 ta"]) == ("0.500", "0.250", "1.000", "0.312")
+    assert (ties["MRR"], ties["MRR ta"], ties["C@20"], ties["C@20 ta"]) == ("0.600", "0.500", "0.700", "0.062")
+    assert (ties["R@10 ta"], ties["nDCG@10 ta"]) == ("–", "–")
+    assert [ties[f"ties@{k}"] for k in (5, 10, 15, 20)] == ["2", "3", "1", "0"]
+    assert "(of 3) whose ranking has a tie across rank k" in text
