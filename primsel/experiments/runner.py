@@ -88,6 +88,23 @@ def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -
     return out
 
 
+def check_output(directory: Path) -> None:
+    """Fail before anything is computed or written when the experiment directory
+    ``<out>/<name>`` cannot be one: it, or a folder above it, is a file.
+
+    Raises
+    ------
+    OutputError : naming the file in the way.
+    """
+    for path in (directory, *directory.parents):
+        if path.exists() and not path.is_dir():
+            if path == directory:
+                raise OutputError(f"{directory} is a file, not a directory: the experiment writes its cells "
+                                  f"into {directory}/; move the file away or give another --out")
+            raise OutputError(f"{path} is a file, not a directory: cannot create {directory} under it; "
+                              "give another --out")
+
+
 # ---------------------------------------------------------------------------------------------
 # The whole grid
 # ---------------------------------------------------------------------------------------------
@@ -150,21 +167,26 @@ def run_experiment(
     Raises
     ------
     primsel.datasets.DatasetError : missing or malformed dataset.
-    OutputError : ``<out>/<name>`` cannot be created or written.
+    OutputError : ``<out>/<name>`` is a file, or cannot be created or written (checked
+        before the dataset is loaded).
     Anything a component raises while computing a cell (finished cells stay written).
     """
     from tqdm import tqdm
 
     log = sys.stderr if log is None else log
     begin = time.perf_counter()
+    directory = Path(out) / config.name
+    check_output(directory)
     if library is None:
         library = Library.from_simulator()
     if tasks is not None:
         dataset = make_dataset(tasks)
+    elif data is not None:
+        dataset = load_dataset(data, library, log)
     else:
-        dataset = load_dataset(data if data is not None else config.data, library, log)
+        where = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
+        dataset = load_dataset(config.data, library, log, origin=where)
     cells = expand(config, dataset=dataset.fingerprint)
-    directory = Path(out) / config.name
     manifest = {
         "name": config.name,
         "description": config.description,

@@ -15,14 +15,15 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from primsel.checks import check_k
+from primsel.checks import check_k, check_number
 from primsel.registry import build
 from primsel.types import LearnsFromTasks, ReportsUsage, Run, SeesGold, Task, task_sort_key
 
 
-#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords).
+#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords):
+#: the seed is scikit-learn's ``random_state``, which numpy takes in [0, 2**32 - 1].
 FOLDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 2}
-SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0}
+SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0, "maximum": 2**32 - 1}
 
 
 def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -40,7 +41,7 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
 
     Raises
     ------
-    ValueError : duplicate ids, or folds out of range.
+    ValueError : duplicate ids, folds out of range, or a seed outside :data:`SEED_BOUNDS`.
     """
     from sklearn.model_selection import KFold
 
@@ -50,6 +51,7 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
     low = FOLDS_BOUNDS["minimum"]
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < low or folds > len(ids):
         raise ValueError(f"folds must be an integer in [{low}, {len(ids)}] (number of tasks), got {folds!r}")
+    check_number("seed", seed, **SEED_BOUNDS)
     out: dict[str, int] = {}
     for fold, (_, test) in enumerate(KFold(n_splits=folds, shuffle=True, random_state=seed).split(ids)):
         for i in test:

@@ -309,8 +309,31 @@ def test_an_unwritable_output_directory_exits_2(tmp_path, capsys):
     blocker.write_text("")
     assert cli_main(["run", str(cfg), "--out", str(blocker / "runs"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"primsel run: error: cannot write the output directory {blocker / 'runs' / 'small'}" in err
-    assert "Traceback" not in err
+    assert f"primsel run: error: {blocker} is a file, not a directory: cannot create " \
+           f"{blocker / 'runs' / 'small'} under it" in err
+    assert "Traceback" not in err and "built-in tasks" not in err  # checked before loading data
+
+
+def test_an_output_path_that_is_a_file_is_named_plainly(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "small").write_text("keep\n")
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"primsel run: error: {tmp_path / 'runs' / 'small'} is a file, not a directory" in err
+    assert "File exists" not in err and (tmp_path / "runs" / "small").read_text() == "keep\n"
+
+
+def test_a_bad_data_path_of_the_experiment_file_names_the_file_not_the_flag(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('data = "no.tgz"\n' + SMALL)
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"Asper-Bench archive not found: {tmp_path / 'no.tgz'} (from the 'data' key of {cfg})" in err
+    assert "--data" not in err and not (tmp_path / "runs").exists()
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--data", str(tmp_path / "other.tgz")]) == 2
+    assert f"{tmp_path / 'other.tgz'} (from --data)" in capsys.readouterr().err
 
 
 def test_ctrl_c_exits_130_with_one_line(tmp_path, capsys, monkeypatch):

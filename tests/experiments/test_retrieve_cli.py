@@ -22,6 +22,7 @@ def test_unknown_retriever_exits_2_listing_the_known_ones(capsys):
 @pytest.mark.parametrize(("flag", "value", "message"), [
     ("--k", "0", "--k must be an integer >= 1, got 0"), ("--k", "-1", "--k must be an integer >= 1, got -1"),
     ("--folds", "1", "--folds must be an integer >= 2, got 1"), ("--seed", "-1", "--seed must be an integer >= 0"),
+    ("--seed", "4294967296", "--seed must be an integer <= 4294967295, got 4294967296"),
 ])
 def test_out_of_range_settings_exit_2(capsys, flag, value, message):
     assert main(["retrieve", "--retriever", "bm25", flag, value]) == 2
