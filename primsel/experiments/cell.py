@@ -28,7 +28,8 @@ Files of a cell directory (written by :func:`run_cell`, report.json last)::
     tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
     failures.jsonl  with a generator: one attribution row per task that did not pass
     report.json     metric name -> value (every ranking metric also tie-aware, as
-                    ``tie_aware_<metric>``, and ``tied_tasks@k``), plus ``complete`` (true/false)
+                    ``tie_aware_<metric>``, and ``tied_tasks@k``; with an LLM, ``llm_answers``
+                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``
 """
 
 from __future__ import annotations
@@ -183,6 +184,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
 
     report["retrieval_seconds"] = retrieval.seconds
     report["retrieval_cached"] = float(retrieval.cached)
+    report.update(llm_answers(report, retrieval.cached))
     # a task whose LLM request (selection or generation) failed after its retries makes the cell
     # incomplete: it is written, and recomputed by the next run
     incomplete = set(retrieval_errors(retrieval))
@@ -190,6 +192,30 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     report["incomplete_tasks"] = float(len(incomplete))
     report["complete"] = not incomplete
     return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
+
+
+def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
+    """How many LLM answers a cell's results rest on, and how many of them came from a cache.
+
+    Answers are the LLM calls that did not end in an error: the LLM selector's
+    (``selector_calls - selector_errors``) and the generator's (``generator_calls -
+    generator_errors``). Cached are the answers taken from the answer cache
+    (``selector_cache_hits``, ``generator_cache_hits``), and every selector answer when the
+    ranking itself was read from the retrieval cache (``ranking_cached``).
+
+    Returns
+    -------
+    ``{"llm_answers": M, "llm_answers_cached": N}``, or ``{}`` when the cell used no LLM.
+    """
+    def total(key: str) -> float:
+        return float(report.get(key, 0.0) or 0.0)
+
+    selector = total("selector_calls") - total("selector_errors")
+    generator = total("generator_calls") - total("generator_errors")
+    if selector + generator <= 0:
+        return {}
+    cached = (selector if ranking_cached else total("selector_cache_hits")) + total("generator_cache_hits")
+    return {"llm_answers": selector + generator, "llm_answers_cached": cached}
 
 
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,

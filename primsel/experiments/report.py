@@ -7,7 +7,8 @@
 * ``report.md``: the data the cells ran on (and how many cells of other data the directory
   holds, which it does not show), a row per finished cell (retriever, k, closure,
   recall@5/10/15/20, complete@10/15/20, nDCG@10, MRR, set precision / recall / F1 micro and
-  macro, documentation tokens selected, task success when a generator ran; an incomplete cell,
+  macro, documentation tokens selected, task success when a generator ran, the LLM answers
+  taken from the answer cache when an LLM was used; an incomplete cell,
   whose LLM requests failed, is marked) and the p-values of paired tests of the cell against
   its baseline cell on per-task recall (and on per-task success when a generator ran); with a
   generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`); a table of
@@ -345,6 +346,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     """
     cells = [c for c in experiment.cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in cells)
+    has_llm = any(c.report.get("llm_answers") for c in cells)
     others = _other_columns(cells)
     by_id = {c.id: c for c in experiment.cells}
     lines = [f"# {experiment.name}", ""]
@@ -372,6 +374,8 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     header += ["ties@k"]
     if has_gen:
         header += ["success"]
+    if has_llm:
+        header += ["cached"]
     header += ["ΔR@k", "p t", "p rand"]
     if has_gen:
         header += ["Δsucc", "p t succ", "p rand succ"]
@@ -389,6 +393,8 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         row.append("–" if tied is None else str(int(tied)))
         if has_gen:
             row.append(_num(r.get("success")) if c.settings.get("generator") else "–")
+        if has_llm:
+            row.append(f"{int(r['llm_answers_cached'])}/{int(r['llm_answers'])}" if r.get("llm_answers") else "–")
         t = tests.get(c.id, {})
         if t.get("baseline") == c.id:
             row += ["baseline", "–", "–"]
@@ -436,6 +442,15 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     if has_gen:
         notes.append("success: fraction of tasks whose generated program passed every evaluation "
                      "program; Δsucc and its p-values compare per-task success with the baseline cell.")
+    if has_llm:
+        cached = sum(int(c.report.get("llm_answers_cached", 0)) for c in cells)
+        total = sum(int(c.report.get("llm_answers", 0)) for c in cells)
+        offline = sum(1 for c in cells if c.report.get("llm_answers") and
+                      c.report.get("llm_answers_cached") == c.report.get("llm_answers"))
+        notes.append(f"cached: LLM answers (selection and generation) taken from the answer cache, of all "
+                     f"the cell's answers; {cached} of {total} answers from the cache in all"
+                     + (f"; {offline} cells contacted no endpoint at all (the cache is keyed by model name, "
+                        "messages and sampling parameters, not by URL)" if offline else "") + ".")
     if learning:
         notes.append(f"Retrievers that learn from tasks ({', '.join(learning)}) are scored by "
                      f"{'/'.join(map(str, folds))}-fold cross-validation (scikit-learn KFold, "

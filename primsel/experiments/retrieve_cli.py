@@ -148,6 +148,11 @@ def main(args: argparse.Namespace) -> int:
 
     tag = specs.tag(spec)
     outcome = compute_cell(settings, retrieval, dataset, library, name=tag)
+    if outcome.report.get("llm_answers"):
+        from primsel.experiments.runner import report_answers
+
+        answers = (int(outcome.report["llm_answers"]), int(outcome.report["llm_answers_cached"]))
+        report_answers({specs.label(spec): answers}, {}, sys.stderr, command="primsel retrieve")
     if args.out:
         try:
             write_run(outcome.run, args.out, tag)

@@ -105,6 +105,35 @@ def check_output(directory: Path) -> None:
                               "give another --out")
 
 
+def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, str], log: TextIO,
+                   command: str = "primsel run") -> None:
+    """Say on ``log`` how many of the LLM answers the computed cells rest on came from the
+    answer cache (``"N of M LLM answers from the cache"``), and warn about the cells that
+    contacted no endpoint at all: their results say nothing about the endpoint now configured
+    (answers are cached by model name, messages and sampling parameters, not by URL).
+
+    Parameters
+    ----------
+    answers : cell id -> (answers, answers from a cache) of the cells computed
+        (:func:`primsel.experiments.cell.llm_answers`).
+    labels : cell id -> label, for the warning.
+    log : where to write.
+    command : the prefix of the lines.
+    """
+    total = sum(n for n, _ in answers.values())
+    if not total:
+        return
+    cached = sum(c for _, c in answers.values())
+    print(f"{command}: {cached} of {total} LLM answers from the cache", file=log)
+    offline = [cid for cid, (n, c) in answers.items() if n and c == n]
+    if offline:
+        names = ", ".join(labels.get(cid, cid) + (f" ({cid})" if labels.get(cid, cid) != cid else "")
+                          for cid in offline)
+        print(f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
+              "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
+              "cache_namespace to keep the answers of different endpoints apart)", file=log)
+
+
 # ---------------------------------------------------------------------------------------------
 # The whole grid
 # ---------------------------------------------------------------------------------------------
@@ -235,6 +264,7 @@ def run_experiment(
               f"{ctx.store.effective_folds(max(capped))}", file=log)
     computed = []
     incomplete = []
+    answers: dict[str, tuple[int, int]] = {}
     with tqdm(total=len(cells), initial=len(done), desc=config.name, unit="cell", file=log,
               disable=not progress, position=0, dynamic_ncols=True) as cell_bar:
         for cell in todo:
@@ -247,9 +277,11 @@ def run_experiment(
             computed.append(cell.id)
             if report.get("complete") is False:
                 incomplete.append(cell.id)
+            answers[cell.id] = (int(report.get("llm_answers", 0)), int(report.get("llm_answers_cached", 0)))
             cell_bar.update(1)
             if on_cell is not None:
                 on_cell(cell, report)
+    report_answers(answers, {c.id: c.label for c in cells}, log)
     return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
                             skipped=tuple(done), seconds=time.perf_counter() - begin,
                             incomplete=tuple(incomplete))

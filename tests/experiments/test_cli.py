@@ -426,3 +426,39 @@ def test_editing_a_plug_in_retriever_invalidates_its_cached_rankings(tmp_path):
     assert first_ranked("a") == {"work_calendar.add_event"}
     (tmp_path / "plug_mod_cli.py").write_text(PLUGIN % "time_utils.now_")
     assert first_ranked("b") == {"time_utils.now_"}
+
+
+def test_answers_from_the_cache_are_counted_and_a_cell_that_contacted_no_endpoint_is_warned_about(
+        tmp_path, capsys, monkeypatch):
+    from primsel.datasets import load_builtin_tasks
+    from primsel.testing.fake_server import FakeOpenAIServer, pipeline_responder
+
+    monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
+    llm = 'model = "m", max_retries = 0'
+    cfg = tmp_path / "cached.toml"
+    cfg.write_text(f'name = "cached"\nk = 20\nretriever = {{type = "llm_selector", {llm}}}\n'
+                   f'[generator]\ntype = "openai"\n{llm.replace(", ", chr(10))}\nexamples = 0\n')
+    with FakeOpenAIServer(responder=pipeline_responder(load_builtin_tasks())) as srv:  # a perfect model
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        assert cli_main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", "--workers", "1"]) == 0
+        assert srv.request_count == 32 * 5 + 32
+    err = capsys.readouterr().err
+    # 32 built-in tasks: one selection request per module (5) and one program each
+    assert "primsel run: 0 of 192 LLM answers from the cache" in err and "no LLM endpoint" not in err
+
+    # the same model name at an endpoint that is down: every answer comes from the cache
+    monkeypatch.setenv("OPENAI_BASE_URL", _closed_port_url())
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "primsel run: 192 of 192 LLM answers from the cache" in err
+    (cell,) = json.loads((tmp_path / "b" / "cached" / "experiment.json").read_text())["cells"]
+    assert f"primsel run: warning: no LLM endpoint was contacted for {cell['label']} ({cell['id']}): every " \
+           "answer came from the cache" in err
+    report = json.loads((tmp_path / "b" / "cached" / cell["id"] / "report.json").read_text())
+    assert (report["success"], report["llm_answers"], report["llm_answers_cached"]) == (1.0, 192, 192)
+    text = (tmp_path / "b" / "cached" / "report.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| configuration"))
+    row = next(line for line in text.splitlines() if line.startswith("| llm_selector"))
+    columns = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    assert columns["cached"] == "192/192"
+    assert "192 of 192 answers from the cache in all; 1 cells contacted no endpoint at all" in text
