@@ -362,6 +362,19 @@ class CellContext:
     base_dir: Path | None = None
 
 
+def stage_messages(bar: Any) -> Any:
+    """A ``progress(stage, i, n)`` callback (:func:`primsel.retrieval.cv.cross_validated_run`)
+    that shows the retrieval stage (``"fitting fold 2/5"``) as the description of a tqdm bar;
+    None without a bar."""
+    if bar is None:
+        return None
+
+    def show(stage: str, i: int, n: int) -> None:
+        bar.set_description_str(f"  {stage}" + (f" fold {i}/{n}" if n > 1 else ""), refresh=True)
+
+    return show
+
+
 def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
              sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Compute one cell (:func:`compute_cell`) and write its files (report.json last).
@@ -383,7 +396,11 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
 
     start = time.perf_counter()
     s = cell.settings
-    retrieval = ctx.store.get(s.retriever, s.folds, s.seed)
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, progress=stage_messages(task_bar))
+    if task_bar is not None:
+        # the task steps start now: the time spent fitting must not feed their ETA
+        task_bar.set_description_str("  tasks", refresh=False)
+        task_bar.reset(total=task_bar.total)
     outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
                            base_dir=ctx.base_dir, task_bar=task_bar)
     report = {**outcome.report, "seconds": time.perf_counter() - start}

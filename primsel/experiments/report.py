@@ -510,6 +510,49 @@ def tie_table(cells: Sequence[CellResult]) -> list[str]:
     return lines
 
 
+#: Columns of the summary :func:`best_cells` prints: (report.json key, header).
+SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20", "C@20"), ("mrr", "MRR"),
+                   ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
+
+
+def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
+    """A short table (plain text lines) of the best cell of each ranking, best first: the cell
+    of the highest task success when a generator ran, else of the highest set F1 (macro),
+    ties broken by fewer documentation tokens. At most ``limit`` rows; the full table is the
+    report's. Empty when no cell is finished."""
+    cells = [c for c in experiment.cells if c.finished]
+    if not cells:
+        return []
+    has_gen = any(c.settings.get("generator") for c in cells)
+
+    def merit(c: CellResult) -> tuple[float, float, float]:
+        r = c.report
+        return (float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get("set_f1_macro", 0.0)),
+                -float(r.get("docs_tokens", 0.0)))
+
+    best: dict[tuple[str, str], CellResult] = {}
+    for c in cells:
+        key = _series_key(c)
+        if key not in best or merit(c) > merit(best[key]):
+            best[key] = c
+    labels = _series_labels(cells)
+    ranked = sorted(best.items(), key=lambda item: merit(item[1]), reverse=True)[:limit]
+    header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
+    rows = []
+    for key, c in ranked:
+        r = c.report
+        rows.append([labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
+                     *([_num(r.get("success"))] if has_gen else []),
+                     *(_num(r.get(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    fmt = [str.ljust if i < 3 else str.rjust for i in range(len(header))]
+    lines = [f"best cell of each ranking, by {'task success, then ' if has_gen else ''}set F1 (macro):"]
+    lines += ["  ".join(f(v, w) for f, v, w in zip(fmt, row, widths)).rstrip() for row in [header, *rows]]
+    if len(best) > limit:
+        lines.append(f"... {len(best) - limit} more rankings")
+    return lines
+
+
 def _short_value(value: Any) -> str:
     if isinstance(value, Mapping):
         return specs.label(value)

@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Asper-Bench archive (default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
     parser.add_argument("--out", metavar="RUN.trec", default=None,
                         help="write the TREC run here (its directory must exist)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
 
 def check_output_path(path: str) -> None:
@@ -139,10 +140,21 @@ def main(args: argparse.Namespace) -> int:
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    try:
-        retrieval = store.get(spec, args.folds, args.seed)
-    except EncoderLoadError as exc:
-        raise UsageError(f"--retriever: {exc}") from exc
+    from tqdm import tqdm
+
+    # a bar over the fits (one per fold for a retriever that learns from tasks), its description
+    # naming the stage, so a long fit is not silence
+    with tqdm(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
+              file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0, disable=args.quiet) as bar:
+        def stage(what: str, i: int, n: int) -> None:
+            bar.update(i - 1 - bar.n)  # the folds before this one are done
+            bar.set_description_str(what, refresh=True)
+
+        try:
+            retrieval = store.get(spec, args.folds, args.seed, progress=stage)
+        except EncoderLoadError as exc:
+            raise UsageError(f"--retriever: {exc}") from exc
+        bar.update(bar.total - bar.n)
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
 

@@ -12,7 +12,7 @@ per-task usage through the ``usage_out`` argument of :func:`cross_validated_run`
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from primsel.checks import check_k, check_number
@@ -87,6 +87,7 @@ def cross_validated_run(
     folds: int = 5,
     seed: int = 0,
     usage_out: dict[str, dict[str, float]] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[Run, dict[str, int]]:
     """Rank the library for every task, never letting a learned retriever see a test task.
 
@@ -104,6 +105,9 @@ def cross_validated_run(
         with the :class:`primsel.types.ReportsUsage` ability (its ``usage()`` entries: tokens,
         seconds, calls, ... as that retriever defines them; see e.g.
         :meth:`primsel.retrieval.llm_selector.LLMSelector.usage`); left untouched otherwise.
+    progress : when given, called before each stage as ``progress(stage, i, n)``: stage
+        ``"fitting"`` or ``"ranking"``, ``i`` the fold (1-based) and ``n`` the number of fits
+        (the folds for a retriever that learns from tasks, else 1).
 
     Returns
     -------
@@ -124,9 +128,12 @@ def cross_validated_run(
     else:
         assignment = fold_assignment([t.id for t in tasks], folds, seed)
     run: Run = {}
+    stage = progress or (lambda what, i, n: None)
     if not learns:
+        stage("fitting", 1, 1)
         probe.fit(library)
         _hand_gold(probe, tasks)
+        stage("ranking", 1, 1)
         run = probe.search({t.id: t.query for t in tasks}, k)
         _collect_usage(probe, tasks, usage_out)
     else:
@@ -134,8 +141,10 @@ def cross_validated_run(
             train = [t for t in tasks if assignment[t.id] != fold]
             test = [t for t in tasks if assignment[t.id] == fold]
             retriever = probe if fold == 0 else _fresh(spec)
+            stage("fitting", fold + 1, folds)
             retriever.fit(library, train)
             _hand_gold(retriever, test)
+            stage("ranking", fold + 1, folds)
             run.update(retriever.search({t.id: t.query for t in test}, k))
             _collect_usage(retriever, test, usage_out)
     order = {t.id: i for i, t in enumerate(tasks)}

@@ -462,3 +462,25 @@ def test_answers_from_the_cache_are_counted_and_a_cell_that_contacted_no_endpoin
     columns = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
     assert columns["cached"] == "192/192"
     assert "192 of 192 answers from the cache in all; 1 cells contacted no endpoint at all" in text
+
+
+def test_run_ends_with_the_best_cell_of_each_ranking_on_stdout(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    exp = tmp_path / "runs" / "small"
+    assert out[0] == "best cell of each ranking, by set F1 (macro):"
+    assert out[1].split() == ["configuration", "k", "closure", "R@10", "R@15", "C@20", "MRR", "F1", "ma", "tokens"]
+    assert out[-1] == str(exp / "report.md") and len(out) == 2 + 2 + 1
+    reports = {}
+    for c in json.loads((exp / "experiment.json").read_text())["cells"]:
+        reports.setdefault(c["settings"]["retriever"], []).append(
+            (json.loads((exp / c["id"] / "report.json").read_text()), c["settings"]))
+    printed = {line.split()[0]: line.split() for line in out[2:4]}
+    for retriever, cells in reports.items():
+        report, settings = max(cells, key=lambda rs: (rs[0]["set_f1_macro"], -rs[0]["docs_tokens"]))
+        assert printed[retriever][1:3] == [str(settings["k"]), "yes" if settings["closure"] else "no"]
+        assert printed[retriever][-2] == f"{report['set_f1_macro']:.3f}"
+    # best first
+    assert [float(line.split()[-2]) for line in out[2:4]] == sorted((float(l.split()[-2]) for l in out[2:4]), reverse=True)

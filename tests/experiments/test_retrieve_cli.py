@@ -149,3 +149,11 @@ def test_llm_answers_from_the_cache_are_counted_on_stderr(capsys, monkeypatch):
     assert "primsel retrieve: 160 of 160 LLM answers from the cache" in err
     assert "primsel retrieve: warning: no LLM endpoint was contacted for llm_selector(max_retries=0, model=m, seed=0): " \
            "every answer came from the cache" in err
+
+
+def test_fitting_is_shown_fold_by_fold_on_stderr(capsys):
+    assert main(["retrieve", "--retriever", '{"type": "knn", "features": "tfidf"}', "--k", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "fitting:   0%" in err and "ranking: 100%" in err and "5/5" in err
+    assert main(["retrieve", "--retriever", '{"type": "knn", "features": "tfidf"}', "--k", "5", "--quiet"]) == 0
+    assert "fitting" not in capsys.readouterr().err

@@ -495,3 +495,54 @@ def test_cells_written_without_recorded_sources_are_recomputed(tmp_path):
     del recorded["sources"]
     path.write_text(json.dumps(recorded))
     assert run(cfg, tmp_path).computed == first.computed
+
+
+class _RecordingBar:
+    """Records what the runner tells a tqdm bar."""
+
+    def __init__(self, total):
+        self.total, self.n, self.events = total, 0, []
+
+    def set_description_str(self, text, refresh=True):
+        self.events.append(("describe", text))
+
+    def reset(self, total=None):
+        self.events.append(("reset", total))
+        self.n = 0
+
+    def update(self, n=1):
+        self.events.append(("update", n))
+        self.n += n
+
+
+def test_fitting_shows_its_stage_and_the_task_steps_start_their_clock_after_it(tmp_path):
+    from primsel.experiments.cell import CellContext, run_cell
+    from primsel.experiments.config import expand
+    from primsel.experiments.dataset import make_dataset
+    from primsel.experiments.store import RetrievalStore
+
+    register("test_learner")(LearnerRetriever)
+    dataset = make_dataset(TASKS)
+    (cell,) = expand(config({"k": [1]}, retriever="test_learner"), dataset=dataset.fingerprint)
+    ctx = CellContext(experiment="exp", library=LIBRARY, dataset=dataset,
+                      store=RetrievalStore(LIBRARY, dataset, use_disk=False))
+    bar = _RecordingBar(total=len(TASKS))
+    run_cell(cell, ctx, tmp_path / cell.id, bar)
+    stages = [text for kind, text in bar.events if kind == "describe"]
+    assert stages == ["  fitting fold 1/2", "  ranking fold 1/2", "  fitting fold 2/2", "  ranking fold 2/2",
+                      "  tasks"]
+    first_update = next(i for i, (kind, _) in enumerate(bar.events) if kind == "update")
+    assert ("reset", len(TASKS)) in bar.events[:first_update]  # the fit time feeds no ETA
+    assert bar.n == len(TASKS)
+
+
+class LearnerRetriever(BaseRetriever):
+    """Learns nothing, but says it does (cross-validated)."""
+
+    learns_from_tasks = True
+
+    def __init__(self) -> None:
+        pass
+
+    def score(self, queries):
+        return {q: {} for q in queries}
