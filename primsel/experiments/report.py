@@ -15,7 +15,12 @@
   ties: every ranking metric in primitive-id order and tie-aware, per ranking, with the tasks
   whose ranking has a tie across k;
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
-* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected.
+* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected
+  (tokens on a log scale when the whole library is among the selections);
+* ``<name>_success.png``: with a generator, the task success of every cell.
+
+Plots name the data in their title, keep their legends outside the axes and give every
+ranking a distinct colour.
 
 The report holds aggregates only (never per-task rows), so it can be exported
 (``export=...``) next to the experiment declaration and committed.
@@ -601,12 +606,13 @@ def plot_recall_curves(experiment: Experiment, path: Path) -> bool:
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    palette = _palette(plt, len(curves))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    palette = _palette(len(curves))
     for (label, (ks, values)), colour in zip(curves.items(), palette):
         ax.plot(ks, values, marker=".", label=label, color=colour)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _finish(plt, fig, ax, path, f"{experiment.name}: recall@k", "k (primitives selected)", "recall@k")
+    ax.set_ylim(0, 1.02)
+    _finish(plt, fig, ax, path, _title(experiment, "recall@k"), "k (primitives selected)", "recall@k")
     return True
 
 
@@ -624,9 +630,9 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
         return False
     labels = _series_labels(cells)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4.8))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     colours: dict[str, Any] = {}
-    cycle = _palette(plt, len(set(labels.values())))
+    cycle = _palette(len(set(labels.values())))
     for closure, marker, style in ((False, "o", "-"), (True, "^", "--")):
         groups: dict[str, list[CellResult]] = {}
         for c in cells:
@@ -638,28 +644,84 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
             ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
                     marker=marker, linestyle=style, color=colour,
                     label=label + (" +closure" if closure else ""))
-    _finish(plt, fig, ax, path, f"{experiment.name}: recall against documentation size",
-            "documentation tokens selected per task (mean)", "selection recall (macro)")
+    tokens = [c.report["docs_tokens"] for c in cells if c.report["docs_tokens"] > 0]
+    if tokens and max(tokens) > LOG_AXIS_RATIO * min(tokens):
+        # the whole library (`all`, ~11k tokens) would squeeze every other point to the left
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if f"{x:.0e}"[0] in "25" else ""))
+    ax.set_ylim(0, 1.02)
+    _finish(plt, fig, ax, path, _title(experiment, "recall against documentation size"),
+            "documentation tokens selected per task (mean"
+            + (", log scale)" if ax.get_xscale() == "log" else ")"), "selection recall (macro)")
     return True
 
 
+def plot_success(experiment: Experiment, path: Path) -> bool:
+    """Task success of every finished cell that ran a generator, one horizontal bar each (in
+    grid order, the value written at its end).
+
+    Returns
+    -------
+    False (and no file) when no finished cell ran a generator.
+    """
+    cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and "success" in c.report]
+    if not cells:
+        return False
+    others = _other_columns(cells)
+    labels = [" ".join([c.retriever, f"k={c.settings.get('k')}", *(["+closure"] if c.settings.get("closure") else []),
+                        *(f"{k}={_short_value(get_dotted(c.settings, k))}" for k in others)]) for c in cells]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.32 * len(cells)))
+    series = list(dict.fromkeys(_series_key(c) for c in cells))
+    palette = dict(zip(series, _palette(len(series))))
+    positions = list(range(len(cells)))[::-1]
+    values = [float(c.report["success"]) for c in cells]
+    ax.barh(positions, values, color=[palette[_series_key(c)] for c in cells], height=0.7)
+    for y, value in zip(positions, values):
+        ax.text(min(value, 1.0) + 0.01, y, f"{value:.3f}", va="center", fontsize=7)
+    ax.set_yticks(positions, labels, fontsize=7)
+    ax.set_xlim(0, 1.1)
+    ax.set_xlabel("task success (fraction of tasks whose program passed)")
+    ax.set_title(_title(experiment, "task success"), loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+#: The recall-against-tokens plot takes a log scale when the largest mean is more than this
+#: many times the smallest.
+LOG_AXIS_RATIO = 4.0
+
+
+def _title(experiment: Experiment, what: str) -> str:
+    """``"<name> on <data> (<n> tasks): <what>"``."""
+    return f"{experiment.name} on {_data_text(experiment.data)}: {what}"
+
+
 def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
-    """Label a recall plot (y in [0, 1]), put the legend outside on the right, save it as PNG."""
+    """Label a plot, put the legend outside the axes on the right and save it as PNG with every
+    artist inside the image (so a long legend or title is never cut off)."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_ylim(0, 1.02)
-    ax.set_title(title)
+    ax.set_title(title, loc="left")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
 
 
-def _palette(plt: Any, n: int) -> list[Any]:
-    """``n`` distinct colours (tab10 up to 10 series, tab20 up to 20, then repeating)."""
-    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
-    return [cmap(i % cmap.N) for i in range(max(n, 1))]
+def _palette(n: int) -> list[Any]:
+    """``n`` distinct colours: colorcet's Glasbey palette that extends matplotlib's tab10 with
+    colours chosen to differ as much as possible from those before (Glasbey et al., Journal of
+    Applied Statistics 2007), so no two series share a hue as tab20's light/dark pairs do."""
+    import colorcet
+
+    palette = colorcet.glasbey_category10
+    return [palette[i % len(palette)] for i in range(max(n, 1))]
 
 
 def _pyplot() -> Any:
@@ -695,7 +757,8 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
     images = []
     for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
-                                ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens)):
+                                ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
+                                ("success", "task success", plot_success)):
         file = f"{experiment.name}_{suffix}.png"
         try:
             if plot(experiment, experiment.directory / file):
