@@ -34,7 +34,7 @@ from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand
 from primsel.experiments.dataset import load_dataset, make_dataset
 from primsel.experiments.store import RetrievalStore
-from primsel.files import dumps_json, write_atomic
+from primsel.files import canonical_json, dumps_json, write_atomic
 from primsel.library import Library
 from primsel.types import Task
 
@@ -237,7 +237,13 @@ def run_experiment(
                       progress=progress, versions=package_versions(), base_dir=config.base_dir)
     # a finished cell counts only if the components it names have the source they had when it
     # ran: editing a retriever (at any depth of the specification) makes its cells stale
-    sources = {c.id: c.settings.sources() for c in cells}
+    by_components: dict[str, dict[str, dict[str, str]]] = {}
+    sources = {}
+    for c in cells:  # cells differing only in k, closure, ... share their components
+        key = canonical_json([c.settings.retriever, c.settings.generator])
+        if key not in by_components:
+            by_components[key] = c.settings.sources()
+        sources[c.id] = by_components[key]
     stale: dict[str, list[str]] = {}
     done = []
     for c in cells:
