@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+import numbers
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -288,6 +289,68 @@ def ranking(scores: Mapping[str, float] | None) -> list[str]:
     if not scores:
         return []
     return [p for p, _ in sorted(scores.items(), key=lambda item: (-float(item[1]), item[0]))]
+
+
+def tie_groups(scores: Mapping[str, float] | None) -> list[tuple[str, ...]]:
+    """The ranking of one run entry (:func:`ranking`) cut into groups of equal score.
+
+    Within a group the ids are in primitive-id order, the order :func:`ranking` gives them; any
+    other order of a group is as justified by the scores.
+
+    Parameters
+    ----------
+    scores : ``{primitive_id: score}`` (None or empty gives ``[]``).
+
+    Returns
+    -------
+    groups of primitive ids, best score first; their concatenation is ``ranking(scores)``.
+    """
+    groups: list[tuple[str, ...]] = []
+    current: list[str] = []
+    last: float | None = None
+    for pid in ranking(scores):
+        value = float(scores[pid])  # type: ignore[index]
+        if current and value != last:
+            groups.append(tuple(current))
+            current = []
+        current.append(pid)
+        last = value
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def check_run(run: Any, what: str = "run") -> None:
+    """Check the shape of a :data:`Run`: a mapping of string task ids to mappings of string
+    primitive ids to real-number scores.
+
+    An id of another type (an ``int`` read from a data frame, say) would never match the string
+    ids of the gold sets and score 0 without a word; it is refused instead.
+
+    Parameters
+    ----------
+    run : the value to check.
+    what : how the message names it (``"run"``, ``"run file x.trec"``).
+
+    Raises
+    ------
+    TypeError : naming the first task id, primitive id or score of the wrong type.
+    """
+    if not isinstance(run, Mapping):
+        raise TypeError(f"{what} must be a mapping {{task_id: {{primitive_id: score}}}}, got {type(run).__name__}")
+    for task_id, scores in run.items():
+        if not isinstance(task_id, str):
+            raise TypeError(f"{what}: task id {task_id!r} is {type(task_id).__name__}; ids must be strings")
+        if not isinstance(scores, Mapping):
+            raise TypeError(f"{what}: task {task_id!r} maps to {type(scores).__name__}; expected "
+                            "{primitive_id: score}")
+        for pid, score in scores.items():
+            if not isinstance(pid, str):
+                raise TypeError(f"{what}: task {task_id!r}: primitive id {pid!r} is {type(pid).__name__}; "
+                                "ids must be strings")
+            if isinstance(score, bool) or not isinstance(score, numbers.Real):
+                raise TypeError(f"{what}: task {task_id!r}: score of {pid!r} is {type(score).__name__} "
+                                f"{score!r}; expected a number")
 
 
 def top_k(ids: Sequence[str], scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:

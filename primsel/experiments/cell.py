@@ -9,7 +9,8 @@ and ``primsel retrieve`` (one cell, printed) go through:
    closure);
 3. with a generator: a program per task (the generator fitted per fold when it can be,
    :class:`primsel.types.FitsOnTasks`), run in the sandbox, failures attributed;
-4. the metrics: ranking metrics of the retrieval, set metrics of the selection, task success.
+4. the metrics: ranking metrics of the retrieval (in primitive-id order of tied scores and
+   tie-aware), set metrics of the selection, task success.
 
 A generated program whose status is not ``ok`` (``truncated``, ``llm_error``, ``no_program``) is
 not executed: the task's status is the program's status (:data:`TASK_STATUSES`), and its
@@ -21,11 +22,14 @@ selection had a failed module request.
 
 Files of a cell directory (written by :func:`run_cell`, report.json last)::
 
-    config.json     resolved settings, dataset and library fingerprints, package versions
+    config.json     resolved settings, dataset and library fingerprints, digests of the
+                    source of every component the settings name, package versions
     run.trec        the whole library ranked for every task
     tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
     failures.jsonl  with a generator: one attribution row per task that did not pass
-    report.json     metric name -> value, plus ``complete`` (true/false)
+    report.json     metric name -> value (every ranking metric also tie-aware, as
+                    ``tie_aware_<metric>``, and ``tied_tasks@k``; with an LLM, ``llm_answers``
+                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``
 """
 
 from __future__ import annotations
@@ -57,6 +61,9 @@ BASE_METRICS = (
 )
 #: Per-task ranking metrics kept in tasks.jsonl (the cell's ``recall@k`` / ``complete@k`` too).
 TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
+#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``);
+#: ``tied_tasks@k`` counts the tasks with a tie across the cut-off k.
+TIE_AWARE = "tie_aware_"
 #: Statuses of a task in a cell with a generator: the execution statuses, plus the statuses of a
 #: program that was not executed (it is not ``ok``; ``no_program`` is in both).
 TASK_STATUSES = tuple(dict.fromkeys((*STATUSES, "truncated", "llm_error")))
@@ -110,7 +117,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     ------
     Whatever the selector, a generator or the sandbox raises.
     """
-    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task
+    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
     from primsel.retrieval.selector import select, tokens_of
 
     k = settings.k
@@ -134,6 +141,12 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     tokens = {t: tokens_of(sel, library) for t, sel in selections.items()}
 
     report: dict[str, Any] = {name: _mean(r[name] for r in rows_rank.values()) for name in names}
+    # beside every ranking metric its tie-aware value, and how many tasks a tie across each
+    # cut-off touches (primsel.eval.metrics, "Ties")
+    rows_expected = per_task(run, gold, names, ties="expected")
+    report.update({f"{TIE_AWARE}{name}": _mean(r[name] for r in rows_expected.values()) for name in names})
+    for cut in sorted({*REPORT_KS, k}):
+        report[f"tied_tasks@{cut}"] = float(tied_tasks(run, gold, cut))
     report.update(set_metrics(selected, gold))
     report["n_tasks"] = len(tasks)
     report["selected"] = _mean(len(ids) for ids in selected.values())
@@ -171,6 +184,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
 
     report["retrieval_seconds"] = retrieval.seconds
     report["retrieval_cached"] = float(retrieval.cached)
+    report.update(llm_answers(report, retrieval.cached))
     # a task whose LLM request (selection or generation) failed after its retries makes the cell
     # incomplete: it is written, and recomputed by the next run
     incomplete = set(retrieval_errors(retrieval))
@@ -178,6 +192,30 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     report["incomplete_tasks"] = float(len(incomplete))
     report["complete"] = not incomplete
     return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
+
+
+def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
+    """How many LLM answers a cell's results rest on, and how many of them came from a cache.
+
+    Answers are the LLM calls that did not end in an error: the LLM selector's
+    (``selector_calls - selector_errors``) and the generator's (``generator_calls -
+    generator_errors``). Cached are the answers taken from the answer cache
+    (``selector_cache_hits``, ``generator_cache_hits``), and every selector answer when the
+    ranking itself was read from the retrieval cache (``ranking_cached``).
+
+    Returns
+    -------
+    ``{"llm_answers": M, "llm_answers_cached": N}``, or ``{}`` when the cell used no LLM.
+    """
+    def total(key: str) -> float:
+        return float(report.get(key, 0.0) or 0.0)
+
+    selector = total("selector_calls") - total("selector_errors")
+    generator = total("generator_calls") - total("generator_errors")
+    if selector + generator <= 0:
+        return {}
+    cached = (selector if ranking_cached else total("selector_cache_hits")) + total("generator_cache_hits")
+    return {"llm_answers": selector + generator, "llm_answers_cached": cached}
 
 
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
@@ -328,8 +366,25 @@ class CellContext:
     base_dir: Path | None = None
 
 
-def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None) -> dict[str, Any]:
+def stage_messages(bar: Any) -> Any:
+    """A ``progress(stage, i, n)`` callback (:func:`primsel.retrieval.cv.cross_validated_run`)
+    that shows the retrieval stage (``"fitting fold 2/5"``) as the description of a tqdm bar;
+    None without a bar."""
+    if bar is None:
+        return None
+
+    def show(stage: str, i: int, n: int) -> None:
+        bar.set_description_str(f"  {stage}" + (f" fold {i}/{n}" if n > 1 else ""), refresh=True)
+
+    return show
+
+
+def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
+             sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Compute one cell (:func:`compute_cell`) and write its files (report.json last).
+
+    ``sources`` (default: computed, :meth:`CellSettings.sources`) are the digests of the
+    component sources recorded in config.json, by which a later run tells a stale cell.
 
     Returns
     -------
@@ -345,7 +400,11 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
 
     start = time.perf_counter()
     s = cell.settings
-    retrieval = ctx.store.get(s.retriever, s.folds, s.seed)
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, progress=stage_messages(task_bar))
+    if task_bar is not None:
+        # the task steps start now: the time spent fitting must not feed their ETA
+        task_bar.set_description_str("  tasks", refresh=False)
+        task_bar.reset(total=task_bar.total)
     outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
                            base_dir=ctx.base_dir, task_bar=task_bar)
     report = {**outcome.report, "seconds": time.perf_counter() - start}
@@ -363,6 +422,7 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
         "effective_folds": ctx.store.effective_folds(s.folds),
         **({"extraction": report.get("extraction")} if s.generator else {}),
         "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.library.fingerprint()},
+        "sources": sources if sources is not None else s.sources(),
         "versions": ctx.versions,
     }))
     write_atomic(directory / "run.trec", format_run(outcome.run, cell.id))

@@ -171,6 +171,17 @@ class CellSettings:
             raise SettingError("retriever", "is missing")
         return cls(**dict(settings))
 
+    def sources(self) -> dict[str, dict[str, str]]:
+        """Digests of the source of every component class the settings name, nested
+        specifications included (:func:`primsel.spec.sources`): ``{"retriever": {name: digest},
+        "generator": {name: digest}}`` (no ``generator`` key without one). Together with the
+        cell id they identify what a cell computed: a finished cell whose recorded sources differ
+        is stale (an edited plug-in retriever, say)."""
+        out = {"retriever": specs.sources(self.retriever, "retriever")}
+        if self.generator is not None:
+            out["generator"] = specs.sources(self.generator, "generator")
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """The resolved settings as JSON data: ``timeout`` only with a generator, ``metrics``
         only when non-empty and ``threshold`` only when set (so cells without them keep their

@@ -38,7 +38,7 @@ class Endpoint:
     max_retries : retries after the first attempt on 408, 409, 429, 5xx, timeouts and
         connection errors, >= 0.
     temperature, seed, max_tokens : sampling parameters (None: not sent); part of the
-        answer-cache key.
+        answer-cache key. temperature finite and >= 0, seed a 64-bit integer, max_tokens >= 1.
     concurrency : most requests in flight at once, >= 1.
     backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``
         (doubles per retry), >= 0.
@@ -72,6 +72,13 @@ class Endpoint:
         check_number("max_retries", self.max_retries, minimum=0, integer=True)
         check_number("concurrency", self.concurrency, minimum=1, integer=True)
         check_number("backoff_s", self.backoff_s, minimum=0)
+        # the sampling parameters are sent with every request: a bad one would fail every request
+        if self.temperature is not None:
+            check_number("temperature", self.temperature, minimum=0)
+        if self.seed is not None:
+            check_number("seed", self.seed, minimum=-(2**63), maximum=2**63 - 1, integer=True)
+        if self.max_tokens is not None:
+            check_number("max_tokens", self.max_tokens, minimum=1, integer=True)
         if self.cache_namespace is not None and not isinstance(self.cache_namespace, str):
             raise ValueError(f"cache_namespace must be a string, got {self.cache_namespace!r}")
 

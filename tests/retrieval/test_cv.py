@@ -112,3 +112,9 @@ def test_usage_out_is_untouched_by_retrievers_without_usage(small_library, small
     usage: dict[str, dict[str, float]] = {}
     cross_validated_run("bm25", small_library, small_tasks, k=3, usage_out=usage)
     assert usage == {}
+
+
+def test_a_seed_numpy_cannot_take_is_refused_naming_the_bound():
+    with pytest.raises(ValueError, match="seed must be an integer <= 4294967295, got 4294967296"):
+        fold_assignment([str(i) for i in range(10)], folds=2, seed=2**32)
+    assert set(fold_assignment([str(i) for i in range(10)], folds=2, seed=2**32 - 1).values()) == {0, 1}
