@@ -99,7 +99,8 @@ def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``primsel retrieve``; returns the exit status (2 on bad arguments via UsageError)."""
+    """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
+    UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
     from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError
@@ -109,6 +110,7 @@ def main(args: argparse.Namespace) -> int:
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
     from primsel.experiments.store import RetrievalStore
     from primsel.library import Library
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError
     from primsel.retrieval.trec import write_run
     from primsel.types import LearnsFromTasks
@@ -154,6 +156,10 @@ def main(args: argparse.Namespace) -> int:
             retrieval = store.get(spec, args.folds, args.seed, progress=stage)
         except EncoderLoadError as exc:
             raise UsageError(f"--retriever: {exc}") from exc
+        except LLMFatalError as exc:  # an LLM selector whose endpoint refuses or cannot be reached
+            what = "cannot be reached" if isinstance(exc, EndpointUnreachableError) else "refuses the requests"
+            print(f"primsel retrieve: error: the LLM endpoint {what}, stopping: {exc}", file=sys.stderr)
+            return 1
         bar.update(bar.total - bar.n)
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)

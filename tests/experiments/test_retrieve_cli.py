@@ -157,3 +157,17 @@ def test_fitting_is_shown_fold_by_fold_on_stderr(capsys):
     assert "fitting:   0%" in err and "ranking: 100%" in err and "5/5" in err
     assert main(["retrieve", "--retriever", '{"type": "knn", "features": "tfidf"}', "--k", "5", "--quiet"]) == 0
     assert "fitting" not in capsys.readouterr().err
+
+
+def test_an_llm_selector_whose_endpoint_cannot_be_reached_exits_1_with_one_line(capsys, monkeypatch, tmp_path):
+    import socket
+
+    monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path / "cache"))  # nothing cached: the endpoint is needed
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/v1")
+    args = ["retrieve", "--quiet", "--retriever", '{"type": "llm_selector", "model": "m", "max_retries": 0}']
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "primsel retrieve: error: the LLM endpoint cannot be reached, stopping: cannot connect" in err
+    assert "Traceback" not in err
