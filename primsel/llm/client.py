@@ -401,6 +401,7 @@ class ChatClient:
             lock = self._key_locks[key] = asyncio.Lock()
         async with lock:  # the same request twice at once: the second gets the first's answer
             cache = self.cache and caches_enabled()
+            # read here, so that requests reach their slots in the order they were given
             hit = self._cache_read(key) if cache else None
             if hit is not None:
                 completion = Completion(
@@ -415,7 +416,9 @@ class ChatClient:
                 return completion
             completion = await self._send(messages, start)
             if cache:
-                self._cache_write(key, messages, completion)
+                # written by a worker thread: on the loop, the file system calls of every answer
+                # would queue behind each other (and before the next requests' sends)
+                await asyncio.to_thread(self._cache_write, key, messages, completion)
         self._count(completion, cache_hit=False)
         return completion
 
