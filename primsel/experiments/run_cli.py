@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="sandbox worker processes when a generator runs (default: CPUs)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
-    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the retrieval cache")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="read and write no cache: retrieval rankings, embeddings, LLM answers")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 

@@ -20,7 +20,9 @@ generator, and cached on disk (:mod:`primsel.experiments.store`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -34,7 +36,7 @@ from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand
 from primsel.experiments.dataset import load_dataset, make_dataset
 from primsel.experiments.store import RetrievalStore
-from primsel.files import canonical_json, dumps_json, write_atomic
+from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
 from primsel.types import Task
 
@@ -160,6 +162,18 @@ class ExperimentResult:
     incomplete: tuple[str, ...] = ()
 
 
+def _bypassing_caches_unless_use_cache(function: Callable[..., ExperimentResult]) -> Callable[..., ExperimentResult]:
+    """Runs ``function`` inside :func:`primsel.files.caches_disabled` when called with
+    ``use_cache=False``, so that no cache is read or written (rankings, embeddings, LLM answers)."""
+    @functools.wraps(function)
+    def wrapper(*args: object, use_cache: bool = True, **kwargs: object) -> ExperimentResult:
+        with contextlib.nullcontext() if use_cache else caches_disabled():
+            return function(*args, use_cache=use_cache, **kwargs)
+
+    return wrapper
+
+
+@_bypassing_caches_unless_use_cache
 def run_experiment(
     config: ExperimentConfig,
     out: str | os.PathLike[str] = "runs",
@@ -185,7 +199,8 @@ def run_experiment(
     library : the library (default :meth:`primsel.library.Library.from_simulator`).
     workers : sandbox worker processes when a generator runs (default: the sandbox's).
     progress : show tqdm progress bars on stderr.
-    use_cache : read and write the on-disk retrieval cache.
+    use_cache : read and write the on-disk caches; False bypasses every one of them (rankings,
+        embeddings, LLM answers: see :func:`primsel.files.caches_disabled`).
     log : stream for messages (default stderr).
     on_cell : called after each computed cell with the cell and its report.
 

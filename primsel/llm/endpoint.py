@@ -34,14 +34,16 @@ class Endpoint:
     api_key_env : environment variable holding the key (default ``OPENAI_API_KEY``).
     api_key : the key itself (overrides ``api_key_env``; keep keys out of configuration
         files). Never part of :meth:`params`.
-    timeout_s : seconds per request, finite and > 0.
+    timeout_s : the total deadline of one attempt in seconds (connecting, sending and receiving
+        the whole answer), finite and > 0.
     max_retries : retries after the first attempt on 408, 409, 429, 5xx, timeouts and
         connection errors, >= 0.
     temperature, seed, max_tokens : sampling parameters (None: not sent); part of the
         answer-cache key. temperature finite and >= 0, seed a 64-bit integer, max_tokens >= 1.
     concurrency : most requests in flight at once, >= 1.
     backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``
-        (doubles per retry), >= 0.
+        (doubles per retry, times a random factor in [0.8, 1.0]; see
+        :attr:`primsel.llm.client.ChatClient.max_request_seconds`), >= 0.
     cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
         apart the answers of endpoints that serve the same model name; None: model, messages
         and sampling parameters only.

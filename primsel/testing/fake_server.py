@@ -47,6 +47,8 @@ class Reply:
         (``"insufficient_quota"``, ``"rate_limit_exceeded"``).
     delay_s : seconds to wait before answering (added to the server's latency).
     hang : never answer: hold the connection until the server closes.
+    trickle_s : when > 0, send the whole answer (status line, headers and body) one byte at a
+        time, this many seconds apart (a server that is slow but never silent for long).
     prompt_tokens, completion_tokens : the usage numbers reported.
     """
 
@@ -58,6 +60,7 @@ class Reply:
     error_code: str | None = None
     delay_s: float = 0.0
     hang: bool = False
+    trickle_s: float = 0.0
     prompt_tokens: int = 10
     completion_tokens: int = 5
 
@@ -100,6 +103,14 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (a cancelled request, a deadline) is not an error of the server."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeOpenAIServer:
@@ -169,9 +180,11 @@ class FakeOpenAIServer:
             self.answered = 0
 
     def stats(self) -> dict[str, int]:
-        """``requests`` (received), ``answered`` (sent, see the class) and ``max_in_flight``."""
+        """``requests`` (received), ``answered`` (sent, see the class), ``in_flight`` (received,
+        not yet answered) and ``max_in_flight``."""
         with self._lock:
-            return {"requests": len(self.requests), "answered": self.answered, "max_in_flight": self.max_in_flight}
+            return {"requests": len(self.requests), "answered": self.answered, "in_flight": self._in_flight,
+                    "max_in_flight": self.max_in_flight}
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -238,8 +251,11 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
             return
 
-        def _send_json(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+        def _send_json(self, status: int, body: Any, headers: Mapping[str, str], trickle_s: float = 0.0) -> None:
             data = json.dumps(body).encode("utf-8")
+            if trickle_s > 0:
+                self._trickle(status, data, headers, trickle_s)
+                return
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -248,13 +264,23 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _answer(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+        def _trickle(self, status: int, data: bytes, headers: Mapping[str, str], pause: float) -> None:
+            lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}", "Content-Type: application/json",
+                     f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in headers.items())]
+            raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+            for i in range(len(raw)):
+                if i and server._closing.wait(pause):
+                    return
+                self.wfile.write(raw[i:i + 1])
+                self.wfile.flush()
+
+        def _answer(self, status: int, body: Any, headers: Mapping[str, str], trickle_s: float = 0.0) -> None:
             # The counters change before the first byte goes out: a client that has read the
             # whole answer always sees it counted and no longer in flight. A failed write takes
             # the count back.
             server._leave(answered=True)
             try:
-                self._send_json(status, body, headers)
+                self._send_json(status, body, headers, trickle_s)
             except OSError:
                 with server._lock:
                     server.answered -= 1
@@ -293,7 +319,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 if not answering:
                     server._leave()
             try:
-                self._answer(reply.status, body, reply.headers)
+                self._answer(reply.status, body, reply.headers, reply.trickle_s)
             except (BrokenPipeError, ConnectionResetError):
                 pass
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -37,7 +38,7 @@ def test_script_then_responder_and_counters():
         url = srv.base_url + "/chat/completions"
         first = post(url, {"model": "m", "messages": []})
         second = post(url, {"model": "m", "messages": []})
-        assert srv.stats() == {"requests": 2, "answered": 2, "max_in_flight": 1}
+        assert srv.stats() == {"requests": 2, "answered": 2, "in_flight": 0, "max_in_flight": 1}
     assert first[1]["choices"][0]["message"]["content"] == "scripted"
     assert first[1]["choices"][0]["finish_reason"] == "length"
     assert second[1]["choices"][0]["message"]["content"] == "default"
@@ -53,7 +54,7 @@ def test_an_answer_is_counted_before_it_is_sent():
             conn.request("POST", "/v1/chat/completions", body=json.dumps({"model": "m", "messages": []}),
                          headers={"Content-Type": "application/json"})
             response = conn.getresponse()          # status line and headers only
-            assert srv.stats() == {"requests": n, "answered": n, "max_in_flight": 1}
+            assert srv.stats() == {"requests": n, "answered": n, "in_flight": 0, "max_in_flight": 1}
             body = json.loads(response.read())
             conn.close()
             assert len(body["choices"][0]["message"]["content"]) == len(big)
@@ -119,3 +120,17 @@ def test_command_rejects_a_directory_as_data(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["--data", str(tmp_path)])
     assert info.value.code == 2 and "is a directory" in capsys.readouterr().err
+
+
+def test_a_trickled_answer_arrives_whole_one_byte_at_a_time():
+    pause = 0.002
+    with FakeOpenAIServer() as srv:
+        srv.push(Reply(content="slow but whole", trickle_s=pause))
+        url = srv.base_url + "/chat/completions"
+        begin = time.perf_counter()
+        status, body = post(url, {"model": "m", "messages": []})
+        elapsed = time.perf_counter() - begin
+    assert status == 200 and body["choices"][0]["message"]["content"] == "slow but whole"
+    # the server waits `pause` between any two of the answer's bytes (status line and headers too)
+    size = len(json.dumps(body)) + len("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+    assert elapsed >= (size - 1) * pause
