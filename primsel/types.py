@@ -40,6 +40,8 @@ Qrels = dict[str, dict[str, int]]
 
 #: Statuses of one executed task (DESIGN.md, Interfaces).
 STATUSES = ("pass", "fail", "error", "timeout", "requires_user_input", "no_program")
+#: Values of :attr:`ExecutionResult.raised_by` (besides None).
+RAISED_BY = ("program", "sandbox", "task")
 #: Views accepted by :meth:`Primitive.text`.
 TEXT_VIEWS = ("name", "signature", "full")
 
@@ -257,6 +259,13 @@ class ExecutionResult:
         "raise", summary of the returned value or "Type: message" of the exception)``.
     paths : for each entry of ``outcomes``, the program lines that call executed, in order, with
         ``0`` where each library call of the trace was made (at most 20,000 entries per call).
+    raised_by : who raised what ended the task (see :data:`RAISED_BY`): ``"program"`` (the
+        program's own code, or a verdict on its text: a syntax error, no function, ...),
+        ``"sandbox"`` (a verdict of the sandbox on the program's process or answer: time limit,
+        unsupported value, dead process, ...), ``"task"`` (the task's setup or evaluation
+        program, or a fault of the judge); None when the task passed or it is not known. Only
+        ``error_type``/``message`` of the first two describe the program alone; those of
+        ``"task"`` may hold what an evaluation program expected.
     """
 
     task_id: str
@@ -271,6 +280,7 @@ class ExecutionResult:
     trace: tuple[tuple[str, int | None, str], ...] = ()
     outcomes: tuple[tuple[int, str, str], ...] = ()
     paths: tuple[tuple[int, ...], ...] = ()
+    raised_by: str | None = None
 
     @property
     def passed(self) -> bool:
