@@ -19,8 +19,8 @@ Abilities
 The required protocols (:class:`Retriever`, :class:`Generator`) never grow. Anything optional
 is a separate protocol here, checked with ``isinstance``: a component has an ability when it
 has the ability's methods (:class:`SeesGold`, :class:`ReportsUsage`, :class:`FitsOnTasks`,
-:class:`GeneratesMany`, :class:`SummarisesUsage`) or, for :class:`LearnsFromTasks`, when its
-flag is true.
+:class:`GeneratesMany`, :class:`Revises`, :class:`SummarisesUsage`) or, for
+:class:`LearnsFromTasks`, when its flag is true.
 """
 
 from __future__ import annotations
@@ -400,6 +400,18 @@ class GeneratesMany(Protocol):
     programs in input order (e.g. with requests in flight concurrently)."""
 
     def generate_many(self, items: Sequence[tuple[Task, Sequence[Primitive]]]) -> list[Program]: ...
+
+
+@runtime_checkable
+class Revises(Protocol):
+    """Optional ability of a generator: ``revise_many([(task, docs, turns), ...])`` continues
+    each task's conversation and returns the corrected programs in input order. ``turns`` are
+    the task's earlier rounds, ``((program, feedback text), ...)`` oldest first: the request
+    for ``docs`` is followed, for each turn, by the program's answer and the feedback on it
+    (reflection rounds, :mod:`primsel.experiments.reflection`)."""
+
+    def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
+                    ) -> list[Program]: ...
 
 
 @runtime_checkable
