@@ -125,6 +125,27 @@ class RetrievalStore:
         self._memo[key] = result
         return result
 
+    def rerank(self, spec: Any, folds: int, seed: int, queries: Mapping[str, str]) -> Retrieval:
+        """Rank the library again for some tasks, each with another text (e.g. its query plus an
+        error message, reflection's ``reselect``), with the folds and training tasks of
+        :meth:`get` (same ``folds``, capped, and ``seed``). Not cached on disk (an LLM
+        selector's answers are, by its client).
+
+        Parameters
+        ----------
+        spec, folds, seed : as :meth:`get`.
+        queries : ``{task_id: text}``, task ids of the dataset.
+
+        Returns
+        -------
+        A :class:`Retrieval` of the tasks of ``queries`` only.
+
+        Raises
+        ------
+        ValueError : a task id not in the dataset.
+        """
+        return self._compute(spec, self.effective_folds(folds), seed, queries)
+
     def _read(self, path: Path) -> Retrieval | None:
         try:
             payload = json.loads(path.read_text(encoding="utf-8"))
@@ -137,13 +158,16 @@ class RetrievalStore:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _compute(self, spec: Any, folds: int, seed: int) -> Retrieval:
+    def _compute(self, spec: Any, folds: int, seed: int, queries: Mapping[str, str] | None = None) -> Retrieval:
         start = time.perf_counter()
         usage: dict[str, dict[str, float]] = {}
         run, fold_of = cross_validated_run(specs.with_seed(spec, seed), self.library, list(self.dataset.tasks),
-                                           k=len(self.library), folds=folds, seed=seed, usage_out=usage)
+                                           k=len(self.library), folds=folds, seed=seed, usage_out=usage,
+                                           queries=queries)
         ranked = {}
         for t in self.dataset.tasks:
-            scores = run.get(t.id, {})
-            ranked[t.id] = tuple((p, float(scores[p])) for p in ranking(scores))
-        return Retrieval(ranked=ranked, folds=dict(fold_of), seconds=time.perf_counter() - start, usage=usage)
+            if queries is None or t.id in queries:
+                scores = run.get(t.id, {})
+                ranked[t.id] = tuple((p, float(scores[p])) for p in ranking(scores))
+        return Retrieval(ranked=ranked, folds={t: fold_of[t] for t in ranked} if queries is not None else dict(fold_of),
+                         seconds=time.perf_counter() - start, usage=usage)
