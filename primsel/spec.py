@@ -39,6 +39,7 @@ Spec = str | Mapping[str, Any]
 GENERATOR_KEYS = (
     "type", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "temperature", "seed",
     "max_tokens", "concurrency", "examples", "template", "programs", "cache_namespace", "extraction",
+    "reflect_template",
 )
 
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

@@ -19,8 +19,8 @@ Abilities
 The required protocols (:class:`Retriever`, :class:`Generator`) never grow. Anything optional
 is a separate protocol here, checked with ``isinstance``: a component has an ability when it
 has the ability's methods (:class:`SeesGold`, :class:`ReportsUsage`, :class:`FitsOnTasks`,
-:class:`GeneratesMany`, :class:`SummarisesUsage`) or, for :class:`LearnsFromTasks`, when its
-flag is true.
+:class:`GeneratesMany`, :class:`Revises`, :class:`SummarisesUsage`) or, for
+:class:`LearnsFromTasks`, when its flag is true.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ Qrels = dict[str, dict[str, int]]
 
 #: Statuses of one executed task (DESIGN.md, Interfaces).
 STATUSES = ("pass", "fail", "error", "timeout", "requires_user_input", "no_program")
+#: Values of :attr:`ExecutionResult.raised_by` (besides None).
+RAISED_BY = ("program", "sandbox", "task")
 #: Views accepted by :meth:`Primitive.text`.
 TEXT_VIEWS = ("name", "signature", "full")
 
@@ -258,6 +260,13 @@ class ExecutionResult:
         "raise", summary of the returned value or "Type: message" of the exception)``.
     paths : for each entry of ``outcomes``, the program lines that call executed, in order, with
         ``0`` where each library call of the trace was made (at most 20,000 entries per call).
+    raised_by : who raised what ended the task (see :data:`RAISED_BY`): ``"program"`` (the
+        program's own code, or a verdict on its text: a syntax error, no function, ...),
+        ``"sandbox"`` (a verdict of the sandbox on the program's process or answer: time limit,
+        unsupported value, dead process, ...), ``"task"`` (the task's setup or evaluation
+        program, or a fault of the judge); None when the task passed or it is not known. Only
+        ``error_type``/``message`` of the first two describe the program alone; those of
+        ``"task"`` may hold what an evaluation program expected.
     """
 
     task_id: str
@@ -272,6 +281,7 @@ class ExecutionResult:
     trace: tuple[tuple[str, int | None, str], ...] = ()
     outcomes: tuple[tuple[int, str, str], ...] = ()
     paths: tuple[tuple[int, ...], ...] = ()
+    raised_by: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -453,6 +463,18 @@ class GeneratesMany(Protocol):
     programs in input order (e.g. with requests in flight concurrently)."""
 
     def generate_many(self, items: Sequence[tuple[Task, Sequence[Primitive]]]) -> list[Program]: ...
+
+
+@runtime_checkable
+class Revises(Protocol):
+    """Optional ability of a generator: ``revise_many([(task, docs, turns), ...])`` continues
+    each task's conversation and returns the corrected programs in input order. ``turns`` are
+    the task's earlier rounds, ``((program, feedback text), ...)`` oldest first: the request
+    for ``docs`` is followed, for each turn, by the program's answer and the feedback on it
+    (reflection rounds, :mod:`primsel.experiments.reflection`)."""
+
+    def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
+                    ) -> list[Program]: ...
 
 
 @runtime_checkable

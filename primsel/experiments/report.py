@@ -13,11 +13,13 @@
   its baseline cell on per-task recall (and on per-task success when a generator ran); with a
   generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`); a table of
   ties: every ranking metric in primitive-id order and tie-aware, per ranking, with the tasks
-  whose ranking has a tie across k;
+  whose ranking has a tie across k; with reflection rounds, a table of success, gain and cost by
+  round (:mod:`primsel.experiments.report_rounds`);
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
 * ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected
   (tokens on a log scale when the whole library is among the selections);
-* ``<name>_success.png``: with a generator, the task success of every cell.
+* ``<name>_success.png``: with a generator, the task success of every cell;
+* ``<name>_success_by_round.png``: with reflection rounds, success against round, one line per cell.
 
 Plots name the data in their title, keep their legends outside the axes and give every
 ranking a distinct colour.
@@ -468,6 +470,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     lines.append("")
     lines += tie_table(cells)
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
+    from primsel.experiments.report_rounds import rounds_table  # it uses this module's style
+
+    lines += rounds_table(cells, n_resamples=n_resamples, seed=seed)
     for title, file in images:
         lines += [f"![{title}]({file})", ""]
     return "\n".join(lines)
@@ -753,12 +758,15 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     ReportError : see :func:`load_experiment` and :func:`baseline_pairs`; or the report or the
         export directory cannot be written (the message names it).
     """
+    from primsel.experiments.report_rounds import plot_success_by_round  # it uses this module's style
+
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
     images = []
     for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
                                 ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
-                                ("success", "task success", plot_success)):
+                                ("success", "task success", plot_success),
+                                ("success_by_round", "success by round", plot_success_by_round)):
         file = f"{experiment.name}_{suffix}.png"
         try:
             if plot(experiment, experiment.directory / file):

@@ -88,6 +88,7 @@ def cross_validated_run(
     seed: int = 0,
     usage_out: dict[str, dict[str, float]] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    queries: Mapping[str, str] | None = None,
 ) -> tuple[Run, dict[str, int]]:
     """Rank the library for every task, never letting a learned retriever see a test task.
 
@@ -108,10 +109,14 @@ def cross_validated_run(
     progress : when given, called before each stage as ``progress(stage, i, n)``: stage
         ``"fitting"`` or ``"ranking"``, ``i`` the fold (1-based) and ``n`` the number of fits
         (the folds for a retriever that learns from tasks, else 1).
+    queries : when given, ``{task_id: text}`` of some of ``tasks``: only these tasks are ranked,
+        each with its text instead of its query (e.g. the query plus an error message); the
+        folds, and each fold's training tasks, are still those of ``tasks``.
 
     Returns
     -------
-    (run, folds): ``{task_id: {primitive_id: score}}`` for every task, and ``{task_id: fold}``.
+    (run, folds): ``{task_id: {primitive_id: score}}`` for every task (every task of
+    ``queries``, when given), and ``{task_id: fold}`` for every task.
 
     Raises
     ------
@@ -127,25 +132,32 @@ def cross_validated_run(
         raise ValueError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
     else:
         assignment = fold_assignment([t.id for t in tasks], folds, seed)
+    texts = {t.id: t.query for t in tasks} if queries is None else dict(queries)
+    unknown = sorted(set(texts) - {t.id for t in tasks})
+    if unknown:
+        raise ValueError(f"queries name tasks that are not among the tasks: {', '.join(unknown[:5])}")
+    ranked = [t for t in tasks if t.id in texts]
     run: Run = {}
     stage = progress or (lambda what, i, n: None)
     if not learns:
         stage("fitting", 1, 1)
         probe.fit(library)
-        _hand_gold(probe, tasks)
+        _hand_gold(probe, ranked)
         stage("ranking", 1, 1)
-        run = probe.search({t.id: t.query for t in tasks}, k)
-        _collect_usage(probe, tasks, usage_out)
+        run = probe.search({t.id: texts[t.id] for t in ranked}, k) if ranked else {}
+        _collect_usage(probe, ranked, usage_out)
     else:
         for fold in range(folds):
             train = [t for t in tasks if assignment[t.id] != fold]
-            test = [t for t in tasks if assignment[t.id] == fold]
+            test = [t for t in ranked if assignment[t.id] == fold]
+            if not test:
+                continue
             retriever = probe if fold == 0 else _fresh(spec)
             stage("fitting", fold + 1, folds)
             retriever.fit(library, train)
             _hand_gold(retriever, test)
             stage("ranking", fold + 1, folds)
-            run.update(retriever.search({t.id: t.query for t in test}, k))
+            run.update(retriever.search({t.id: texts[t.id] for t in test}, k))
             _collect_usage(retriever, test, usage_out)
     order = {t.id: i for i, t in enumerate(tasks)}
     return {t: run[t] for t in sorted(run, key=order.__getitem__)}, assignment

@@ -93,6 +93,29 @@ def test_pipeline_responder_cut_mode_gives_truncated_programs(toy_tasks):
         assert extract_program(reply.content, task.id, task.entry_point, reply.finish_reason).status == "truncated"
 
 
+def test_pipeline_responder_reflect_mode_answers_wrong_then_right_once_feedback_is_present():
+    from primsel.datasets import load_builtin_tasks
+    from primsel.eval.faults import make_faults
+    from primsel.generation.prompts import reflection_turn
+    from primsel.library import Library
+    from primsel.testing.fake_server import wrong_program
+
+    library = Library.from_simulator()
+    names = {p.name for p in library.values()}
+    tasks = load_builtin_tasks()
+    respond = pipeline_responder(tasks, mode="reflect")
+    for task in tasks[:6]:
+        opening = generation_messages(task, [])
+        first = extract_program(respond({"messages": opening}).content, task.id, task.entry_point).code
+        variants = [f.program for f in make_faults(task.id, task.program, names)]
+        assert first == wrong_program(task, names) and first in variants and first != task.program
+        feedback = [*opening, *reflection_turn(task, "```python\n" + first + "```", "It did not pass.")]
+        second = extract_program(respond({"messages": feedback}).content, task.id, task.entry_point).code
+        assert second == task.program
+    empty = dataclasses.replace(tasks[0], program="")
+    assert wrong_program(empty, names) == "def fulfil_request():\n    return None\n"
+
+
 def test_pipeline_responder_rejects_unknown_modes(toy_tasks):
     with pytest.raises(ValueError, match="mode"):
         pipeline_responder(toy_tasks, mode="lies")
@@ -112,6 +135,7 @@ def test_command_help_is_plain_text_and_says_what_it_answers(capsys):
     assert "every task passes (success 1.0) whatever the retriever" in flat
     assert "--data must name the run's task set" in flat
     assert "cut: answer with the program cut off mid-line and finish_reason 'length'" in flat
+    assert "reflect: a wrong program first" in flat
 
 
 def test_command_rejects_a_directory_as_data(tmp_path, capsys):
