@@ -4,9 +4,9 @@ Usage: ``python benchmarks/llm_pipeline_speed.py [--data asper_bench.tgz] [--lat
 [--concurrency 16] [--no-execute]`` (default data: ``$PRIMSEL_ASPER_BENCH``, else the built-in
 tasks).
 
-A :class:`primsel.generation.fake_server.FakeOpenAIServer` on 127.0.0.1 (a separate process, so
+A :class:`primsel.testing.fake_server.FakeOpenAIServer` on 127.0.0.1 (a separate process, so
 it does not share the interpreter lock with the client) answers every request after ``latency``
-seconds, as a perfect model would (:func:`primsel.generation.fake_server.pipeline_responder`):
+seconds, as a perfect model would (:func:`primsel.testing.fake_server.pipeline_responder`):
 selection requests with the task's gold primitives of the module, generation requests with the
 reference program. The LLM selector sends 5 requests per task, the generator 1: 1,500 requests
 for the 250 Asper-Bench tasks, through the real ``openai`` client, with an empty cache. The
@@ -27,7 +27,7 @@ import time
 
 
 def _start_server(data: str | None, latency: float, stats: str) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "primsel.generation.fake_server", "--latency", str(latency), "--stats", stats]
+    cmd = [sys.executable, "-m", "primsel.testing.fake_server", "--latency", str(latency), "--stats", stats]
     if data:
         cmd += ["--data", data]
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

@@ -41,7 +41,7 @@ def measure() -> int:
     from primsel.library import Library, with_gold
     from primsel.registry import available, build, resolve
     from primsel.retrieval import DEFAULT_RETRIEVER
-    from primsel.retrieval.base import SeesGold
+    from primsel.types import SeesGold
 
     library = Library.from_simulator()
     tasks = with_gold(load_tasks(), library)

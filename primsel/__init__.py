@@ -15,6 +15,7 @@ from primsel.types import (
     ReportsUsage,
     Retriever,
     Run,
+    SeesGold,
     Selection,
     Task,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "ReportsUsage",
     "Retriever",
     "Run",
+    "SeesGold",
     "Selection",
     "Task",
     "available",

@@ -61,6 +61,34 @@ def register(name: str, kind: str = "retriever") -> Callable[[type], type]:
     return decorator
 
 
+def unregister(name: str, kind: str = "retriever") -> None:
+    """Remove a registration (tests register classes for their own duration only).
+
+    Raises
+    ------
+    ValueError : unknown kind.
+    KeyError : ``name`` is not registered.
+    """
+    _check_kind(kind)
+    del _REGISTRY[kind][name]
+
+
+@contextlib.contextmanager
+def temporary() -> Iterator[None]:
+    """Registrations made inside the block are undone when it exits (tests register their
+    classes this way, so no other test sees them). The built-in classes are registered first,
+    so they survive."""
+    for kind in KINDS:
+        _load_builtins(kind)
+    saved = {kind: dict(table) for kind, table in _REGISTRY.items()}
+    try:
+        yield
+    finally:
+        for kind, table in _REGISTRY.items():
+            table.clear()
+            table.update(saved[kind])
+
+
 def _load_builtins(kind: str) -> None:
     importlib.import_module(_BUILTIN_PACKAGES[kind])
 
@@ -164,52 +192,17 @@ def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: A
 
 
 @contextlib.contextmanager
-def error_context(prefix: str) -> Iterator[None]:
+def error_context(prefix: str, *, key: bool = False) -> Iterator[None]:
     """Re-raise a ValueError or TypeError (UnknownComponentError included) as the same type with
-    ``"<prefix>: "`` in front of its message, so nested specifications say where they failed."""
+    ``"<prefix>: "`` in front of its message, so nested specifications say where they failed.
+
+    With ``key``, ``prefix`` is also the key of a nested specification (``"members[1]"``): it
+    is put in front of the exception's ``key_path`` (a tuple of such keys, outermost first),
+    which :func:`primsel.spec.check` joins to name the faulty key.
+    """
     try:
         yield
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{prefix}: {exc}") from exc
-
-
-def with_seed(spec: Any, seed: int, kind: str = "retriever") -> Any:
-    """``spec`` with ``seed`` passed to a class whose constructor takes a ``seed`` parameter.
-
-    The seed is added only when the specification does not set one itself (a table with a
-    ``seed`` key keeps it); a name becomes a table. Nested member specifications are left as
-    they are. Anything else (a class without ``seed``, an instance) is returned unchanged.
-
-    Parameters
-    ----------
-    spec : name, ``"module:Class"`` path, table with ``type``, or an instance.
-    seed : the experiment's seed.
-    kind : ``"retriever"`` or ``"generator"``.
-
-    Returns
-    -------
-    the specification to build (a new table when the seed was added; ``spec`` is not modified).
-
-    Raises
-    ------
-    UnknownComponentError : see :func:`resolve`.
-    ValueError : a table without ``type``.
-    """
-    if isinstance(spec, str):
-        name = spec
-    elif isinstance(spec, Mapping):
-        if "type" not in spec:
-            raise ValueError(f"{kind} table {dict(spec)!r} has no 'type' key")
-        if "seed" in spec:
-            return spec
-        name = spec["type"]
-    else:
-        return spec
-    cls = resolve(name, kind)
-    try:
-        parameters = inspect.signature(cls).parameters
-    except (TypeError, ValueError):  # no introspectable signature
-        return spec
-    if "seed" not in parameters:
-        return spec
-    return {**({"type": spec} if isinstance(spec, str) else dict(spec)), "seed": seed}
+        new = type(exc)(f"{prefix}: {exc}")
+        new.key_path = ((prefix,) if key else ()) + getattr(exc, "key_path", ())  # type: ignore[attr-defined]
+        raise new from exc

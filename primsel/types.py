@@ -1,4 +1,4 @@
-"""Core data types of primsel: plain frozen dataclasses and two small protocols.
+"""Core data types of primsel: plain frozen dataclasses, the ranking rule, and protocols.
 
 Everything a stage hands to the next stage is one of these types. They are frozen (a stage never
 mutates its input) and convert to JSON with :func:`to_json`.
@@ -7,21 +7,42 @@ Shapes
 ------
 * ``Run``: ``{task_id: {primitive_id: score}}``, the BEIR / ranx / TREC shape. Higher is better.
 * ``Qrels``: ``{task_id: {primitive_id: relevance}}`` with relevance 1 for gold primitives.
+
+Ranking
+-------
+A run entry is ranked by score, descending, ties broken by primitive id (ascending, as
+strings): :func:`ranking`, and :func:`top_k` for a cut. Every retriever, metric, selector and
+TREC file uses this one rule.
+
+Abilities
+---------
+The required protocols (:class:`Retriever`, :class:`Generator`) never grow. Anything optional
+is a separate protocol here, checked with ``isinstance``: a component has an ability when it
+has the ability's methods (:class:`SeesGold`, :class:`ReportsUsage`, :class:`FitsOnTasks`,
+:class:`GeneratesMany`, :class:`Revises`, :class:`SummarisesUsage`) or, for
+:class:`LearnsFromTasks`, when its flag is true.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Mapping, Sequence
+import math
+import numbers
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from primsel.checks import check_k
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
 
 #: Statuses of one executed task (DESIGN.md, Interfaces).
 STATUSES = ("pass", "fail", "error", "timeout", "requires_user_input", "no_program")
+#: Values of :attr:`ExecutionResult.raised_by` (besides None).
+RAISED_BY = ("program", "sandbox", "task")
 #: Views accepted by :meth:`Primitive.text`.
 TEXT_VIEWS = ("name", "signature", "full")
 
@@ -114,14 +135,32 @@ class Task:
     @property
     def return_annotation(self) -> str | None:
         """Return annotation of the reference program's entry point, as source text, or None."""
-        try:
-            tree = ast.parse(self.program)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-        for node in tree.body:
+        tree = parse_program(self.program)
+        for node in tree.body if tree is not None else ():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return ast.unparse(node.returns) if node.returns is not None else None
         return None
+
+
+def parse_program(source: str) -> ast.Module | None:
+    """``ast.parse(source)``, or None when the text does not parse: a SyntaxError, a ValueError
+    (a NUL byte, a lone surrogate), or a RecursionError or MemoryError from a pathologically
+    nested expression (``1+1+...`` or ``--...-1`` 100,000 deep). Warnings (invalid escape
+    sequences) are silenced. Every parse of program text in primsel goes through it, so no
+    program text can crash the caller."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def task_sort_key(task_id: str) -> tuple[bool, int, str]:
+    """Order of task ids: numeric ids first in numeric order (``"2"`` before ``"10"``), then the
+    others by string: ``(not numeric, value, id)``."""
+    numeric = task_id.isdecimal()
+    return (not numeric, int(task_id) if numeric else 0, task_id)
 
 
 def entry_point(source: str, preferred: str | None = None) -> str | None:
@@ -135,12 +174,11 @@ def entry_point(source: str, preferred: str | None = None) -> str | None:
     Returns
     -------
     ``preferred`` if defined at top level, else the first top-level ``def`` name, else None
-    (also None when the source does not parse: a SyntaxError, a lone surrogate, or nesting so
-    deep that the parser gives up with RecursionError or MemoryError).
+    (also None when the source does not parse, e.g. a SyntaxError, a lone surrogate, or an
+    expression nested too deeply to parse).
     """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # UnicodeEncodeError is a ValueError
+    tree = parse_program(source)
+    if tree is None:
         return None
     names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if preferred is not None and preferred in names:
@@ -183,6 +221,9 @@ class Program:
     messages : the chat messages sent, ``({"role": ..., "content": ...}, ...)``.
     usage : ``prompt_tokens``, ``completion_tokens``, ``seconds``, ``cached`` (0/1), ``calls``.
     entry_point : the function to call, or None to use the first top-level ``def``.
+    extraction : how the program was taken from the answer, for generators that extract:
+        ``mode``, ``dropped_lines``, ``parse_failure``, ``reason``, ``program_no_imports``,
+        ``async_entry`` (:meth:`primsel.generation.extract.Extraction.details`); empty otherwise.
     """
 
     task_id: str
@@ -192,6 +233,7 @@ class Program:
     messages: tuple[Mapping[str, str], ...] = ()
     usage: Mapping[str, float] = field(default_factory=dict, hash=False)
     entry_point: str | None = None
+    extraction: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -210,8 +252,21 @@ class ExecutionResult:
     seconds : wall time of the whole task in seconds.
     program_seconds : of which, seconds the judge waited for the program's process (loading the
         program, and every call of its entry point with the world state crossing both ways).
-    trace : every call of a library function made by program code, in order:
-        ``(primitive id, program line or None, short summary of the arguments)`` (at most 2000).
+    trace : every call of a library function (or instantiation of a library class) made by
+        program code, in order: ``(primitive id, program line or None, summary of the
+        arguments)`` (at most 2000).
+    outcomes : one entry per completed call of the program's entry point, in order over the
+        task's (SIP, EP) pairs: ``(number of trace entries the call added, "return" or
+        "raise", summary of the returned value or "Type: message" of the exception)``.
+    paths : for each entry of ``outcomes``, the program lines that call executed, in order, with
+        ``0`` where each library call of the trace was made (at most 20,000 entries per call).
+    raised_by : who raised what ended the task (see :data:`RAISED_BY`): ``"program"`` (the
+        program's own code, or a verdict on its text: a syntax error, no function, ...),
+        ``"sandbox"`` (a verdict of the sandbox on the program's process or answer: time limit,
+        unsupported value, dead process, ...), ``"task"`` (the task's setup or evaluation
+        program, or a fault of the judge); None when the task passed or it is not known. Only
+        ``error_type``/``message`` of the first two describe the program alone; those of
+        ``"task"`` may hold what an evaluation program expected.
     """
 
     task_id: str
@@ -224,11 +279,118 @@ class ExecutionResult:
     seconds: float = 0.0
     program_seconds: float = 0.0
     trace: tuple[tuple[str, int | None, str], ...] = ()
+    outcomes: tuple[tuple[int, str, str], ...] = ()
+    paths: tuple[tuple[int, ...], ...] = ()
+    raised_by: str | None = None
 
     @property
     def passed(self) -> bool:
         """True when every EP of the task returned normally."""
         return self.status == "pass"
+
+
+def ranking(scores: Mapping[str, float] | None) -> list[str]:
+    """Primitive ids of one run entry, best first: score descending, ties by primitive id.
+
+    Parameters
+    ----------
+    scores : ``{primitive_id: score}`` (None or empty gives ``[]``).
+    """
+    if not scores:
+        return []
+    return [p for p, _ in sorted(scores.items(), key=lambda item: (-float(item[1]), item[0]))]
+
+
+def tie_groups(scores: Mapping[str, float] | None) -> list[tuple[str, ...]]:
+    """The ranking of one run entry (:func:`ranking`) cut into groups of equal score.
+
+    Within a group the ids are in primitive-id order, the order :func:`ranking` gives them; any
+    other order of a group is as justified by the scores.
+
+    Parameters
+    ----------
+    scores : ``{primitive_id: score}`` (None or empty gives ``[]``).
+
+    Returns
+    -------
+    groups of primitive ids, best score first; their concatenation is ``ranking(scores)``.
+    """
+    groups: list[tuple[str, ...]] = []
+    current: list[str] = []
+    last: float | None = None
+    for pid in ranking(scores):
+        value = float(scores[pid])  # type: ignore[index]
+        if current and value != last:
+            groups.append(tuple(current))
+            current = []
+        current.append(pid)
+        last = value
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def check_run(run: Any, what: str = "run") -> None:
+    """Check the shape of a :data:`Run`: a mapping of string task ids to mappings of string
+    primitive ids to real-number scores.
+
+    An id of another type (an ``int`` read from a data frame, say) would never match the string
+    ids of the gold sets and score 0 without a word; it is refused instead.
+
+    Parameters
+    ----------
+    run : the value to check.
+    what : how the message names it (``"run"``, ``"run file x.trec"``).
+
+    Raises
+    ------
+    TypeError : naming the first task id, primitive id or score of the wrong type.
+    """
+    if not isinstance(run, Mapping):
+        raise TypeError(f"{what} must be a mapping {{task_id: {{primitive_id: score}}}}, got {type(run).__name__}")
+    for task_id, scores in run.items():
+        if not isinstance(task_id, str):
+            raise TypeError(f"{what}: task id {task_id!r} is {type(task_id).__name__}; ids must be strings")
+        if not isinstance(scores, Mapping):
+            raise TypeError(f"{what}: task {task_id!r} maps to {type(scores).__name__}; expected "
+                            "{primitive_id: score}")
+        for pid, score in scores.items():
+            if not isinstance(pid, str):
+                raise TypeError(f"{what}: task {task_id!r}: primitive id {pid!r} is {type(pid).__name__}; "
+                                "ids must be strings")
+            if isinstance(score, bool) or not isinstance(score, numbers.Real):
+                raise TypeError(f"{what}: task {task_id!r}: score of {pid!r} is {type(score).__name__} "
+                                f"{score!r}; expected a number")
+
+
+def top_k(ids: Sequence[str], scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:
+    """Rank ``ids`` by score (descending, ties by id) and keep the first ``k``.
+
+    Parameters
+    ----------
+    ids : every primitive id to rank (the library), unique.
+    scores : one score per id (a sequence aligned with ``ids``) or ``{id: score}`` (missing -> 0).
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``{primitive_id: score}`` in rank order, ``min(k, len(ids))`` entries. Non-finite scores are
+    treated as 0.
+
+    Raises
+    ------
+    ValueError : bad k, or a score sequence of the wrong length.
+    """
+    check_k(k)
+    if isinstance(scores, Mapping):
+        values = [float(scores.get(i, 0.0)) for i in ids]
+    else:
+        values = [float(s) for s in scores]
+        if len(values) != len(ids):
+            raise ValueError(f"{len(values)} scores for {len(ids)} ids")
+    values = [v if math.isfinite(v) else 0.0 for v in values]
+    order = sorted(range(len(ids)), key=lambda i: (-values[i], ids[i]))
+    return {ids[i]: values[i] for i in order[:k]}
 
 
 @runtime_checkable
@@ -247,10 +409,37 @@ class Retriever(Protocol):
 
 
 @runtime_checkable
-class LearnsFromTasks(Protocol):
-    """Optional ability: ``fit`` uses ``train_tasks``; runners must cross-validate it."""
+class Generator(Protocol):
+    """Writes a program for a task from the documentation of the selected primitives."""
+
+    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program: ...
+
+
+class _FlagAbility(type(Protocol)):  # type: ignore[misc]
+    """Metaclass of an ability declared by flags: an object has it when every flag the ability
+    annotates is true on it (present and false is not enough)."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return all(bool(getattr(instance, flag, False)) for flag in cls.__annotations__)
+
+
+@runtime_checkable
+class LearnsFromTasks(Protocol, metaclass=_FlagAbility):
+    """Optional ability: ``learns_from_tasks`` is true; ``fit`` uses ``train_tasks``, so runners
+    cross-validate the retriever (it never sees its test fold)."""
 
     learns_from_tasks: bool
+
+
+@runtime_checkable
+class SeesGold(Protocol):
+    """Optional ability of bound retrievers (``oracle``): they are handed the gold sets.
+
+    A runner that finds this ability calls ``set_gold({task_id: gold ids})`` after ``fit`` and
+    before ``search``. Only upper bounds use it; no real retriever may.
+    """
+
+    def set_gold(self, gold: Mapping[str, Iterable[str]]) -> None: ...
 
 
 @runtime_checkable
@@ -261,10 +450,39 @@ class ReportsUsage(Protocol):
 
 
 @runtime_checkable
-class Generator(Protocol):
-    """Writes a program for a task from the documentation of the selected primitives."""
+class FitsOnTasks(Protocol):
+    """Optional ability of a generator: ``fit(library, train_tasks)``, called once per
+    cross-validation fold with that fold's training tasks (e.g. the pool of worked examples)."""
 
-    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program: ...
+    def fit(self, library: Any, train_tasks: Sequence[Task] = ()) -> Any: ...
+
+
+@runtime_checkable
+class GeneratesMany(Protocol):
+    """Optional ability of a generator: ``generate_many([(task, docs), ...])`` returns the
+    programs in input order (e.g. with requests in flight concurrently)."""
+
+    def generate_many(self, items: Sequence[tuple[Task, Sequence[Primitive]]]) -> list[Program]: ...
+
+
+@runtime_checkable
+class Revises(Protocol):
+    """Optional ability of a generator: ``revise_many([(task, docs, turns), ...])`` continues
+    each task's conversation and returns the corrected programs in input order. ``turns`` are
+    the task's earlier rounds, ``((program, feedback text), ...)`` oldest first: the request
+    for ``docs`` is followed, for each turn, by the program's answer and the feedback on it
+    (reflection rounds, :mod:`primsel.experiments.reflection`)."""
+
+    def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
+                    ) -> list[Program]: ...
+
+
+@runtime_checkable
+class SummarisesUsage(Protocol):
+    """Optional ability: ``usage_summary()`` gives counters over every call (requests, cache
+    hits, tokens, seconds, ...), summed into a cell's report."""
+
+    def usage_summary(self) -> Mapping[str, float]: ...
 
 
 def to_json(obj: Any) -> Any:

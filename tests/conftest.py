@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from primsel import registry
+
 
 @pytest.fixture(scope="session")
 def asper_path() -> Path:
@@ -18,6 +20,14 @@ def asper_path() -> Path:
     if not path.is_file():
         pytest.skip(f"PRIMSEL_ASPER_BENCH points to a missing file: {path}")
     return path
+
+
+@pytest.fixture(autouse=True)
+def scoped_registry():
+    """Classes a test (or its fixtures) registers are unregistered after it: no other test, and
+    no test parametrised over the registered names, sees them."""
+    with registry.temporary():
+        yield
 
 
 @pytest.fixture(autouse=True)

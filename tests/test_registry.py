@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from primsel.registry import UnknownComponentError, build, register, resolve, with_seed
-from primsel.retrieval.baselines import RandomRetriever
+from primsel.registry import UnknownComponentError, build, register, resolve
 from primsel.retrieval.bm25 import BM25Retriever
 
 
@@ -46,16 +45,3 @@ def test_a_rejected_value_is_prefixed_with_the_component():
 def test_register_decorates_classes_only():
     with pytest.raises(TypeError, match="decorates a class"):
         register("test_not_a_class")(lambda: None)
-
-
-def test_with_seed_passes_the_seed_to_classes_that_take_one():
-    assert with_seed("random", 7) == {"type": "random", "seed": 7}
-    assert with_seed({"type": "random"}, 7) == {"type": "random", "seed": 7}
-    assert with_seed({"type": "random", "seed": 1}, 7) == {"type": "random", "seed": 1}  # the table wins
-    assert with_seed("bm25", 7) == "bm25"  # no seed parameter
-    table = {"type": "hybrid", "members": ["random"]}
-    assert with_seed(table, 7) is table  # members are left alone
-    instance = RandomRetriever(seed=2)
-    assert with_seed(instance, 7) is instance
-    with pytest.raises(UnknownComponentError):
-        with_seed("nope", 7)

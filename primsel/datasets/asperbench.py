@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from primsel.types import Task
+from primsel.types import Task, task_sort_key
 
 #: SHA-256 of the released archive ``asper_bench_2025-05-27-1153.tgz``.
 ASPER_BENCH_SHA256 = "67738cad71cbd145e95f2d5b4d6d9111f73681917bf8a32e1803a0039f51bbd4"
@@ -127,12 +127,12 @@ def load_asper_bench(
             tasks.append(task)
     if not tasks:
         raise DatasetError(f"{path}: no task shard (plans/*.nt) in the archive")
-    return sorted(tasks, key=task_sort_key)
+    return sorted_tasks(tasks)
 
 
-def task_sort_key(task: Task) -> tuple[int, int, str]:
-    """Sort key putting numeric ids in numeric order (``"2"`` before ``"10"``), others after by name."""
-    return (0, int(task.id), "") if task.id.isdigit() else (1, 0, task.id)
+def sorted_tasks(tasks: Iterable[Task]) -> list[Task]:
+    """``tasks`` in task id order (:func:`primsel.types.task_sort_key`: ``"2"`` before ``"10"``)."""
+    return sorted(tasks, key=lambda t: task_sort_key(t.id))
 
 
 def _read_shards(path: Path) -> Iterable[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""Evaluation: retrieval metrics of rankings and ASPERA's set metrics of selections."""
+"""Evaluation: retrieval metrics of rankings, ASPERA's set metrics of selections, significance
+tests and failure attribution. (The report of an experiment is :mod:`primsel.experiments.report`.)"""
 
 from primsel.eval.metrics import (
     RANKING_METRICS,

@@ -6,16 +6,18 @@ Registered names (``primsel.registry.build({"type": ...}, kind="generator")``):
 ``reference``  the task's own reference program (an upper bound that ignores the selection).
 ``replay``     programs read from a JSONL file of ``{"task_id", "program"}`` lines.
 
-Every generator has ``generate(task, docs) -> Program``, ``generate_many(items)`` (a list of
-``(task, docs)`` pairs; programs in the same order), ``fit(library, train_tasks)`` (optional to
-call; the runner calls it once per cross-validation fold with that fold's training tasks) and
-``usage_summary()``. Constructors only store and check parameters; nothing heavy (no ``openai``
-import, no network) happens before the first program is requested.
+Every generator has ``generate(task, docs) -> Program`` and the optional abilities of
+:mod:`primsel.types`: ``generate_many(items)`` (a list of ``(task, docs)`` pairs; programs in the
+same order), ``revise_many(items)`` (``openai`` only: the next round of each task's
+conversation, given its earlier programs and the feedback on them),
+``fit(library, train_tasks)`` (the runner calls it once per cross-validation fold
+with that fold's training tasks) and ``usage_summary()``. Constructors only store and check
+parameters; nothing heavy (no ``openai`` import, no network) happens before the first program
+is requested.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import Counter
@@ -24,16 +26,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from primsel.generation.client import Completion, LLMError, client_for
-from primsel.generation.extract import extract_program
+from primsel.files import read_jsonl
+from primsel.generation.extract import MODES, extract_program, program_extraction
 from primsel.generation.prompts import (
     choose_examples,
     expected_function,
     generation_messages,
-    load_template,
+    reflection_turn,
 )
+from primsel.llm.client import ChatClient, Completion, LLMError
+from primsel.llm.endpoint import takes_endpoint
+from primsel.llm.templates import load_template
 from primsel.registry import register
-from primsel.types import Primitive, Program, Task, entry_point
+from primsel.types import Primitive, Program, Task
 
 __all__ = ["OpenAIGenerator", "ReferenceGenerator", "ReplayGenerator"]
 
@@ -47,6 +52,7 @@ def _default_module_order() -> tuple[str, ...]:
 
 
 @register("openai", kind="generator")
+@takes_endpoint
 class OpenAIGenerator:
     """Program generation by an LLM behind an OpenAI-compatible chat-completions endpoint.
 
@@ -57,7 +63,12 @@ class OpenAIGenerator:
     entry point with its return annotation -- the program-generation step of ASPERA's
     primitive-selection agent (Coca et al., 2025, "ASPERA: A Simulated Environment to Evaluate
     Planning for Complex Action Execution"). The answer goes through
-    :func:`primsel.generation.extract.extract_program`.
+    :func:`primsel.generation.extract.extract_program` in the ``extraction`` mode.
+
+    In a reflection round (:meth:`revise_many`) the same request is followed, for each earlier
+    round, by the model's answer and the feedback on its program (template
+    ``reflect_template``), and the answer to that conversation is the round's program. Each
+    round's request is cached like any other (its messages are part of the key).
 
     Examples come from the pool given to :meth:`fit` (the training folds' tasks), or the
     built-in tasks when ``fit`` got none; never from the task itself. ``example_selection``
@@ -67,57 +78,40 @@ class OpenAIGenerator:
 
     Parameters
     ----------
-    model : model name at the endpoint (required).
-    base_url : endpoint URL ending in ``/v1``; default ``$OPENAI_BASE_URL``, else OpenAI.
-    api_key_env : environment variable holding the key (default ``OPENAI_API_KEY``).
-    api_key : the key itself (prefer ``api_key_env``; keys do not belong in config files).
-    timeout_s : seconds per request (finite, > 0).
-    max_retries : retries on 429, 5xx, timeouts (>= 0).
-    temperature, seed, max_tokens : sampling parameters (None: the endpoint's default).
-    concurrency : most requests in flight (>= 1).
     examples : number of worked examples in the prompt (>= 0).
     template : packaged template name (``"ps"``, ``"cck"``) or a template file path.
     example_selection : ``"similar"`` or ``"fixed"``.
-    backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``.
-    cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
-        apart the answers of endpoints that serve the same model name; None: model, messages
-        and sampling parameters only (:class:`primsel.generation.client.ChatClient`).
+    extraction : how a program is taken from the answer: ``"primsel"`` (our rules) or
+        ``"aspera"`` (ASPERA's agent, quirks included; see :mod:`primsel.generation.extract`).
+    reflect_template : packaged template name (``"reflect"``) or a template file path: the turn
+        carrying the feedback in a reflection round (placeholders ``feedback``,
+        ``function_name``, ``return_annotation``, ``signature``).
+    **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, required;
+        ``base_url``, ``api_key_env``, ``api_key``, ``timeout_s``, ``max_retries``,
+        ``temperature``, ``seed`` (also the ``"fixed"`` shuffle's seed), ``max_tokens``,
+        ``concurrency``, ``backoff_s``, ``cache_namespace``).
 
     Raises
     ------
-    ValueError : missing model, out-of-range number, unknown template or example selection.
+    ValueError : missing model, out-of-range number, unknown template, example selection or
+        extraction mode.
     """
 
-    def __init__(
-        self,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        temperature: float | None = 0.0,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-        concurrency: int = 8,
-        examples: int = 1,
-        template: str = "ps",
-        example_selection: str = "similar",
-        backoff_s: float = 1.0,
-        cache_namespace: str | None = None,
-    ) -> None:
-        if not model or not isinstance(model, str):
-            raise ValueError("the openai generator needs `model` (the model name at your endpoint)")
+    def __init__(self, examples: int = 1, template: str = "ps", example_selection: str = "similar",
+                 extraction: str = "primsel", reflect_template: str = "reflect", **endpoint: Any) -> None:
+        # checks the endpoint settings now; the client sends nothing until asked
+        self._client = ChatClient(**endpoint)
         if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
             raise ValueError(f"examples must be an integer >= 0, got {examples!r}")
         if example_selection not in ("similar", "fixed"):
             raise ValueError(f"example_selection must be 'similar' or 'fixed', got {example_selection!r}")
+        self.extraction = _check_extraction(extraction)
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
+        self._reflect = load_template(reflect_template)
         self.examples = examples
         self.template = template
+        self.reflect_template = reflect_template
         self.example_selection = example_selection
-        # checks the numeric settings now; the client sends nothing until asked
-        self._client = client_for(self, locals())
         self._pool: list[Task] | None = None
         self._library_order: dict[str, int] = {}
         self._module_order: tuple[str, ...] = ()
@@ -126,14 +120,9 @@ class OpenAIGenerator:
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable); the API key is never included."""
-        return {
-            "model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env,
-            "timeout_s": self.timeout_s, "max_retries": self.max_retries,
-            "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
-            "concurrency": self.concurrency, "examples": self.examples, "template": self.template,
-            "example_selection": self.example_selection, "backoff_s": self.backoff_s,
-            "cache_namespace": self.cache_namespace,
-        }
+        return {"examples": self.examples, "template": self.template, "example_selection": self.example_selection,
+                "extraction": self.extraction, "reflect_template": self.reflect_template,
+                **self._client.endpoint.params()}
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> OpenAIGenerator:
         """Remember the library's order and the example pool. Returns ``self``.
@@ -161,7 +150,8 @@ class OpenAIGenerator:
 
     def messages(self, task: Task, docs: Sequence[Primitive]) -> list[dict[str, str]]:
         """The chat messages sent for ``task`` with documentation ``docs``."""
-        examples = choose_examples(task, self._example_pool(), self.examples, self.example_selection, self.seed or 0)
+        seed = self._client.endpoint.seed or 0
+        examples = choose_examples(task, self._example_pool(), self.examples, self.example_selection, seed)
         order = self._library_order
         shown = sorted(dict((p.id, p) for p in docs).values(), key=lambda p: (order.get(p.id, len(order)), p.id))
         modules = self._module_order or _default_module_order()
@@ -176,7 +166,7 @@ class OpenAIGenerator:
             )
         else:
             name, _ = expected_function(task)
-            program = extract_program(answer.text, task.id, name, answer.finish_reason)
+            program = extract_program(answer.text, task.id, name, answer.finish_reason, self.extraction)
             usage = answer.usage()
             usage["truncated"] = int(answer.finish_reason == "length")
             program = replace(program, messages=tuple(messages), usage=usage)
@@ -222,6 +212,33 @@ class OpenAIGenerator:
         answers = self._client.complete_many(prompts)
         return [self._program(task, msgs, ans) for (task, _), msgs, ans in zip(items, prompts, answers)]
 
+    def conversation(self, task: Task, docs: Sequence[Primitive],
+                     turns: Sequence[tuple[Program, str]] = ()) -> list[dict[str, str]]:
+        """The messages of a round: :meth:`messages` for ``task`` and ``docs``, then, for each
+        earlier round ``(program, feedback)``, the program's answer (``program.raw``) and the
+        feedback turn (:func:`primsel.generation.prompts.reflection_turn`)."""
+        messages = self.messages(task, docs)
+        for program, feedback in turns:
+            messages += reflection_turn(task, program.raw, feedback, self._reflect)
+        return messages
+
+    def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
+                    ) -> list[Program]:
+        """The next round's programs: for each ``(task, docs, turns)``, the answer to
+        :meth:`conversation`, at most ``concurrency`` requests in flight.
+
+        Returns
+        -------
+        One Program per item, in input order (statuses as :meth:`generate`).
+
+        Raises
+        ------
+        LLMFatalError, QuotaExceededError : as :meth:`generate_many`.
+        """
+        prompts = [self.conversation(task, docs, turns) for task, docs, turns in items]
+        answers = self._client.complete_many(prompts)
+        return [self._program(task, msgs, ans) for (task, _, _), msgs, ans in zip(items, prompts, answers)]
+
     def usage_summary(self) -> dict[str, float]:
         """Client counters (``calls``, ``requests``, ``cache_hits``, ``retries``, ``errors``,
         ``truncated``, ``prompt_tokens``, ``completion_tokens``, ``seconds``) plus
@@ -230,6 +247,12 @@ class OpenAIGenerator:
         with self._lock:
             summary.update({f"programs_{status}": n for status, n in sorted(self._statuses.items())})
         return summary
+
+
+def _check_extraction(mode: object) -> str:
+    if mode not in MODES:
+        raise ValueError(f"extraction must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}")
+    return str(mode)
 
 
 @register("reference", kind="generator")
@@ -261,25 +284,31 @@ class ReplayGenerator:
     """Programs read from a JSONL file, one ``{"task_id": "17", "program": "..."}`` per line
     (the input format of ``primsel verify``), e.g. programs written by another system.
 
-    A program containing a fenced code block is treated as a raw model answer and goes through
-    :func:`primsel.generation.extract.extract_program`; otherwise the text is the program. Tasks
-    absent from the file get status ``no_program``.
+    With ``extraction = "primsel"`` (the default), a text containing a fenced code block is
+    treated as a raw model answer and goes through
+    :func:`primsel.generation.extract.extract_program`; otherwise the text is the program, less
+    its module-level statements other than imports, definitions and constant assignments
+    (:func:`primsel.generation.extract.keep_definitions`). With ``extraction = "aspera"`` every
+    text is a raw answer processed by ASPERA's rules. Tasks absent from the file get status
+    ``no_program``.
 
     Parameters
     ----------
     programs : path of the JSONL file. Relative paths are relative to the working directory;
         in an experiment file, ``primsel run`` resolves them against the file's directory
         (like ``data``).
+    extraction : ``"primsel"`` or ``"aspera"``.
 
     Raises
     ------
-    ValueError : no path given.
+    ValueError : no path given, or an unknown extraction mode.
     """
 
-    def __init__(self, programs: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, programs: str | os.PathLike[str] | None = None, extraction: str = "primsel") -> None:
         if not programs:
             raise ValueError("the replay generator needs `programs`, the path of a JSONL file")
         self.programs = os.fspath(programs)
+        self.extraction = _check_extraction(extraction)
         self._table: dict[str, str] | None = None
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> ReplayGenerator:
@@ -291,17 +320,13 @@ class ReplayGenerator:
         if self._table is None:
             path = Path(self.programs).expanduser()
             try:
-                lines = path.read_text(encoding="utf-8").splitlines()
+                rows = list(read_jsonl(path))
             except OSError as exc:
                 raise ValueError(f"replay: cannot read {path}: {exc.strerror or exc}") from None
+            except ValueError as exc:
+                raise ValueError(f"replay: {exc}") from None
             table: dict[str, str] = {}
-            for n, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"replay: {path}:{n}: invalid JSON: {exc.msg}") from None
+            for n, row in rows:
                 if not isinstance(row, dict) or "task_id" not in row or not isinstance(row.get("program"), str):
                     raise ValueError(f"replay: {path}:{n}: expected an object with 'task_id' and a 'program' string")
                 task_id = str(row["task_id"])
@@ -317,9 +342,11 @@ class ReplayGenerator:
         if text is None or not text.strip():
             return Program(task_id=task.id, code=None, status="no_program", raw=text or "")
         name = task.entry_point
-        if any(line.lstrip().startswith(("```", "~~~")) for line in text.splitlines()):
-            return extract_program(text, task.id, name)
-        return Program(task_id=task.id, code=text, status="ok", raw=text, entry_point=entry_point(text, name))
+        if self.extraction == "aspera" or any(line.lstrip().startswith(("```", "~~~")) for line in text.splitlines()):
+            return extract_program(text, task.id, name, mode=self.extraction)
+        found = program_extraction(text, name)
+        return Program(task_id=task.id, code=found.program, status="ok", raw=text, entry_point=found.entry_point,
+                       extraction=found.details())
 
     def generate_many(self, items: Items) -> list[Program]:
         """:meth:`generate` of every ``(task, docs)`` pair, in order."""

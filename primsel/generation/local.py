@@ -180,7 +180,7 @@ def models_dir(cache: str | os.PathLike[str] | None = None) -> Path:
     """Where prepared models live: ``<cache>/local``, the cache being ``$PRIMSEL_CACHE_DIR``
     (default ``~/.cache/primsel``) unless given."""
     if cache is None:
-        from primsel.generation.client import cache_dir
+        from primsel.files import cache_dir
 
         cache = cache_dir()
     return Path(cache) / "local"
@@ -439,7 +439,7 @@ class LocalServer:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
                "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
-        from primsel.simulator.isolation import die_with_parent  # imported before the fork, not in it
+        from primsel.processes import die_with_parent  # imported before the fork, not in it
 
         parent = os.getpid()
         arm = (lambda: die_with_parent(parent)) if sys.platform.startswith("linux") else None

@@ -1,4 +1,4 @@
-"""Retrievers, the selector and cross-validation.
+"""Retrievers, the selector, cross-validation and TREC run files.
 
 Importing this package registers the built-in retrievers: lexical ``bm25`` and ``tfidf``,
 ``dense``, the fusion ``hybrid``, the learned ``prior``, ``knn``, ``expansion`` and
@@ -8,10 +8,12 @@ or sentence-transformers until a retriever that needs them is fitted.
 
 from primsel.retrieval import baselines, bm25, dense, hybrid, learned, priors, tfidf  # noqa: F401  (registration)
 from primsel.retrieval import llm_selector  # noqa: F401  (registration; openai is imported on first request)
-from primsel.retrieval.base import BaseRetriever, SeesGold, check_k, code_tokens, learns_from_tasks, top_k
+from primsel.checks import check_k
+from primsel.retrieval.base import BaseRetriever, code_tokens
 from primsel.retrieval.cv import cross_validated_run, fold_assignment
 from primsel.retrieval.selector import estimate_tokens, select, select_run
 from primsel.retrieval.trec import format_run, read_run, write_run
+from primsel.types import top_k
 
 #: The configuration ``primsel retrieve`` uses without ``--retriever`` (no LLM): per-primitive
 #: logistic regression on the query (TF-IDF + MiniLM embedding), learned from the training
@@ -27,14 +29,12 @@ DEFAULT_RETRIEVER = {
 __all__ = [
     "DEFAULT_RETRIEVER",
     "BaseRetriever",
-    "SeesGold",
     "check_k",
     "code_tokens",
     "cross_validated_run",
     "estimate_tokens",
     "fold_assignment",
     "format_run",
-    "learns_from_tasks",
     "read_run",
     "select",
     "select_run",

@@ -1,161 +1,79 @@
-"""Shared machinery of the built-in retrievers: ranking, tokenisation, the gold ability.
+"""Shared machinery of the built-in retrievers: the base class and tokenisation.
 
 Every built-in retriever derives from :class:`BaseRetriever`, which implements the
 :class:`primsel.types.Retriever` protocol's ``search`` from one method, ``score``, that maps a
 query to a score per library primitive. ``search`` then ranks the *whole* library for every
 query (primitives without signal score 0), sorts by score descending with ties broken by
-primitive id, and keeps the first ``k``.
+primitive id, and keeps the first ``k`` (:func:`primsel.types.top_k`). A retriever that learns
+from tasks sets ``learns_from_tasks = True`` (:class:`primsel.types.LearnsFromTasks`); its
+parameters are checked with :mod:`primsel.checks`.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from primsel.types import Run, Task
+from primsel.checks import check_k
+from primsel.types import Run, Task, top_k
 
-_WORD = re.compile(r"[A-Za-z0-9_]+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-
-
-def check_k(k: Any) -> int:
-    """Validate a cut-off.
-
-    Raises
-    ------
-    ValueError : k is not an integer >= 1.
-    """
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    if k <= 0:
-        raise ValueError(f"k must be >= 1, got {k}")
-    return k
+_WORD = re.compile(r"\w+")
 
 
-def check_number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
-                 above: float | None = None, integer: bool = False) -> Any:
-    """Validate a numeric constructor parameter.
-
-    Parameters
-    ----------
-    name : parameter name, used in the message.
-    value : the value given (``bool`` is refused: ``True`` is not a number here).
-    minimum, maximum : inclusive bounds, or None.
-    above : exclusive lower bound, or None.
-    integer : require an ``int``.
-
-    Returns
-    -------
-    ``value`` unchanged.
-
-    Raises
-    ------
-    ValueError : not a (finite) number, not an integer when one is needed, or out of bounds;
-        the message names the parameter.
-    """
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if above is not None and not value > above:
-        raise ValueError(f"{name} must be {kind} > {above}, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be {kind} >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be {kind} <= {maximum}, got {value!r}")
-    return value
+def normalise_text(text: str) -> str:
+    """Text as the tokeniser sees it: Unicode NFKC (full-width and compatibility forms become
+    their plain letters and digits, ``"ｆｉｎｄ"`` -> ``"find"``), then without combining marks
+    (accents: ``"résumé"`` -> ``"resume"``), so accented and ASCII spellings of a word match.
+    Case is kept (CamelCase splitting needs it)."""
+    text = unicodedata.normalize("NFKC", text)
+    if text.isascii():
+        return text
+    stripped = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+    return unicodedata.normalize("NFC", stripped)
 
 
-def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
-    """Validate a parameter that takes one of ``choices``; returns ``value``.
-
-    Raises
-    ------
-    ValueError : ``value`` is not one of ``choices`` (the message names the parameter and lists them).
-    """
-    if isinstance(value, bool) or value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-    return value
-
-
-def check_flag(name: str, value: Any) -> bool:
-    """Validate a boolean parameter; returns ``value``.
-
-    Raises
-    ------
-    ValueError : ``value`` is not ``True`` or ``False``.
-    """
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
-def check_text(name: str, value: Any, *, empty: bool = True) -> str:
-    """Validate a string parameter (non-empty unless ``empty``); returns ``value``.
-
-    Raises
-    ------
-    ValueError : not a string, or empty when ``empty`` is False.
-    """
-    if not isinstance(value, str) or (not empty and not value.strip()):
-        raise ValueError(f"{name} must be a {'' if empty else 'non-empty '}string, got {value!r}")
-    return value
-
-
-def top_k(ids: Sequence[str], scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:
-    """Rank ``ids`` by score (descending, ties by id) and keep the first ``k``.
-
-    Parameters
-    ----------
-    ids : every primitive id to rank (the library), unique.
-    scores : one score per id (a sequence aligned with ``ids``) or ``{id: score}`` (missing -> 0).
-    k : cut-off, >= 1.
-
-    Returns
-    -------
-    ``{primitive_id: score}`` in rank order, ``min(k, len(ids))`` entries. Non-finite scores are
-    treated as 0.
-
-    Raises
-    ------
-    ValueError : bad k, or a score sequence of the wrong length.
-    """
-    check_k(k)
-    if isinstance(scores, Mapping):
-        values = [float(scores.get(i, 0.0)) for i in ids]
-    else:
-        values = [float(s) for s in scores]
-        if len(values) != len(ids):
-            raise ValueError(f"{len(values)} scores for {len(ids)} ids")
-    values = [v if math.isfinite(v) else 0.0 for v in values]
-    order = sorted(range(len(ids)), key=lambda i: (-values[i], ids[i]))
-    return {ids[i]: values[i] for i in order[:k]}
+def _kind(c: str) -> str:
+    return "digit" if c.isdigit() else "upper" if c.isupper() else "lower"
 
 
 def split_identifier(token: str) -> list[str]:
-    """Parts of an identifier: ``snake_case`` and ``CamelCase`` split, lower-cased.
+    """Parts of an identifier: ``snake_case`` and ``CamelCase`` split, case-folded.
 
     ``"find_available_slots"`` -> ``["find", "available", "slots"]``;
     ``"DateTimeClauseOperators"`` -> ``["date", "time", "clause", "operators"]``;
-    ``"now_"`` -> ``["now"]``.
+    ``"HTTPServer"`` -> ``["http", "server"]``; ``"now_"`` -> ``["now"]``. Letters of any script
+    count (``"Ärger"`` -> ``["ärger"]``); a part starts where a lower-case letter meets an
+    upper-case one, before the last capital of a run of capitals followed by a lower-case
+    letter, and where digits start or end.
     """
     parts: list[str] = []
     for piece in token.split("_"):
-        parts.extend(m.group(0).lower() for m in _CAMEL.finditer(piece))
+        if not piece:
+            continue
+        start = 0
+        for i in range(1, len(piece)):
+            before, here = _kind(piece[i - 1]), _kind(piece[i])
+            after = _kind(piece[i + 1]) if i + 1 < len(piece) else None
+            if (before != here and "digit" in (before, here)) or (before == "lower" and here == "upper") \
+                    or (before == here == "upper" and after == "lower"):
+                parts.append(piece[start:i].casefold())
+                start = i
+        parts.append(piece[start:].casefold())
     return parts
 
 
 def code_tokens(text: str, stopwords: Iterable[str] = ()) -> list[str]:
     """Code-aware tokens of a text, for lexical retrieval.
 
-    Every word or identifier (``[A-Za-z0-9_]+``) yields its snake_case / CamelCase parts,
-    lower-cased, and, when it has more than one part, the whole identifier lower-cased (with
-    surrounding underscores stripped) as well. So ``find_events`` gives ``find``, ``events``,
-    ``find_events``; ``TimeUnits`` gives ``time``, ``units``, ``timeunits``.
+    The text is normalised first (:func:`normalise_text`: NFKC, accents removed). Every word or
+    identifier (a run of Unicode word characters, ``\\w+``) yields its snake_case / CamelCase
+    parts, case-folded, and, when it has more than one part, the whole identifier case-folded
+    (with surrounding underscores stripped) as well. So ``find_events`` gives ``find``,
+    ``events``, ``find_events``; ``TimeUnits`` gives ``time``, ``units``, ``timeunits``;
+    ``"Café naïve"`` gives ``cafe``, ``naive``; ``"ＦＩＮＤ"`` gives ``find``.
 
     Parameters
     ----------
@@ -168,11 +86,11 @@ def code_tokens(text: str, stopwords: Iterable[str] = ()) -> list[str]:
     """
     stop = frozenset(stopwords)
     out: list[str] = []
-    for m in _WORD.finditer(text):
+    for m in _WORD.finditer(normalise_text(text)):
         word = m.group(0)
         parts = split_identifier(word)
         out.extend(p for p in parts if p not in stop)
-        whole = word.strip("_").lower()
+        whole = word.strip("_").casefold()
         if len(parts) > 1 and whole not in stop:
             out.append(whole)
     return out
@@ -185,22 +103,6 @@ def english_stopwords() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS) | {"hey", "assistant"}
 
 
-@runtime_checkable
-class SeesGold(Protocol):
-    """Optional ability of bound retrievers (``oracle``): they are handed the gold sets.
-
-    A runner that finds this ability calls ``set_gold({task_id: gold ids})`` after ``fit`` and
-    before ``search``. Only upper bounds use it; no real retriever may.
-    """
-
-    def set_gold(self, gold: Mapping[str, Iterable[str]]) -> None: ...
-
-
-def learns_from_tasks(retriever: Any) -> bool:
-    """True when ``retriever`` declares the :class:`primsel.types.LearnsFromTasks` ability."""
-    return bool(getattr(retriever, "learns_from_tasks", False))
-
-
 class BaseRetriever:
     """Base of the built-in retrievers.
 
@@ -210,7 +112,6 @@ class BaseRetriever:
 
     #: Set by :func:`primsel.registry.register`.
     registered_name: str | None = None
-    learns_from_tasks: bool = False
 
     def fit(self, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> BaseRetriever:
         """Remember the library (its ids in library order). Returns ``self``.

@@ -7,7 +7,8 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever, check_number
+from primsel.checks import check_number
+from primsel.retrieval.base import BaseRetriever
 
 
 @register("oracle")
@@ -15,8 +16,8 @@ class OracleRetriever(BaseRetriever):
     """Upper bound: ranks each task's gold primitives first (score 1, by id), then the rest (0).
 
     It needs the gold sets of the tasks it is asked about, which a retriever never sees: it has
-    the optional :class:`primsel.retrieval.base.SeesGold` ability, and runners
-    (:func:`primsel.retrieval.cv.cross_validated_run`, ``primsel retrieve``) call
+    the optional :class:`primsel.types.SeesGold` ability, and runners
+    (:func:`primsel.retrieval.cv.cross_validated_run`) call
     ``set_gold({task_id: gold ids})`` after ``fit``. A task without gold ranks the library by id.
     """
 

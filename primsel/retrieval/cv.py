@@ -2,7 +2,7 @@
 
 The folds are ``sklearn.model_selection.KFold(n_splits=folds, shuffle=True, random_state=seed)``
 over the task ids sorted numerically (DESIGN.md, Folds). A retriever that learns from tasks
-(``learns_from_tasks = True``) is built afresh for every fold and fitted on the other folds'
+(:class:`primsel.types.LearnsFromTasks`) is built afresh for every fold and fitted on the other folds'
 tasks; it then ranks the held-out fold. Other retrievers are fitted once, without tasks.
 
 Retrievers that spend LLM tokens (:class:`primsel.types.ReportsUsage`) built here report their
@@ -12,18 +12,18 @@ per-task usage through the ``usage_out`` argument of :func:`cross_validated_run`
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from primsel.checks import check_k, check_number
 from primsel.registry import build
-from primsel.retrieval.base import SeesGold, check_k, learns_from_tasks
-from primsel.types import ReportsUsage, Run, Task
+from primsel.types import LearnsFromTasks, ReportsUsage, Run, SeesGold, Task, task_sort_key
 
 
-def task_sort_key(task_id: str) -> tuple[bool, int, str]:
-    """Numeric ids first in numeric order, then the others by string: ``(not numeric, value, id)``."""
-    numeric = task_id.isdecimal()
-    return (not numeric, int(task_id) if numeric else 0, task_id)
+#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords):
+#: the seed is scikit-learn's ``random_state``, which numpy takes in [0, 2**32 - 1].
+FOLDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 2}
+SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0, "maximum": 2**32 - 1}
 
 
 def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -37,19 +37,21 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
 
     Returns
     -------
-    ``{task_id: fold}`` with the ids in sorted order (:func:`task_sort_key`).
+    ``{task_id: fold}`` with the ids in sorted order (:func:`primsel.types.task_sort_key`).
 
     Raises
     ------
-    ValueError : duplicate ids, or folds out of range.
+    ValueError : duplicate ids, folds out of range, or a seed outside :data:`SEED_BOUNDS`.
     """
     from sklearn.model_selection import KFold
 
     ids = sorted((str(t) for t in task_ids), key=task_sort_key)
     if len(set(ids)) != len(ids):
         raise ValueError("duplicate task ids")
-    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2 or folds > len(ids):
-        raise ValueError(f"folds must be an integer in [2, {len(ids)}] (number of tasks), got {folds!r}")
+    low = FOLDS_BOUNDS["minimum"]
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds < low or folds > len(ids):
+        raise ValueError(f"folds must be an integer in [{low}, {len(ids)}] (number of tasks), got {folds!r}")
+    check_number("seed", seed, **SEED_BOUNDS)
     out: dict[str, int] = {}
     for fold, (_, test) in enumerate(KFold(n_splits=folds, shuffle=True, random_state=seed).split(ids)):
         for i in test:
@@ -85,6 +87,8 @@ def cross_validated_run(
     folds: int = 5,
     seed: int = 0,
     usage_out: dict[str, dict[str, float]] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    queries: Mapping[str, str] | None = None,
 ) -> tuple[Run, dict[str, int]]:
     """Rank the library for every task, never letting a learned retriever see a test task.
 
@@ -96,37 +100,64 @@ def cross_validated_run(
     tasks : the tasks, with ``gold`` filled (for learned retrievers and ``oracle``).
     k : cut-off passed to ``search`` (>= 1; ``len(library)`` ranks everything).
     folds, seed : the fold split (:func:`fold_assignment`); folds only matter for retrievers
-        that learn from tasks, but the fold of every task is returned either way.
+        that learn from tasks, but the fold of every task is returned either way (fold 0 for
+        a single task).
     usage_out : when given, filled with ``{task_id: usage}`` for the tasks ranked by a retriever
         with the :class:`primsel.types.ReportsUsage` ability (its ``usage()`` entries: tokens,
         seconds, calls, ... as that retriever defines them; see e.g.
         :meth:`primsel.retrieval.llm_selector.LLMSelector.usage`); left untouched otherwise.
+    progress : when given, called before each stage as ``progress(stage, i, n)``: stage
+        ``"fitting"`` or ``"ranking"``, ``i`` the fold (1-based) and ``n`` the number of fits
+        (the folds for a retriever that learns from tasks, else 1).
+    queries : when given, ``{task_id: text}`` of some of ``tasks``: only these tasks are ranked,
+        each with its text instead of its query (e.g. the query plus an error message); the
+        folds, and each fold's training tasks, are still those of ``tasks``.
 
     Returns
     -------
-    (run, folds): ``{task_id: {primitive_id: score}}`` for every task, and ``{task_id: fold}``.
+    (run, folds): ``{task_id: {primitive_id: score}}`` for every task (every task of
+    ``queries``, when given), and ``{task_id: fold}`` for every task.
 
     Raises
     ------
-    ValueError : bad k or folds, duplicate task ids.
+    ValueError : bad k or folds, duplicate task ids, or fewer than 2 tasks for a retriever that
+        learns from tasks.
     """
     check_k(k)
-    assignment = fold_assignment([t.id for t in tasks], folds, seed)
     probe = _fresh(spec)
+    learns = isinstance(probe, LearnsFromTasks)
+    if len(tasks) < 2 and not learns:  # nothing to split: the one task is fold 0
+        assignment = {t.id: 0 for t in tasks}
+    elif len(tasks) < 2:
+        raise ValueError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
+    else:
+        assignment = fold_assignment([t.id for t in tasks], folds, seed)
+    texts = {t.id: t.query for t in tasks} if queries is None else dict(queries)
+    unknown = sorted(set(texts) - {t.id for t in tasks})
+    if unknown:
+        raise ValueError(f"queries name tasks that are not among the tasks: {', '.join(unknown[:5])}")
+    ranked = [t for t in tasks if t.id in texts]
     run: Run = {}
-    if not learns_from_tasks(probe):
+    stage = progress or (lambda what, i, n: None)
+    if not learns:
+        stage("fitting", 1, 1)
         probe.fit(library)
-        _hand_gold(probe, tasks)
-        run = probe.search({t.id: t.query for t in tasks}, k)
-        _collect_usage(probe, tasks, usage_out)
+        _hand_gold(probe, ranked)
+        stage("ranking", 1, 1)
+        run = probe.search({t.id: texts[t.id] for t in ranked}, k) if ranked else {}
+        _collect_usage(probe, ranked, usage_out)
     else:
         for fold in range(folds):
             train = [t for t in tasks if assignment[t.id] != fold]
-            test = [t for t in tasks if assignment[t.id] == fold]
+            test = [t for t in ranked if assignment[t.id] == fold]
+            if not test:
+                continue
             retriever = probe if fold == 0 else _fresh(spec)
+            stage("fitting", fold + 1, folds)
             retriever.fit(library, train)
             _hand_gold(retriever, test)
-            run.update(retriever.search({t.id: t.query for t in test}, k))
+            stage("ranking", fold + 1, folds)
+            run.update(retriever.search({t.id: texts[t.id] for t in test}, k))
             _collect_usage(retriever, test, usage_out)
     order = {t.id: i for i, t in enumerate(tasks)}
     return {t: run[t] for t in sorted(run, key=order.__getitem__)}, assignment

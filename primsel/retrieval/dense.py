@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever, check_choice, check_text
+from primsel.checks import check_choice, check_text
+from primsel.retrieval.base import BaseRetriever
 from primsel.retrieval.encoders import DEFAULT_MODEL, Encoder, SentenceEncoder, l2_normalise
 from primsel.types import TEXT_VIEWS, Task
 

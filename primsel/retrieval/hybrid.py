@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from primsel.checks import check_choice, check_number
 from primsel.registry import build, error_context, register
-from primsel.retrieval.base import BaseRetriever, SeesGold, check_choice, check_number, learns_from_tasks
-from primsel.types import Task
+from primsel.retrieval.base import BaseRetriever
+from primsel.types import LearnsFromTasks, SeesGold, Task
 
 METHODS = ("rrf", "wsum")
 
@@ -104,15 +105,15 @@ class HybridRetriever(BaseRetriever):
     def _build_members(self) -> list[Any]:
         built = []
         for i, spec in enumerate(self.members):
-            with error_context(f"members[{i}]"):
+            with error_context(f"members[{i}]", key=True):
                 built.append(build(spec, "retriever"))
         return built
 
     @property
-    def learns_from_tasks(self) -> bool:  # type: ignore[override]
+    def learns_from_tasks(self) -> bool:
         """True when a member learns from tasks."""
         built = getattr(self, "_members", None) or self._probes
-        return any(learns_from_tasks(m) for m in built)
+        return any(isinstance(m, LearnsFromTasks) for m in built)
 
     def set_gold(self, gold: Mapping[str, Any]) -> None:
         """Pass the gold sets on to members that see gold (only bounds do)."""

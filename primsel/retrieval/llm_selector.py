@@ -3,8 +3,8 @@
 This is the primitive-selection step of ASPERA's PS agent (Coca et al., 2025, "ASPERA: A
 Simulated Environment to Evaluate Planning for Complex Action Execution"): for every task and
 every library module (five for the standard library), one chat request shows the module's stubs
-(``Primitive.text("full")``) and the query (template ``select``, see
-:mod:`primsel.generation.prompts`) and asks for a JSON list of symbol names. The union of the
+(``Primitive.text("full")``) and the query (:func:`selection_messages`, template ``select`` of
+:mod:`primsel.llm.templates`) and asks for a JSON list of symbol names. The union of the
 answers, in module order, is the selection.
 
 Ranking: the selected primitives score 1, every other primitive 0; ties are broken by primitive
@@ -19,23 +19,25 @@ whole words. ``module.name`` counts as ``name``.
 
 All ``5 x len(queries)`` requests of one ``search`` go through one thread pool of
 ``concurrency`` workers, and answers are cached on disk like every LLM request
-(:mod:`primsel.generation.client`).
+(:mod:`primsel.llm.client`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from primsel.generation.client import LLMError, client_for
-from primsel.generation.prompts import load_template, selection_messages
+from primsel.llm.client import ChatClient, LLMError
+from primsel.llm.endpoint import takes_endpoint
+from primsel.llm.templates import PromptTemplate, as_template, load_template
 from primsel.registry import register
 from primsel.retrieval.base import BaseRetriever
 from primsel.types import Primitive, Task
 
-__all__ = ["LLMSelector", "parse_names"]
+__all__ = ["LLMSelector", "parse_names", "selection_messages"]
 
 _IDENT = re.compile(r"^[A-Za-z_][\w.]*$")
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -48,6 +50,39 @@ def _clean(token: str) -> str:
     if token.endswith("()"):
         token = token[:-2]
     return token.rsplit(".", 1)[-1]
+
+
+def selection_messages(
+    query: str,
+    module: str,
+    docs: Sequence[Primitive],
+    template: str | os.PathLike[str] | PromptTemplate = "select",
+) -> list[dict[str, str]]:
+    """Chat messages asking which primitives of one module a request needs.
+
+    Parameters
+    ----------
+    query : the user's request.
+    module : the module's short name (``"work_calendar"``).
+    docs : the module's primitives, in library order.
+    template : packaged name, path or parsed template.
+
+    Raises
+    ------
+    ValueError : empty ``docs``; unknown template or placeholder.
+    """
+    if not docs:
+        raise ValueError(f"module {module!r} has no primitives to show")
+    stubs = "\n\n".join(p.text("full") for p in docs)
+    example = next((p.name for p in docs if p.kind == "function"), docs[0].name)
+    values = {
+        "module": module,
+        "primitives": f"```python\n{stubs}\n```",
+        "names": ", ".join(p.name for p in docs),
+        "example_name": example,
+        "query": query.strip(),
+    }
+    return as_template(template).render(values)
 
 
 def parse_names(text: str, known: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -100,24 +135,17 @@ def parse_names(text: str, known: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 @register("llm_selector")
+@takes_endpoint
 class LLMSelector(BaseRetriever):
     """Primitive selection by an LLM, one request per library module (ASPERA's PS agent).
 
     Parameters
     ----------
-    model : model name at the endpoint (required).
-    base_url : endpoint URL ending in ``/v1``; default ``$OPENAI_BASE_URL``, else OpenAI.
-    api_key_env : environment variable holding the key (default ``OPENAI_API_KEY``).
-    api_key : the key itself (prefer ``api_key_env``).
-    timeout_s : seconds per request (> 0).
-    max_retries : retries on 429, 5xx and timeouts (>= 0).
-    temperature, seed, max_tokens : sampling parameters (None: the endpoint's default).
-    concurrency : most requests in flight, across tasks and modules (>= 1).
     template : packaged template name (``"select"``) or a template file path.
-    backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``.
-    cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
-        apart the answers of endpoints that serve the same model name; None: model, messages
-        and sampling parameters only (:class:`primsel.generation.client.ChatClient`).
+    **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, required;
+        ``base_url``, ``api_key_env``, ``api_key``, ``timeout_s``, ``max_retries``,
+        ``temperature``, ``seed``, ``max_tokens``, ``concurrency`` (most requests in flight,
+        across tasks and modules), ``backoff_s``, ``cache_namespace``).
 
     Raises
     ------
@@ -127,38 +155,19 @@ class LLMSelector(BaseRetriever):
     -----
     A module request that fails after its retries selects nothing from that module and is
     counted in ``usage()[task]["errors"]``; a fatal endpoint error (no quota, bad key, unknown
-    model, an endpoint that cannot be reached) is raised (:class:`primsel.generation.client.LLMFatalError`).
+    model, an endpoint that cannot be reached) is raised (:class:`primsel.llm.client.LLMFatalError`).
     """
 
-    def __init__(
-        self,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        api_key: str | None = None,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        temperature: float | None = 0.0,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-        concurrency: int = 8,
-        template: str = "select",
-        backoff_s: float = 1.0,
-        cache_namespace: str | None = None,
-    ) -> None:
-        if not model or not isinstance(model, str):
-            raise ValueError("the llm_selector retriever needs `model` (the model name at your endpoint)")
+    def __init__(self, template: str = "select", **endpoint: Any) -> None:
+        self._client = ChatClient(**endpoint)  # checks the settings; sends nothing until asked
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
         self.template = template
-        self._client = client_for(self, locals())
         self._usage: dict[str, dict[str, float]] = {}
         self._unknown: dict[str, list[str]] = {}
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable); the API key is never included."""
-        params = super().get_params()
-        params.pop("api_key", None)
-        return params
+        return {"template": self.template, **self._client.endpoint.params()}
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> LLMSelector:
         """Group the library by module (in library order). Returns ``self``; learns nothing."""
@@ -218,5 +227,5 @@ class LLMSelector(BaseRetriever):
         return {q: list(v) for q, v in self._unknown.items()}
 
     def usage_summary(self) -> dict[str, float]:
-        """Aggregate client counters (see :meth:`primsel.generation.client.ChatClient.usage_summary`)."""
+        """Aggregate client counters (see :meth:`primsel.llm.client.ChatClient.usage_summary`)."""
         return self._client.usage_summary()

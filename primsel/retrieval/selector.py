@@ -19,8 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from primsel.eval.metrics import ranking as _ranking
-from primsel.types import Run, Selection
+from primsel.checks import check_k
+from primsel.types import Run, Selection, ranking
 
 #: Characters per token of :func:`estimate_tokens` (the usual rule of thumb for English text and
 #: code with GPT-style BPE vocabularies).
@@ -38,7 +38,7 @@ def estimate_tokens(text: str) -> int:
 
 def _ranked_pairs(ranked: Mapping[str, float] | Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
     if isinstance(ranked, Mapping):
-        return [(p, float(ranked[p])) for p in _ranking(ranked)]
+        return [(p, float(ranked[p])) for p in ranking(ranked)]
     seen: set[str] = set()
     out = []
     for p, s in ranked:
@@ -82,8 +82,8 @@ def select(
     ------
     ValueError : k < 1 or budget < 0.
     """
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if k is not None:
+        check_k(k)
     if budget is not None and budget < 0:
         raise ValueError(f"budget must be >= 0 tokens, got {budget}")
     pairs = [(p, s) for p, s in _ranked_pairs(ranked) if p in library]

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from primsel.registry import register
-from primsel.retrieval.base import BaseRetriever, check_choice, check_flag, code_tokens, english_stopwords
+from primsel.checks import check_choice, check_flag
+from primsel.retrieval.base import BaseRetriever, code_tokens, english_stopwords
 from primsel.types import TEXT_VIEWS, Task
 
 

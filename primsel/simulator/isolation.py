@@ -14,7 +14,6 @@ the Python level (a second layer only).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import io
 import math
@@ -26,13 +25,13 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from primsel.processes import PR_SET_DUMPABLE, prctl
+
 if TYPE_CHECKING:
     from primsel.simulator.seccomp import Template
 
 #: Descriptor limit inside a confined process (imports open files read-only, one at a time).
 NOFILE = 64
-_PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
 
 
 class CappedOutput(io.TextIOBase):
@@ -142,32 +141,13 @@ def _limit(which: int, value: int) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def prctl(option: int, value: int) -> None:
-    """``prctl(option, value)`` through libc.
-
-    Raises
-    ------
-    OSError : the call failed.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(*(ctypes.c_ulong(v) for v in (option, value, 0, 0, 0))) != 0:
-        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Ask to be SIGKILLed when the parent dies; exit at once if it already has."""
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
-        os._exit(70)
-
-
 def confine(
     keep: Iterable[int],
     workdir: str,
     memory_mb: int,
     cpu_seconds: float,
     stdout_cap: int,
-    readable: list[str] | None,
+    landlock_ruleset: int | None,
     seccomp: Template | None,
 ) -> CappedOutput:
     """Confine the calling (freshly forked) process; see the module docstring.
@@ -175,11 +155,12 @@ def confine(
     Parameters
     ----------
     keep : descriptors to keep open (besides 0, 1, 2, which point at ``/dev/null``).
-    workdir : throwaway working directory (also ``TMPDIR``); stays readable under Landlock.
+    workdir : throwaway working directory (also ``TMPDIR``); the Landlock ruleset should let it be read.
     memory_mb : address space the process may add to what it has now, in MiB (RLIMIT_AS).
     cpu_seconds : CPU-time backstop in seconds (RLIMIT_CPU, rounded up, plus one).
     stdout_cap : characters of stdout/stderr kept (:class:`CappedOutput`).
-    readable : what Landlock leaves readable (None: no Landlock restriction).
+    landlock_ruleset : a Landlock ruleset descriptor to enforce and close
+        (:func:`primsel.simulator.landlock.ruleset`), or None (no Landlock restriction).
     seccomp : the compiled seccomp filter to load (:func:`seccomp_template`), or None.
 
     Returns
@@ -195,14 +176,14 @@ def confine(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.setsid()  # own session and process group: the parent kills the group; no terminal
     with contextlib.suppress(OSError):
-        prctl(_PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem or ptrace by other processes of the user
+        prctl(PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem or ptrace by other processes of the user
     os.chdir(workdir)
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    kept = sorted({0, 1, 2, *keep})
+    kept = sorted({0, 1, 2, *keep, *([landlock_ruleset] if landlock_ruleset is not None else [])})
     for low, high in zip(kept, kept[1:] + [65536]):
         os.closerange(low + 1, high)
     output = CappedOutput(int(stdout_cap))
@@ -218,10 +199,11 @@ def confine(
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_NOFILE, NOFILE)
     _limit(resource.RLIMIT_CORE, 0)
-    if readable is not None:
+    if landlock_ruleset is not None:
         from primsel.simulator import landlock
 
-        landlock.restrict([*readable, workdir])
+        landlock.enforce(landlock_ruleset)
+        os.close(landlock_ruleset)
     if seccomp is not None:
         seccomp.load(os.getpid())
     sys.addaudithook(audit_hook())

@@ -37,7 +37,6 @@ from typing import Any
 
 #: Seconds the spawner may take to answer before the worker gives up on it.
 SPAWNER_TIMEOUT = 30.0
-_PR_SET_PDEATHSIG = 1
 
 
 def install_aliases(groups: tuple[str, ...]) -> None:
@@ -171,8 +170,8 @@ _worker: dict[str, Any] = {"pid": None, "scratch": None}
 
 
 def _result(status: str, message: str | None = None, error_type: str | None = None) -> dict[str, Any]:
-    """A verdict made by the worker itself (no call trace)."""
-    return {"status": status, "error_type": error_type, "message": message, "line": None,
+    """A verdict made by the worker itself (no call trace): a fault outside the program."""
+    return {"status": status, "error_type": error_type, "message": message, "line": None, "raised_by": "task",
             "called_primitives": [], "trace": [], "stdout_truncated": False}  # fmt: skip
 
 
@@ -266,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     The scratch directory is removed on every way out: stdin closed, the caller gone while a
     reply is written (broken pipe), or SIGTERM (sent by the kernel when the caller dies).
     """
-    from primsel.simulator.isolation import prctl
+    from primsel.processes import PR_SET_PDEATHSIG, prctl
 
     argv = sys.argv[1:] if argv is None else argv
     scratch = argv[0] if argv else None
@@ -275,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller handles Ctrl-C and closes our stdin
     try:
         with contextlib.suppress(OSError):
-            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # die with the caller (stdin EOF also ends us)
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # die with the caller (stdin EOF also ends us)
         return _serve(scratch)
     finally:
         if scratch:
@@ -296,7 +295,7 @@ def _serve(scratch: str | None) -> int:
     install_aliases(("apps",))
     seccomp_available, seccomp_detail = seccomp.status()
     landlock_available, landlock_detail = landlock.status()
-    spawner = Spawner(program.readable_paths() if landlock_available else None)
+    spawner = Spawner(program.readable_paths(scratch) if landlock_available else None)
     from primsel.simulator.judge import JudgeLibrary
 
     library = JudgeLibrary(apps)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from primsel.experiments.config import canonical_spec, expand, load_config
+from primsel.experiments.config import expand, load_config
+from primsel.spec import canonical as canonical_spec
 from primsel.retrieval import DEFAULT_RETRIEVER
 
 ABLATION = Path(__file__).resolve().parents[2] / "experiments" / "retrieval_ablation.toml"
@@ -14,16 +15,16 @@ def test_ablation_covers_every_retriever_at_every_k_with_and_without_closure():
     cfg = load_config(ABLATION)
     cells = expand(cfg, dataset="d")
     assert cfg.name == "retrieval_ablation" and cfg.baseline == "bm25"
-    assert {(c.settings["folds"], c.settings["seed"]) for c in cells} == {(5, 0)}
-    specs = {str(canonical_spec(c.settings["retriever"])) for c in cells}
+    assert {(c.settings.folds, c.settings.seed) for c in cells} == {(5, 0)}
+    specs = {str(canonical_spec(c.settings.retriever)) for c in cells}
     wanted = ["oracle", "random", "bm25", "tfidf", "dense", "prior",
               {"type": "hybrid", "members": ["bm25", "dense"]}, DEFAULT_RETRIEVER]
     assert {str(canonical_spec(w)) for w in wanted} <= specs
     for spec in wanted:
-        grid = {(c.settings["k"], c.settings["closure"]) for c in cells
-                if canonical_spec(c.settings["retriever"]) == canonical_spec(spec)}
+        grid = {(c.settings.k, c.settings.closure) for c in cells
+                if canonical_spec(c.settings.retriever) == canonical_spec(spec)}
         assert grid == {(k, closure) for k in (5, 10, 15, 20) for closure in (False, True)}
-    assert [c.settings["k"] for c in cells if c.settings["retriever"] == "all"] == [65]
+    assert [c.settings.k for c in cells if c.settings.retriever == "all"] == [65]
 
 
 PS = ABLATION.with_name("ps_reproduction.toml")
@@ -32,18 +33,18 @@ PS = ABLATION.with_name("ps_reproduction.toml")
 def test_ps_reproduction_loads_with_the_selector_threshold_and_distinct_labels():
     cfg = load_config(PS)
     cells = expand(cfg, dataset="d")
-    ps = [c for c in cells if canonical_spec(c.settings["retriever"])["type"] == "llm_selector"]
+    ps = [c for c in cells if canonical_spec(c.settings.retriever)["type"] == "llm_selector"]
     # the LLM selector scores its picks 1 and the rest 0: threshold 0.5 keeps exactly the picks
-    assert [(c.settings["threshold"], c.settings["k"]) for c in ps] == [(0.5, 65)] * 3
-    assert [c.settings["generator"]["seed"] for c in ps] == [0, 1, 2]
+    assert [(c.settings.threshold, c.settings.k) for c in ps] == [(0.5, 65)] * 3
+    assert [c.settings.generator["seed"] for c in ps] == [0, 1, 2]
     assert len(cells) == 6 and len({c.label for c in cells}) == 6
-    assert all(c.label.endswith(f"generator.seed={c.settings['generator']['seed']}") for c in cells)
+    assert all(c.label.endswith(f"generator.seed={c.settings.generator['seed']}") for c in cells)
 
 
 def test_ps_reproduction_tests_each_cell_against_the_ps_cell_of_its_seed(tmp_path):
     import json
 
-    from primsel.eval.report import baseline_pairs, load_experiment
+    from primsel.experiments.report import baseline_pairs, load_experiment
 
     cfg = load_config(PS)
     assert cfg.baseline == "llm_selector" and cfg.pair_on == ("generator.seed",)
@@ -51,11 +52,11 @@ def test_ps_reproduction_tests_each_cell_against_the_ps_cell_of_its_seed(tmp_pat
     # the report's pairing, on the declared cells (as if every cell had finished)
     (tmp_path / "experiment.json").write_text(json.dumps({
         "name": "ps", "baseline": cfg.baseline, "pair_on": list(cfg.pair_on),
-        "cells": [{"id": c.id, "label": c.label, "settings": c.settings} for c in cells]}))
+        "cells": [{"id": c.id, "label": c.label, "settings": c.settings.to_json()} for c in cells]}))
     for c in cells:
         (tmp_path / c.id).mkdir()
         (tmp_path / c.id / "report.json").write_text('{"success": 0.0}')
     pairs = baseline_pairs(load_experiment(tmp_path))
-    seed = {c.id: c.settings["generator"]["seed"] for c in cells}
-    ps = {seed[c.id]: c.id for c in cells if canonical_spec(c.settings["retriever"])["type"] == "llm_selector"}
+    seed = {c.id: c.settings.generator["seed"] for c in cells}
+    ps = {seed[c.id]: c.id for c in cells if canonical_spec(c.settings.retriever)["type"] == "llm_selector"}
     assert {cid: pairs[cid] for cid in seed} == {cid: ps[s] for cid, s in seed.items()}

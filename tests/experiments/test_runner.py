@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from primsel.eval.report import write_report
+from primsel.experiments.report import write_report
 from primsel.experiments.config import parse_config
 from primsel.experiments.runner import run_experiment
 from primsel.library import Library
@@ -31,7 +31,6 @@ FITS: dict[str, int] = {}
 BOOM = {"on": False}
 
 
-@register("test_fixed")
 class FixedRetriever(BaseRetriever):
     """Ranks f, g, h, A for every query (scores 4, 3, 2, 1)."""
 
@@ -46,7 +45,6 @@ class FixedRetriever(BaseRetriever):
         return {q: {"m.f": 4.0, "m.g": 3.0, "m.h": 2.0, "m.A": 1.0} for q in queries}
 
 
-@register("test_boom")
 class BoomRetriever(BaseRetriever):
     """Ranks by id; raises in fit while ``BOOM["on"]``."""
 
@@ -61,6 +59,17 @@ class BoomRetriever(BaseRetriever):
 
     def score(self, queries):
         return {q: {} for q in queries}
+
+
+@pytest.fixture(autouse=True)
+def _test_components(scoped_registry):
+    """The test retrievers and generators of this module, registered for each test only."""
+    register("test_fixed")(FixedRetriever)
+    register("test_boom")(BoomRetriever)
+    register("test_usage")(UsageRetriever)
+    register("test_statuses", kind="generator")(StatusGenerator)
+    register("test_flaky", kind="generator")(FlakyGenerator)
+    register("test_selector_errors")(SelectorErrorRetriever)
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +127,7 @@ def test_cell_outputs_and_metrics(tmp_path):
     assert len(trec) == 2 * 4 and trec[0] == f"1 Q0 m.f 1 4 {closed.id}" and trec[3] == f"1 Q0 m.A 4 1 {closed.id}"
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["settings"]["closure"] is True and cfg["versions"]["primsel"]
-    assert cfg["data"] == {"source": "synthetic", "n_tasks": 2, "fingerprint": closed.settings["dataset"]}
+    assert cfg["data"] == {"source": "synthetic", "n_tasks": 2, "fingerprint": closed.settings.dataset}
     r_plain = json.loads((tmp_path / "exp" / plain.id / "report.json").read_text())
     assert r_plain["set_precision_macro"] == 0.5 and r_plain["set_recall_macro"] == 0.25
 
@@ -204,7 +213,6 @@ def test_a_task_without_gold_stops_the_run_before_writing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@register("test_usage")
 class UsageRetriever(FixedRetriever):
     """FixedRetriever's ranking, plus made-up LLM usage per task (the ReportsUsage ability)."""
 
@@ -254,7 +262,6 @@ STATUS_TASKS = [*TASKS,
                 Task("4", "nothing much", "def s():\n    g()\n", (), (), gold=frozenset({"m.g"}), source="synthetic")]
 
 
-@register("test_statuses", kind="generator")
 class StatusGenerator:
     """Task 1: a complete-looking program marked truncated; 2: llm_error; 3: no_program; 4: ok."""
 
@@ -313,7 +320,6 @@ FLAKY: dict[str, set[str]] = {"llm_error": set()}
 ASKED: list[str] = []
 
 
-@register("test_flaky", kind="generator")
 class FlakyGenerator:
     """llm_error for the task ids in ``FLAKY["llm_error"]``, else no_program (nothing is executed)."""
 
@@ -351,7 +357,6 @@ def test_a_cell_with_llm_errors_is_written_incomplete_and_recomputed(tmp_path):
     assert ASKED == ["1", "2"] * 2
 
 
-@register("test_selector_errors")
 class SelectorErrorRetriever(FixedRetriever):
     """FixedRetriever's ranking; its (made-up) LLM selection of task 2 had one failed request."""
 
@@ -360,7 +365,7 @@ class SelectorErrorRetriever(FixedRetriever):
 
 
 def test_failed_selection_requests_make_the_cell_incomplete_and_are_not_cached(tmp_path):
-    from primsel.experiments.runner import cache_dir
+    from primsel.files import cache_dir
 
     cfg = config({"k": [1]}, retriever="test_selector_errors")
     first = run_experiment(cfg, tmp_path / "a", tasks=TASKS, library=LIBRARY, progress=False)
@@ -384,28 +389,6 @@ def test_reports_written_before_the_complete_key_count_as_finished(tmp_path):
     assert not is_finished(tmp_path)
 
 
-def test_write_atomic_round_trips_lone_surrogates(tmp_path):
-    from primsel.experiments.runner import _jsonl, write_atomic
-
-    row = {"message": "bad " + chr(0xD800) + " é \\ " + chr(0xDFFF)}
-    write_atomic(tmp_path / "t.jsonl", _jsonl([row]))
-    assert json.loads((tmp_path / "t.jsonl").read_text(encoding="utf-8")) == row
-    assert "é" in (tmp_path / "t.jsonl").read_text(encoding="utf-8")   # other text stays readable
-    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
-
-
-def test_write_atomic_removes_its_temporary_file_on_failure(tmp_path, monkeypatch):
-    from primsel.experiments import runner
-
-    def broken(fd):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(runner.os, "fsync", broken)
-    with pytest.raises(OSError, match="No space"):
-        runner.write_atomic(tmp_path / "report.json", "{}")
-    assert list(tmp_path.iterdir()) == []
-
-
 PLUGIN = '''
 from primsel.retrieval.base import BaseRetriever
 
@@ -424,7 +407,8 @@ class Plugged(BaseRetriever):
 def test_the_retrieval_cache_key_follows_the_source_of_plug_in_retrievers(tmp_path, monkeypatch):
     import sys
 
-    from primsel.experiments.runner import RetrievalStore, make_dataset
+    from primsel.experiments.dataset import make_dataset
+    from primsel.experiments.store import RetrievalStore
 
     (tmp_path / "plug_mod_key.py").write_text(PLUGIN.format(first="g"))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -438,3 +422,127 @@ def test_the_retrieval_cache_key_follows_the_source_of_plug_in_retrievers(tmp_pa
     after = [store.key(spec, 2, 0) for spec in specs]
     assert all(a != b for a, b in zip(before, after))
     assert store.key("test_fixed", 2, 0) == RetrievalStore(LIBRARY, make_dataset(TASKS)).key("test_fixed", 2, 0)
+
+
+STACK = '''
+from primsel.registry import build
+from primsel.retrieval.base import BaseRetriever
+
+
+class Stack(BaseRetriever):
+    """Sums the scores of the retrievers its stages name."""
+
+    def __init__(self, stages):
+        self.stages = stages
+
+    def fit(self, library, train_tasks=()):
+        super().fit(library, train_tasks)
+        self._built = [build(s).fit(library, train_tasks) for s in self.stages]
+        return self
+
+    def score(self, queries):
+        out = {q: {} for q in queries}
+        for stage in self._built:
+            for q, scores in stage.score(queries).items():
+                for p, s in scores.items():
+                    out[q][p] = out[q].get(p, 0.0) + s
+        return out
+'''
+
+
+def test_editing_a_plug_in_nested_under_stages_recomputes_its_finished_cells(tmp_path, monkeypatch, capsys):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "stack_mod_stale.py").write_text(STACK)
+    (tmp_path / "plug_mod_stale.py").write_text(PLUGIN.format(first="g"))
+    for name in ("stack_mod_stale", "plug_mod_stale"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    cfg = config({"k": [1, 2]}, retriever={"type": "stack_mod_stale:Stack",
+                                            "stages": [{"type": "plug_mod_stale:Plugged"}]})
+
+    first = run(cfg, tmp_path / "out")
+    recall = {c: json.loads((tmp_path / "out" / "exp" / c / "report.json").read_text())["recall@1"]
+              for c in first.computed}
+    # g first: task 1 (gold f, A) finds nothing at rank 1, task 2 (gold g) all
+    assert set(recall.values()) == {(0 + 1) / 2}
+
+    (tmp_path / "plug_mod_stale.py").write_text(PLUGIN.format(first="f"))
+    monkeypatch.delitem(sys.modules, "plug_mod_stale")
+    log = io.StringIO()
+    second = run(cfg, tmp_path / "out", log=log)
+    assert second.skipped == () and set(second.computed) == set(first.computed)
+    assert "recomputing 2 finished cells: the source of plug_mod_stale:Plugged changed" in log.getvalue()
+    fresh = run(cfg, tmp_path / "fresh")
+    for c in first.computed:
+        again = json.loads((tmp_path / "out" / "exp" / c / "report.json").read_text())["recall@1"]
+        new = json.loads((tmp_path / "fresh" / "exp" / c / "report.json").read_text())["recall@1"]
+        # f first: task 1 finds one of its two, task 2 nothing
+        assert again == new == (1 / 2 + 0) / 2
+
+    third = run(cfg, tmp_path / "out")   # unchanged sources: finished
+    assert third.computed == () and set(third.skipped) == set(first.computed)
+
+
+def test_cells_written_without_recorded_sources_are_recomputed(tmp_path):
+    cfg = config({"k": [1]}, retriever="test_fixed")
+    first = run(cfg, tmp_path)
+    path = tmp_path / "exp" / first.computed[0] / "config.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["sources"]["retriever"]["test_fixed"] not in ("", "?")
+    del recorded["sources"]
+    path.write_text(json.dumps(recorded))
+    assert run(cfg, tmp_path).computed == first.computed
+
+
+class _RecordingBar:
+    """Records what the runner tells a tqdm bar."""
+
+    def __init__(self, total):
+        self.total, self.n, self.events = total, 0, []
+
+    def set_description_str(self, text, refresh=True):
+        self.events.append(("describe", text))
+
+    def reset(self, total=None):
+        self.events.append(("reset", total))
+        self.n = 0
+
+    def update(self, n=1):
+        self.events.append(("update", n))
+        self.n += n
+
+
+def test_fitting_shows_its_stage_and_the_task_steps_start_their_clock_after_it(tmp_path):
+    from primsel.experiments.cell import CellContext, run_cell
+    from primsel.experiments.config import expand
+    from primsel.experiments.dataset import make_dataset
+    from primsel.experiments.store import RetrievalStore
+
+    register("test_learner")(LearnerRetriever)
+    dataset = make_dataset(TASKS)
+    (cell,) = expand(config({"k": [1]}, retriever="test_learner"), dataset=dataset.fingerprint)
+    ctx = CellContext(experiment="exp", library=LIBRARY, dataset=dataset,
+                      store=RetrievalStore(LIBRARY, dataset, use_disk=False))
+    bar = _RecordingBar(total=len(TASKS))
+    run_cell(cell, ctx, tmp_path / cell.id, bar)
+    stages = [text for kind, text in bar.events if kind == "describe"]
+    assert stages == ["  fitting fold 1/2", "  ranking fold 1/2", "  fitting fold 2/2", "  ranking fold 2/2",
+                      "  tasks"]
+    first_update = next(i for i, (kind, _) in enumerate(bar.events) if kind == "update")
+    assert ("reset", len(TASKS)) in bar.events[:first_update]  # the fit time feeds no ETA
+    assert bar.n == len(TASKS)
+
+
+class LearnerRetriever(BaseRetriever):
+    """Learns nothing, but says it does (cross-validated)."""
+
+    learns_from_tasks = True
+
+    def __init__(self) -> None:
+        pass
+
+    def score(self, queries):
+        return {q: {} for q in queries}

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from primsel.generation.extract import extract_program, find_blocks, is_cut_off
+from primsel.datasets import load_builtin_tasks
+from primsel.generation.extract import (
+    Block,
+    entry_point_error,
+    extract,
+    extract_program,
+    find_blocks,
+    is_cut_off,
+    keep_definitions,
+)
+from primsel.simulator.sandbox import Sandbox
 
 F = "def plan():\n    return 1\n"
 
@@ -159,3 +169,99 @@ def test_truncated_and_stop_are_distinct_for_the_same_text():
 )
 def test_is_cut_off(code, cut):
     assert is_cut_off(code) is cut
+
+
+# -- faults fixed in the primsel mode ---------------------------------------------------------
+def test_bare_code_with_a_stray_closing_fence_is_ok():
+    p = extract_program("def add(a, b):\n    return a + b\n```", "1", "add")
+    assert p.status == "ok" and p.code.startswith("def add") and p.code == "def add(a, b):\n    return a + b\n"
+
+
+def test_a_stray_closing_fence_then_prose_then_a_later_block():
+    text = f"{F}```\nLater I found a better one:\n```python\ndef plan():\n    return 2\n```\n"
+    blocks = find_blocks(text)
+    assert [(b.code, b.fenced, b.closed) for b in blocks] == [(F, False, True), ("def plan():\n    return 2\n", True, True)]
+    assert extract_program(text, "1", "plan").code == "def plan():\n    return 2\n"
+
+
+def test_a_bare_fence_after_prose_still_opens_a_block():
+    assert find_blocks(f"Here it is:\n```\n{F}```\n") == [Block(code=F, info="", closed=True)]
+
+
+def test_module_level_calls_are_dropped_and_listed():
+    text = f"```python\nimport datetime\n\n{F}\nprint(plan())\nplan()\nresult = plan()\n```"
+    p = extract_program(text, "1", "plan")
+    assert p.status == "ok" and p.code == f"import datetime\n\n{F}\n"
+    assert p.extraction["dropped_lines"] == ["print(plan())", "plan()", "result = plan()"]
+
+
+def test_a_main_tail_is_dropped():
+    text = f'```python\n{F}\nif __name__ == "__main__":\n    print(plan())\n```'
+    p = extract_program(text, "1", "plan")
+    assert p.code == F + "\n"
+    assert p.extraction["dropped_lines"] == ['if __name__ == "__main__":', "    print(plan())"]
+
+
+def test_constant_assignments_are_kept_and_world_dependent_ones_dropped():
+    code = ("from datetime import timedelta\nimport work_calendar\nLIMIT = 3\nNAMES = ['a', 'b']\n"
+            "ONE_HOUR = timedelta(hours=1)\nWEEK = range(7)\nME = get_current_user()\nEVENTS = work_calendar.find_events()\n"
+            "KEY = lambda e: e.name.lower()\n" + F)
+    kept, dropped = keep_definitions(code)
+    assert dropped == ("ME = get_current_user()", "EVENTS = work_calendar.find_events()")
+    assert kept == code.replace("ME = get_current_user()\n", "").replace("EVENTS = work_calendar.find_events()\n", "")
+
+
+def test_a_dropped_statement_sharing_a_line_becomes_pass():
+    kept, dropped = keep_definitions("x = 1; print(x)\nplan(); plan()\n" + F)
+    assert kept == "x = 1; pass\n" + F and dropped == ("print(x)", "plan(); plan()")
+
+
+def test_if_and_try_made_of_definitions_are_kept():
+    code = "try:\n    import zoneinfo\nexcept ImportError:\n    zoneinfo = None\nif True:\n    X = 1\n" + F
+    assert keep_definitions(code) == (code, ())
+
+
+def test_an_async_entry_point_is_flagged_and_the_sandbox_never_runs_it():
+    text = "```python\nasync def plan():\n    return 1\n```"
+    p = extract_program(text, "4", "plan")
+    assert p.status == "ok" and p.extraction["async_entry"] is True
+    task = load_builtin_tasks()[0]
+    verdict = Sandbox(workers=1).execute(task, p.code, p.entry_point)  # decided before any process starts
+    assert (verdict.status, verdict.error_type, verdict.line) == ("error", "AsyncEntryPoint", 1)
+
+
+def test_entry_point_error_lets_ordinary_programs_run():
+    assert entry_point_error(extract_program(f"```python\n{F}```", "1", "plan")) is None
+    assert entry_point_error(extract_program("nothing", "1", "plan")) is None
+
+
+@pytest.mark.parametrize("nested", ["x = " + "1+" * 100_000 + "1", "x = " + "-" * 100_000 + "1"])
+def test_a_pathologically_nested_program_gets_a_status_not_an_exception(nested):
+    # ast.parse raises RecursionError (the sum) or MemoryError (the unary minus) on these
+    p = extract_program(f"```python\n{F}{nested}\n```", "1", "plan")
+    assert (p.status, p.entry_point) == ("ok", "plan") and p.code == f"{F}{nested}\n"
+    assert entry_point_error(p) is None  # left to the sandbox, which reports the error
+    assert extract_program(f"```python\n{nested}\n```", "1", "plan").status == "no_program"
+    assert is_cut_off(nested) is False
+
+
+def test_unknown_mode_is_rejected():
+    with pytest.raises(ValueError, match="unknown extraction mode 'fast'"):
+        extract("x", mode="fast")
+
+
+def test_builtin_programs_with_what_models_add_pass_after_extraction():
+    from primsel.datasets import load_builtin_tasks
+    from primsel.simulator.sandbox import Sandbox
+
+    tasks = load_builtin_tasks()
+    jobs = []
+    for task in tasks:
+        name = task.entry_point
+        for answer in (f"```python\n{task.program}\nprint({name}())\n```",
+                       f'```python\n{task.program}\nif __name__ == "__main__":\n    {name}()\n```',
+                       f"{task.program}```"):
+            program = extract_program(answer, task.id, name)
+            jobs.append((task, program.code, program.entry_point))
+    with Sandbox(workers=2) as sandbox:
+        assert [r.status for r in sandbox.execute_many(jobs)] == ["pass"] * (3 * len(tasks))

@@ -4,7 +4,7 @@ Parametrised over ``primsel.registry.available()``, so a newly registered retrie
 without editing this file. Parameters below only keep the test offline and fast (no sentence
 model): dense features are replaced by a deterministic fake encoder, and retrievers that call an
 LLM (``llm_selector``) talk to a scripted server on 127.0.0.1 started by the test
-(:class:`primsel.generation.fake_server.FakeOpenAIServer`), which picks the module's primitives
+(:class:`primsel.testing.fake_server.FakeOpenAIServer`), which picks the module's primitives
 whose documentation shares a word with the request.
 """
 
@@ -18,10 +18,9 @@ import re
 import numpy as np
 import pytest
 
-from primsel.generation.fake_server import FakeOpenAIServer, Reply, last_user_message
+from primsel.testing.fake_server import FakeOpenAIServer, Reply, last_user_message
 from primsel.registry import available, build, resolve
-from primsel.retrieval.base import SeesGold
-from primsel.types import ReportsUsage, Retriever
+from primsel.types import LearnsFromTasks, ReportsUsage, Retriever, SeesGold
 
 #: Parameters that avoid loading a sentence model.
 OFFLINE_PARAMS = {
@@ -86,10 +85,32 @@ def name(request, monkeypatch):
     return request.param
 
 
+def test_only_the_built_in_retrievers_are_registered_here():
+    # classes other test modules register are unregistered after their tests
+    assert set(available("retriever")) == {"all", "bm25", "classifier", "dense", "expansion", "hybrid", "knn",
+                                           "llm_selector", "oracle", "prior", "random", "tfidf"}
+
+
 def test_constructor_parameters_are_json(name):
     retriever = build(_spec(name))
     params = retriever.get_params() if hasattr(retriever, "get_params") else {}
     assert json.loads(json.dumps(params)) == params
+
+
+def test_parameters_round_trip_through_a_specification(name):
+    retriever = build(_spec(name))
+    again = build({"type": name, **retriever.get_params()})
+    assert type(again) is type(retriever) and again.get_params() == retriever.get_params()
+    assert set(retriever.get_params()) <= set(inspect.signature(type(retriever)).parameters)
+
+
+def test_learning_from_tasks_is_declared_by_a_true_flag_only():
+    offline = {"llm_selector": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}}  # built, never asked
+    built = {n: build({"type": n, **offline.get(n, {})}) for n in available("retriever")}
+    learners = {n for n, retriever in built.items() if isinstance(retriever, LearnsFromTasks)}
+    assert learners == {"prior", "knn", "expansion", "classifier"}
+    assert isinstance(build({"type": "hybrid", "members": ["bm25", "prior"]}), LearnsFromTasks)
+    assert not isinstance(build({"type": "hybrid", "members": ["bm25", "tfidf"]}), LearnsFromTasks)
 
 
 def test_k_above_library_size_ranks_the_whole_library(name, small_library, small_tasks):

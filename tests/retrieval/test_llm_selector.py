@@ -7,8 +7,8 @@ import re
 import pytest
 
 from primsel import registry
-from primsel.generation.client import QuotaExceededError
-from primsel.generation.fake_server import FakeOpenAIServer, Reply, last_user_message
+from primsel.llm.client import QuotaExceededError
+from primsel.testing.fake_server import FakeOpenAIServer, Reply, last_user_message
 from primsel.library import Library
 from primsel.retrieval.llm_selector import LLMSelector, parse_names
 from primsel.types import Primitive, ReportsUsage, Retriever

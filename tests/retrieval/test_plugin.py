@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
@@ -37,6 +38,7 @@ class KeywordRetriever(BaseRetriever):
 def plugin(tmp_path, monkeypatch):
     (tmp_path / "my_retrievers_example.py").write_text(textwrap.dedent(PLUGIN))
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "my_retrievers_example", raising=False)  # imported (and registered) afresh
     monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
     return "my_retrievers_example:KeywordRetriever"
 

@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="sandbox worker processes when a generator runs (default: CPUs)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
-    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the retrieval cache")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="read and write no cache: retrieval rankings, embeddings, LLM answers")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -28,7 +29,7 @@ def main(args: argparse.Namespace) -> int:
     retries, are reported on stderr and recomputed by the next run); 2 on a bad declaration,
     dataset or output directory (checked before anything is written); 1 when the LLM endpoint
     refuses every request (no quota, bad key, unknown model) or cannot be reached
-    (:class:`primsel.generation.client.LLMFatalError`); 130 on Ctrl-C. The cells finished before
+    (:class:`primsel.llm.client.LLMFatalError`); 130 on Ctrl-C. The cells finished before
     a stop stay written, and the same command resumes.
     """
     from pathlib import Path
@@ -37,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
     from primsel.experiments.runner import OutputError, run_experiment
-    from primsel.generation.client import EndpointUnreachableError, LLMFatalError
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
@@ -75,9 +76,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"primsel run: warning: {len(result.incomplete)} cells are incomplete (LLM requests failed "
               f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
               "recompute them (answers already received are cached)", file=sys.stderr)
-    if not args.no_report:
-        from primsel.eval.report import ReportError, write_report
+    from primsel.experiments.report import ReportError, best_cells, load_experiment, write_report
 
+    if not args.no_report:
         try:
             path = write_report(result.directory)
         except ReportError as exc:
@@ -87,5 +88,12 @@ def main(args: argparse.Namespace) -> int:
             print(f"{newline}primsel run: interrupted while writing the report; every cell stays in {directory}; "
                   f"`primsel report {directory}` writes it", file=sys.stderr)
             return 130
+    try:  # a short summary on stdout; the full table is the report's
+        summary = best_cells(load_experiment(result.directory))
+    except ReportError:
+        summary = []
+    if summary:
+        print("\n".join(summary))
+    if not args.no_report:
         print(path)
     return 0

@@ -1,0 +1,474 @@
+"""One cell: select from a ranking, (generate, execute,) score, and write the cell's files.
+
+This is the pipeline both ``primsel run`` (every cell of a grid, :mod:`primsel.experiments.runner`)
+and ``primsel retrieve`` (one cell, printed) go through:
+
+1. the retrieval (:class:`primsel.experiments.store.Retrieval`: the whole library ranked for
+   every task, cross-validated where the retriever learns from tasks);
+2. the selection of every task (:func:`primsel.retrieval.selector.select`: threshold, top-k,
+   closure);
+3. with a generator: a program per task (the generator fitted per fold when it can be,
+   :class:`primsel.types.FitsOnTasks`), run in the sandbox, failures attributed;
+4. the metrics: ranking metrics of the retrieval (in primitive-id order of tied scores and
+   tie-aware), set metrics of the selection, task success.
+
+A generated program whose status is not ``ok`` (``truncated``, ``llm_error``, ``no_program``) is
+not executed: the task's status is the program's status (:data:`TASK_STATUSES`), and its
+failure is attributed without an execution result.
+
+A cell is incomplete (``"complete": false``, ``incomplete_tasks`` > 0) when an LLM request it
+depends on failed after its retries: a task with status ``llm_error``, or a task whose LLM
+selection had a failed module request.
+
+Files of a cell directory (written by :func:`run_cell`, report.json last)::
+
+    config.json     resolved settings, dataset and library fingerprints, digests of the
+                    source of every component the settings name, package versions
+    run.trec        the whole library ranked for every task
+    tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
+    failures.jsonl  with a generator: one attribution row per task that did not pass
+    report.json     metric name -> value (every ranking metric also tie-aware, as
+                    ``tie_aware_<metric>``, and ``tied_tasks@k``; with an LLM, ``llm_answers``
+                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from primsel import registry
+from primsel.experiments.config import Cell, generator_spec
+from primsel.experiments.dataset import Dataset
+from primsel.experiments.reflection import split_generator
+from primsel.experiments.settings import CellSettings
+from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
+from primsel.files import dumps_json, dumps_jsonl, write_atomic
+from primsel.library import Library
+from primsel.types import STATUSES, FitsOnTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
+
+#: Ranking metrics every cell reports (plus ``recall@k`` and ``complete@k`` of the cell's k).
+CURVE_KS = tuple(range(1, 21))
+REPORT_KS = (5, 10, 15, 20)
+BASE_METRICS = (
+    *(f"recall@{k}" for k in CURVE_KS),
+    *(f"complete@{k}" for k in REPORT_KS),
+    "ndcg@10",
+    "mrr",
+)
+#: Per-task ranking metrics kept in tasks.jsonl (the cell's ``recall@k`` / ``complete@k`` too).
+TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
+#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``);
+#: ``tied_tasks@k`` counts the tasks with a tie across the cut-off k.
+TIE_AWARE = "tie_aware_"
+#: Statuses of a task in a cell with a generator: the execution statuses, plus the statuses of a
+#: program that was not executed (it is not ``ok``; ``no_program`` is in both).
+TASK_STATUSES = tuple(dict.fromkeys((*STATUSES, "truncated", "llm_error")))
+#: Selector usage entries summed into report.json as ``selector_<name>`` (``cached`` as
+#: ``selector_cache_hits``).
+SELECTOR_USAGE = ("prompt_tokens", "completion_tokens", "seconds", "calls", "errors", "unknown_names", "cached")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellOutcome:
+    """What :func:`compute_cell` computed.
+
+    Parameters
+    ----------
+    report : metric name -> value (report.json without the cell's wall time ``seconds``).
+    rows : one row per task (tasks.jsonl), in task order.
+    run : the retrieval as a :data:`primsel.types.Run`.
+    selections : task id -> :class:`primsel.types.Selection`.
+    failures : with a generator, one attribution row per task that did not pass; else None.
+    """
+
+    report: dict[str, Any]
+    rows: list[dict[str, Any]]
+    run: Run
+    selections: dict[str, Selection]
+    failures: list[dict[str, Any]] | None = None
+
+
+def _mean(values: Iterable[float]) -> float:
+    vals = list(values)
+    return math.fsum(vals) / len(vals) if vals else 0.0
+
+
+def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *,
+                 name: str = "", workers: int | None = None, base_dir: Path | None = None,
+                 task_bar: Any = None, requery: Callable[[Mapping[str, str]], Retrieval] | None = None
+                 ) -> CellOutcome:
+    """Select, (generate, execute,) and score one cell over every task of ``dataset``.
+
+    Parameters
+    ----------
+    settings : the cell's settings.
+    retrieval : the ranking of every task under ``settings.retriever``, ``folds`` and ``seed``.
+    dataset : the tasks (gold filled).
+    library : the library.
+    name : recorded as the selections' retriever (the cell id, or the TREC tag).
+    workers : sandbox worker processes when a generator runs (default: the sandbox's).
+    base_dir : directory a relative generator ``programs`` path is resolved against.
+    task_bar : a tqdm bar advanced per task and step, or None.
+    requery : ``{task id: text}`` -> the retrieval of those tasks ranked with those texts by
+        the cell's retriever, folds and seed (:meth:`RetrievalStore.rerank`); needed by a
+        generator with ``reselect = true`` (reflection rounds).
+
+    Raises
+    ------
+    ValueError : ``reselect`` without ``requery``.
+    Whatever the selector, a generator or the sandbox raises.
+    """
+    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
+    from primsel.retrieval.selector import tokens_of
+
+    k = settings.k
+    tasks = dataset.tasks
+    gold = {t.id: t.gold for t in tasks}
+    run = retrieval.run()
+    selections = {}
+    for t in tasks:
+        selections[t.id] = _selection(settings, retrieval, library, t.id, name)
+        if task_bar is not None:
+            task_bar.update(1)
+    selected = {t: tuple(sel.ids) for t, sel in selections.items()}
+
+    at_k = (f"recall@{k}", f"complete@{k}")
+    names = tuple(dict.fromkeys((*BASE_METRICS, *at_k, *settings.metrics)))
+    task_names = tuple(dict.fromkeys((*TASK_METRICS, *at_k, *settings.metrics)))
+    rows_rank = per_task(run, gold, names)
+    rows_set = set_metrics_per_task(selected, gold)
+    tokens = {t: tokens_of(sel, library) for t, sel in selections.items()}
+
+    report: dict[str, Any] = {name: _mean(r[name] for r in rows_rank.values()) for name in names}
+    # beside every ranking metric its tie-aware value, and how many tasks a tie across each
+    # cut-off touches (primsel.eval.metrics, "Ties")
+    rows_expected = per_task(run, gold, names, ties="expected")
+    report.update({f"{TIE_AWARE}{name}": _mean(r[name] for r in rows_expected.values()) for name in names})
+    for cut in sorted({*REPORT_KS, k}):
+        report[f"tied_tasks@{cut}"] = float(tied_tasks(run, gold, cut))
+    report.update(set_metrics(selected, gold))
+    report["n_tasks"] = len(tasks)
+    report["selected"] = _mean(len(ids) for ids in selected.values())
+    report["closure_added"] = _mean(len(sel.added_by_closure) for sel in selections.values())
+    report["docs_tokens"] = _mean(tokens.values())
+    if retrieval.usage:
+        # totals over the tasks: the LLM cost of the ranking this cell selects from
+        for usage_name in SELECTOR_USAGE:
+            key = "selector_cache_hits" if usage_name == "cached" else f"selector_{usage_name}"
+            report[key] = math.fsum(float(u.get(usage_name, 0.0)) for u in retrieval.usage.values())
+
+    rows = []
+    for t in tasks:
+        metrics = {metric: rows_rank[t.id][metric] for metric in task_names}
+        metrics.update({f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")})
+        rows.append({
+            "task_id": t.id,
+            "fold": retrieval.folds.get(t.id),
+            "selection": list(selected[t.id]),
+            "closure_added": list(selections[t.id].added_by_closure),
+            "gold": sorted(t.gold),
+            "metrics": metrics,
+            "docs_tokens": tokens[t.id],
+        })
+        if retrieval.usage:
+            rows[-1]["selection_usage"] = dict(selections[t.id].usage)
+
+    failures: list[dict[str, Any]] | None = None
+    if settings.generator:
+        gen_rows, failures, gen_report = _generate_and_execute(settings, dataset, library, selections,
+                                                               retrieval.folds, workers, base_dir, task_bar,
+                                                               _reselector(settings, library, name, requery))
+        for row in rows:
+            row.update(gen_rows[row["task_id"]])
+        report.update(gen_report)
+
+    report["retrieval_seconds"] = retrieval.seconds
+    report["retrieval_cached"] = float(retrieval.cached)
+    report.update(llm_answers(report, retrieval.cached))
+    # a task whose LLM request (selection or generation) failed after its retries makes the cell
+    # incomplete: it is written, and recomputed by the next run
+    incomplete = set(retrieval_errors(retrieval))
+    incomplete.update(row["task_id"] for row in rows if row.get("status") == "llm_error")
+    report["incomplete_tasks"] = float(len(incomplete))
+    report["complete"] = not incomplete
+    return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
+
+
+def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
+    """How many LLM answers a cell's results rest on, and how many of them came from a cache.
+
+    Answers are the LLM calls that did not end in an error: the LLM selector's
+    (``selector_calls - selector_errors``) and the generator's (``generator_calls -
+    generator_errors``). Cached are the answers taken from the answer cache
+    (``selector_cache_hits``, ``generator_cache_hits``), and every selector answer when the
+    ranking itself was read from the retrieval cache (``ranking_cached``).
+
+    Returns
+    -------
+    ``{"llm_answers": M, "llm_answers_cached": N}``, or ``{}`` when the cell used no LLM.
+    """
+    def total(key: str) -> float:
+        return float(report.get(key, 0.0) or 0.0)
+
+    selector = total("selector_calls") - total("selector_errors")
+    generator = total("generator_calls") - total("generator_errors")
+    if selector + generator <= 0:
+        return {}
+    cached = (selector if ranking_cached else total("selector_cache_hits")) + total("generator_cache_hits")
+    return {"llm_answers": selector + generator, "llm_answers_cached": cached}
+
+
+def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
+                          selections: Mapping[str, Selection], folds: Mapping[str, int], workers: int | None,
+                          base_dir: Path | None, task_bar: Any,
+                          reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None
+                          ) -> tuple[dict[str, dict], list[dict], dict]:
+    """Generate a program per task (per fold when the generator learns from training folds),
+    run them in the sandbox, give the failed ones their reflection rounds
+    (:mod:`primsel.experiments.reflection`), attribute failures. Returns (row updates, failures,
+    report part)."""
+    from primsel.eval.attribution import attribute, count_categories
+    from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
+    from primsel.simulator.sandbox import Sandbox
+
+    reflection, spec = split_generator(generator_spec(settings.generator, base_dir))
+    tasks = dataset.tasks
+    docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
+    programs: dict[str, Any] = {}
+    owners: dict[str, Any] = {}
+    generators = []
+    probe = registry.build(spec, "generator")
+    if isinstance(probe, FitsOnTasks):
+        groups: dict[int, list[Task]] = {}
+        for t in tasks:
+            groups.setdefault(folds.get(t.id, 0), []).append(t)
+        for i, fold in enumerate(sorted(groups)):
+            gen = probe if i == 0 else registry.build(spec, "generator")
+            gen.fit(library, [t for t in tasks if folds.get(t.id, 0) != fold])
+            generators.append(gen)
+            programs.update(_generate(gen, [(t, docs[t.id]) for t in groups[fold]]))
+            owners.update((t.id, gen) for t in groups[fold])
+            if task_bar is not None:
+                task_bar.update(len(groups[fold]))
+    else:
+        generators.append(probe)
+        programs.update(_generate(probe, [(t, docs[t.id]) for t in tasks]))
+        owners.update((t.id, probe) for t in tasks)
+        if task_bar is not None:
+            task_bar.update(len(tasks))
+
+    # only programs with status "ok" run; the others (truncated, llm_error, no_program) keep
+    # their program status as the task's status
+    advance = (lambda: task_bar.update(1)) if task_bar is not None else None
+    rounds = None
+    lenient: dict[str, str] = {}
+    references: dict[str, Any] = {}
+    with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
+        results = execute_programs(sandbox, tasks, programs, advance)
+        if reflection.configured:
+            rounds = run_rounds(reflection, tasks, owners, selections, programs, results, sandbox, library,
+                                timeout=settings.timeout, reselect=reselect, task_bar=task_bar)
+            programs, results, selections = rounds.programs, rounds.results, rounds.selections
+            references = rounds.references
+        lenient = _import_lenient(sandbox, tasks, programs, results)
+        # the reference program of every failed task, on the same initial state, for localisation
+        reference_runs(sandbox, [t for t in tasks if t.id in results and not results[t.id].passed], references)
+
+    rows: dict[str, dict] = {}
+    failures = []
+    status: dict[str, str] = {}
+    for t in tasks:
+        prog, res = programs[t.id], results.get(t.id)
+        status[t.id] = res.status if res is not None else prog.status
+        attribution = None
+        if status[t.id] != "pass":
+            attribution = attribute(t, selections[t.id], prog, res, library, reference=references.get(t.id))
+            failures.append(attribution)
+        usage = dict(prog.usage)
+        rows[t.id] = {
+            "status": status[t.id],
+            "error_type": res.error_type if res is not None else None,
+            "message": res.message if res is not None else (prog.raw if prog.status == "llm_error" else None),
+            "program_status": prog.status,
+            "program": prog.code,
+            "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)},
+            "generation_seconds": usage.get("seconds", 0.0),
+            "seconds": res.seconds if res is not None else 0.0,
+            "called_primitives": list(res.called_primitives) if res is not None else [],
+            "attribution": attribution,
+            # how the program was taken from the answer (primsel.generation.extract)
+            "extraction": prog.extraction.get("mode"),
+            "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
+            "parse_failure": prog.extraction.get("parse_failure"),
+            "import_lenient_status": lenient.get(t.id),
+        }
+        if rounds is not None:
+            entries = rounds.rounds[t.id]
+            if attribution is not None:
+                entries[-1]["category"] = attribution["category"]
+            rows[t.id]["rounds"] = entries
+            # the task's cost over its rounds; its last program's tokens are in its last round
+            rows[t.id]["tokens"] = {part: sum(e["tokens"][part] for e in entries) for part in ("prompt", "completion")}
+    report: dict[str, float] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
+    for name in TASK_STATUSES:
+        report[f"status_{name}"] = _mean(1.0 if status[t.id] == name else 0.0 for t in tasks)
+    for category, count in count_categories(failures).items():
+        report[f"failures_{category}"] = float(count)
+    usage_total: dict[str, float] = {}
+    for gen in generators:
+        if isinstance(gen, SummarisesUsage):
+            for key, value in gen.usage_summary().items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    usage_total[key] = usage_total.get(key, 0.0) + float(value)
+    report.update({f"generator_{k}": v for k, v in usage_total.items()})
+    if "cache_hits" in usage_total:
+        report["cache_hits"] = usage_total["cache_hits"]
+    if rounds is not None:
+        report.update(round_figures(reflection, rounds.rounds, rounds.usage))
+    report.update(_aspera_part(generators, tasks, selections, rows))
+    return rows, failures, report
+
+
+def _reselector(settings: CellSettings, library: Library, name: str,
+                requery: Callable[[Mapping[str, str]], Retrieval] | None
+                ) -> Callable[[Mapping[str, str]], dict[str, Selection]] | None:
+    """``{task id: text}`` -> the selections of those tasks ranked with those texts (reflection's
+    ``reselect``), or None without ``requery``."""
+    if requery is None:
+        return None
+
+    def reselect(texts: Mapping[str, str]) -> dict[str, Selection]:
+        retrieval = requery(texts)
+        return {task_id: _selection(settings, retrieval, library, task_id, name) for task_id in texts}
+
+    return reselect
+
+
+def _selection(settings: CellSettings, retrieval: Retrieval, library: Library, task_id: str, name: str) -> Selection:
+    """The selection of one task from a retrieval, with the cell's k, threshold and closure."""
+    from primsel.retrieval.selector import select
+
+    return select(retrieval.ranked[task_id], library, k=settings.k, threshold=settings.threshold,
+                  closure=settings.closure, task_id=task_id, retriever=name, usage=retrieval.usage.get(task_id))
+
+
+def _import_lenient(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Any],
+                    results: Mapping[str, Any]) -> dict[str, str]:
+    """ASPERA's import-lenient re-run: every task that failed with ModuleNotFoundError runs again
+    as its program without imports of library modules (``program_no_imports``, when there is
+    one). Returns task id -> status of that run."""
+    jobs = []
+    for t in tasks:
+        res, program = results.get(t.id), programs[t.id]
+        variant = program.extraction.get("program_no_imports")
+        if res is not None and res.status == "error" and res.error_type == "ModuleNotFoundError" and variant:
+            jobs.append((t, variant, program.entry_point))
+    return {r.task_id: r.status for r in sandbox.execute_many(jobs)} if jobs else {}
+
+
+def _aspera_part(generators: Sequence[Any], tasks: Sequence[Task], selections: Mapping[str, Any],
+                 rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The generator's extraction mode and ASPERA's figures (primsel.eval.aspera), for report.json."""
+    from primsel.eval.aspera import aspera_figures
+
+    figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
+    return {"extraction": getattr(generators[0], "extraction", None) if generators else None,
+            **aspera_figures(figure_rows)}
+
+
+def _generate(gen: Any, items: Sequence[tuple[Task, Sequence[Any]]]) -> dict[str, Any]:
+    if isinstance(gen, GeneratesMany):
+        programs = gen.generate_many(items)
+    else:
+        programs = [gen.generate(task, docs) for task, docs in items]
+    return {task.id: prog for (task, _), prog in zip(items, programs)}
+
+
+# ---------------------------------------------------------------------------------------------
+# A cell of an experiment: computed and written
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class CellContext:
+    """What every cell of a run shares."""
+
+    experiment: str
+    library: Library
+    dataset: Dataset
+    store: RetrievalStore
+    workers: int | None = None
+    progress: bool = True
+    versions: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    base_dir: Path | None = None
+
+
+def stage_messages(bar: Any) -> Any:
+    """A ``progress(stage, i, n)`` callback (:func:`primsel.retrieval.cv.cross_validated_run`)
+    that shows the retrieval stage (``"fitting fold 2/5"``) as the description of a tqdm bar;
+    None without a bar."""
+    if bar is None:
+        return None
+
+    def show(stage: str, i: int, n: int) -> None:
+        bar.set_description_str(f"  {stage}" + (f" fold {i}/{n}" if n > 1 else ""), refresh=True)
+
+    return show
+
+
+def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
+             sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """Compute one cell (:func:`compute_cell`) and write its files (report.json last).
+
+    ``sources`` (default: computed, :meth:`CellSettings.sources`) are the digests of the
+    component sources recorded in config.json, by which a later run tells a stale cell.
+
+    Returns
+    -------
+    The cell's report (metric name -> value, and ``complete``: False when a task's LLM request
+    failed after its retries; see the module docstring).
+
+    Raises
+    ------
+    Whatever a retriever, the selector, a generator or the sandbox raises; the cell's
+    report.json is then not written, so a re-run recomputes it.
+    """
+    from primsel.retrieval.trec import format_run
+
+    start = time.perf_counter()
+    s = cell.settings
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, progress=stage_messages(task_bar))
+    if task_bar is not None:
+        # the task steps start now: the time spent fitting must not feed their ETA
+        task_bar.set_description_str("  tasks", refresh=False)
+        task_bar.reset(total=task_bar.total)
+    outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
+                           base_dir=ctx.base_dir, task_bar=task_bar,
+                           requery=lambda queries: ctx.store.rerank(s.retriever, s.folds, s.seed, queries))
+    report = {**outcome.report, "seconds": time.perf_counter() - start}
+
+    directory.mkdir(parents=True, exist_ok=True)
+    # an earlier (incomplete) report.json must not outlive a run killed before the new one
+    (directory / "report.json").unlink(missing_ok=True)
+    write_atomic(directory / "config.json", dumps_json({
+        "id": cell.id,
+        "label": cell.label,
+        "experiment": ctx.experiment,
+        "settings": s.to_json(),
+        "data": {"source": ctx.dataset.source, "n_tasks": len(ctx.dataset.tasks),
+                 "fingerprint": ctx.dataset.fingerprint},
+        "effective_folds": ctx.store.effective_folds(s.folds),
+        **({"extraction": report.get("extraction")} if s.generator else {}),
+        "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.library.fingerprint()},
+        "sources": sources if sources is not None else s.sources(),
+        "versions": ctx.versions,
+    }))
+    write_atomic(directory / "run.trec", format_run(outcome.run, cell.id))
+    write_atomic(directory / "tasks.jsonl", dumps_jsonl(outcome.rows))
+    if outcome.failures is not None:
+        write_atomic(directory / "failures.jsonl", dumps_jsonl(outcome.failures))
+    write_atomic(directory / "report.json", dumps_json(report))
+    return report

@@ -1,0 +1,195 @@
+"""``primsel retrieve``: rank the library for every task and print retrieval metrics.
+
+The command runs one cell of the pipeline ``primsel run`` uses (:mod:`primsel.experiments.cell`),
+without a generator and without the disk cache: retrievers that learn from tasks are
+cross-validated (``--folds``, ``--seed``); the TREC run (``--out``) ranks the whole library for
+every task. The selection scored by the set metrics is the top ``--k`` primitives, plus their
+type dependencies with ``--closure``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Ranking metrics printed by ``primsel retrieve``.
+RANKING_METRICS = (
+    "recall@5", "recall@10", "recall@15", "recall@20", "ndcg@10", "mrr",
+    "complete@10", "complete@15", "complete@20",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Attach the ``retrieve`` options to ``parser``."""
+    from primsel.registry import available
+
+    parser.add_argument("--retriever", metavar="SPEC", default=None,
+                        help=f"a registered name ({', '.join(available('retriever'))}), "
+                             "'package.module:Class' (modules in the current directory included), or an "
+                             "inline JSON table such as "
+                             '\'{"type": "hybrid", "members": ["bm25", "dense"], "method": "rrf"}\' '
+                             "(default: the learned hybrid, see primsel.retrieval.DEFAULT_RETRIEVER)")
+    parser.add_argument("--k", type=int, default=15,
+                        help="selection size for the set metrics (default 15; above the library size, "
+                             "the whole library)")
+    parser.add_argument("--closure", action="store_true",
+                        help="add the library types the selected primitives depend on")
+    parser.add_argument("--folds", type=int, default=5,
+                        help="cross-validation folds for learned retrievers (default 5)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the fold split, also passed to retrievers that take a 'seed' "
+                             "parameter (random) unless the JSON table sets one (default 0)")
+    parser.add_argument("--data", metavar="PATH", default=None,
+                        help="Asper-Bench archive (default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+    parser.add_argument("--out", metavar="RUN.trec", default=None,
+                        help="write the TREC run here (its directory must exist)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+def check_output_path(path: str) -> None:
+    """Fail early when ``path`` cannot be written, leaving nothing behind.
+
+    The parent directory must exist (it is not created); an existing file is opened for
+    appending (not changed) to probe it, a new one is created and removed again.
+
+    Raises
+    ------
+    primsel.cli.UsageError : ``path`` is a directory, its parent is missing or not a directory,
+        or the file cannot be opened for writing (the message gives the system's reason).
+    """
+    from primsel.cli import UsageError
+
+    target = Path(path)
+    parent = target.parent
+    try:
+        if target.is_dir():
+            raise UsageError(f"--out {path}: is a directory; give a file name")
+        if not parent.exists():
+            raise UsageError(f"--out {path}: directory {parent} does not exist (create it first)")
+        if not parent.is_dir():
+            raise UsageError(f"--out {path}: {parent} is not a directory")
+        existed = target.exists()
+        with open(target, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            target.unlink()
+    except OSError as exc:  # e.g. a name too long, no permission, a read-only file system
+        raise UsageError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
+
+
+def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
+    """The ``--retriever`` specification (default :data:`primsel.retrieval.DEFAULT_RETRIEVER`)
+    with the seed, and an unfitted instance of it, built to report a bad specification before
+    any data is read."""
+    from primsel import spec as specs
+    from primsel.cli import UsageError
+    from primsel.registry import build
+    from primsel.retrieval import DEFAULT_RETRIEVER
+
+    try:
+        spec = copy.deepcopy(DEFAULT_RETRIEVER) if text is None else specs.parse(text)
+        spec = specs.with_seed(spec, seed, "retriever")
+        return spec, build(spec, "retriever")
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--retriever: {exc}") from exc
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
+    UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
+    from primsel import spec as specs
+    from primsel.cli import UsageError
+    from primsel.datasets import DatasetError
+    from primsel.eval.metrics import SET_METRIC_KEYS
+    from primsel.experiments.cell import TIE_AWARE, compute_cell
+    from primsel.experiments.dataset import load_dataset
+    from primsel.experiments.settings import CellSettings, SettingError, check_setting
+    from primsel.experiments.store import RetrievalStore
+    from primsel.library import Library
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
+    from primsel.retrieval.encoders import EncoderLoadError
+    from primsel.retrieval.trec import write_run
+    from primsel.types import LearnsFromTasks
+
+    for key in ("k", "folds", "seed"):
+        try:
+            check_setting(key, getattr(args, key))
+        except SettingError as exc:
+            raise UsageError(f"--{key} {exc.problem}") from None
+    if args.out:
+        check_output_path(args.out)
+    spec, probe = _retriever(args.retriever, args.seed)
+    settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed)
+
+    library = Library.from_simulator()
+    try:
+        dataset = load_dataset(args.data, library)
+    except DatasetError as exc:
+        raise UsageError(str(exc)) from exc
+    tasks = dataset.tasks
+    print(f"{len(tasks)} tasks ({dataset.source})", file=sys.stderr)
+    learned = isinstance(probe, LearnsFromTasks)
+    if learned and len(tasks) < 2:
+        raise UsageError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
+    store = RetrievalStore(library, dataset, use_disk=False)
+    folds = store.effective_folds(args.folds)
+    if folds != args.folds:
+        print(f"only {len(tasks)} tasks: using {folds} folds", file=sys.stderr)
+    if args.k > len(library):
+        print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
+
+    from tqdm import tqdm
+
+    # a bar over the fits (one per fold for a retriever that learns from tasks), its description
+    # naming the stage, so a long fit is not silence
+    with tqdm(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
+              file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0, disable=args.quiet) as bar:
+        def stage(what: str, i: int, n: int) -> None:
+            bar.update(i - 1 - bar.n)  # the folds before this one are done
+            bar.set_description_str(what, refresh=True)
+
+        try:
+            retrieval = store.get(spec, args.folds, args.seed, progress=stage)
+        except EncoderLoadError as exc:
+            raise UsageError(f"--retriever: {exc}") from exc
+        except LLMFatalError as exc:  # an LLM selector whose endpoint refuses or cannot be reached
+            what = "cannot be reached" if isinstance(exc, EndpointUnreachableError) else "refuses the requests"
+            print(f"primsel retrieve: error: the LLM endpoint {what}, stopping: {exc}", file=sys.stderr)
+            return 1
+        bar.update(bar.total - bar.n)
+    print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
+          + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
+
+    tag = specs.tag(spec)
+    outcome = compute_cell(settings, retrieval, dataset, library, name=tag)
+    if outcome.report.get("llm_answers"):
+        from primsel.experiments.runner import report_answers
+
+        answers = (int(outcome.report["llm_answers"]), int(outcome.report["llm_answers_cached"]))
+        report_answers({specs.label(spec): answers}, {}, sys.stderr, command="primsel retrieve")
+    if args.out:
+        try:
+            write_run(outcome.run, args.out, tag)
+        except OSError as exc:  # checked before ranking, but the file system may have changed
+            raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from exc
+        print(f"wrote {args.out}", file=sys.stderr)
+
+    report = outcome.report
+    added = sum(len(s.added_by_closure) for s in outcome.selections.values())
+    print(f"retriever {json.dumps(spec) if not isinstance(spec, str) else spec}  k={args.k}"
+          f"{'  closure' if args.closure else ''}  tasks={len(tasks)}")
+    for name in (*RANKING_METRICS, *SET_METRIC_KEYS):
+        print(f"{name:22s} {report[name]:.4f}")
+    print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
+    # the same ranking metrics as the mean over every order of tied scores, and the tasks whose
+    # selection a tie across --k decides
+    for name in RANKING_METRICS:
+        print(f"{TIE_AWARE + name:22s} {report[TIE_AWARE + name]:.4f}")
+    print(f"{f'tied_tasks@{args.k}':22s} {int(report[f'tied_tasks@{args.k}'])} of {len(tasks)}")
+    if args.closure:
+        print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
+    return 0

@@ -1,0 +1,44 @@
+"""Process helpers shared by the layers that start child processes (Linux ``prctl``).
+
+The sandbox (:mod:`primsel.simulator`) and the local model server
+(:mod:`primsel.generation.local`) both make their children die with the process that started
+them, so that killing primsel never leaves a program or a model server running.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+#: ``PR_SET_PDEATHSIG`` (``linux/prctl.h``): the signal a process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
+#: ``PR_SET_DUMPABLE`` (``linux/prctl.h``): 0 forbids ptrace and ``/proc/<pid>/mem`` by others.
+PR_SET_DUMPABLE = 4
+
+
+def prctl(option: int, value: int) -> None:
+    """``prctl(option, value)`` through libc (Linux).
+
+    Raises
+    ------
+    OSError : the call failed (errno of the call).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(*(ctypes.c_ulong(v) for v in (option, value, 0, 0, 0))) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask to be SIGKILLed when the parent dies; exit at once (status 70) if it already has.
+
+    Call it in the child right after the fork (e.g. as ``subprocess.Popen``'s ``preexec_fn``),
+    with the parent's pid taken before the fork.
+
+    Raises
+    ------
+    OSError : ``prctl`` failed.
+    """
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        os._exit(70)

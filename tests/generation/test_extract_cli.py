@@ -1,0 +1,77 @@
+"""``primsel extract``: rows in input order, the summary line, both modes, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from primsel.cli import main as cli_main
+
+F = "def plan():\n    return 1\n"
+
+
+def write(path, *records):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return path
+
+
+def test_rows_follow_the_input_and_the_last_line_counts_programs(tmp_path, capsys):
+    answers = write(tmp_path / "a.jsonl",
+                    {"id": "b", "answer": f"```python\n{F}```\nprint(plan())", "finish_reason": "stop"},
+                    "",
+                    {"id": 7, "answer": "I cannot help."},
+                    {"id": "c", "answer": f"```python\n{F}", "finish_reason": "length"},
+                    {"id": "d", "answer": f"```python\n{F}\nplan()\n```"})
+    assert cli_main(["extract", str(answers)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "extracted 2/4"
+    rows = [json.loads(line) for line in lines[:-1]]
+    assert [r["id"] for r in rows] == ["b", 7, "c", "d"]
+    assert [r["status"] for r in rows] == ["ok", "no_program", "truncated", "ok"]
+    assert list(rows[0]) == ["id", "status", "program", "entry_point", "dropped_lines", "parse_failure", "async_entry"]
+    assert rows[0]["program"] == F and rows[0]["entry_point"] == "plan" and rows[0]["dropped_lines"] == []
+    assert rows[3]["program"] == F + "\n" and rows[3]["dropped_lines"] == ["plan()"]
+    assert rows[1]["program"] is None
+
+
+def test_aspera_mode_gives_the_placeholder_and_counts_it_as_not_extracted(tmp_path, capsys):
+    answers = write(tmp_path / "a.jsonl", {"id": "1", "answer": "Sorry."},
+                    {"id": "2", "answer": f"```python\ndef helper():\n    pass\n\n{F}\nplan()\n```"})
+    out = tmp_path / "out.jsonl"
+    assert cli_main(["extract", "--mode", "aspera", str(answers), "--out", str(out)]) == 0
+    assert capsys.readouterr().out == "extracted 1/2\n"
+    first, second = (json.loads(line) for line in out.read_text().splitlines())
+    assert (first["status"], first["parse_failure"], first["entry_point"]) == (
+        "ok", "answer", "parser_failed_placeholder_bad_solution")
+    assert (second["program"], second["dropped_lines"], second["parse_failure"]) == (F.strip(), ["plan()"], None)
+
+
+def test_entry_chooses_the_block(tmp_path, capsys):
+    other = "def other():\n    return 0\n"
+    answers = write(tmp_path / "a.jsonl", {"id": "1", "answer": f"```python\n{F}```\n```python\n{other}```"})
+    assert cli_main(["extract", "--entry", "plan", str(answers)]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["program"] == F
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("{not json", "line 2: not valid JSON"),
+    ('["a"]', "line 2: expected a JSON object"),
+    ('{"answer": "x"}', "line 2: 'id' must be"),
+    ('{"id": "1"}', "line 2: missing 'answer'"),
+    ('{"id": "1", "answer": 3}', "line 2: 'answer' must be a string or null"),
+    ('{"id": "1", "answer": "x", "finish_reason": 1}', "line 2: 'finish_reason' must be"),
+])
+def test_unreadable_input_exits_2_naming_the_line(tmp_path, capsys, line, problem):
+    answers = write(tmp_path / "a.jsonl", {"id": "0", "answer": F}, line)
+    assert cli_main(["extract", str(answers)]) == 2
+    captured = capsys.readouterr()
+    assert problem in captured.err and str(answers) in captured.err and captured.out == ""
+
+
+def test_missing_input_and_bad_mode_exit_2(tmp_path, capsys):
+    assert cli_main(["extract", str(tmp_path / "missing.jsonl")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["extract", "--mode", "fast", str(tmp_path / "x.jsonl")])
+    assert exc.value.code == 2

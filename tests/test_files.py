@@ -1,0 +1,73 @@
+"""Files: the one cache directory rule, atomic writes, canonical JSON and JSON Lines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from primsel import files
+from primsel.files import cache_dir, canonical_json, digest, dumps_jsonl, read_jsonl, write_atomic
+
+
+def test_cache_dir_is_the_variable_with_home_expanded_else_the_user_cache(monkeypatch):
+    monkeypatch.setenv("PRIMSEL_CACHE_DIR", "~/somewhere")
+    assert cache_dir() == Path.home() / "somewhere"
+    monkeypatch.setenv("PRIMSEL_CACHE_DIR", "")
+    assert cache_dir() == Path.home() / ".cache" / "primsel"
+    monkeypatch.delenv("PRIMSEL_CACHE_DIR")
+    assert cache_dir() == Path.home() / ".cache" / "primsel"
+
+
+def test_every_cache_lives_below_the_cache_dir(tmp_path, monkeypatch):
+    from primsel.llm.client import ChatClient
+    from primsel.retrieval.encoders import SentenceEncoder
+
+    monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path))
+    client = ChatClient(model="m", base_url="http://127.0.0.1:9/v1")
+    assert client._cache_path("ab" * 32).parent.parent == tmp_path / "llm"
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert SentenceEncoder(str(tmp_path / "model")).cache_path.parent == tmp_path / "embeddings"
+
+
+def test_write_atomic_round_trips_lone_surrogates(tmp_path):
+    row = {"message": "bad " + chr(0xD800) + " é \\ " + chr(0xDFFF)}
+    write_atomic(tmp_path / "t.jsonl", dumps_jsonl([row]))
+    assert json.loads((tmp_path / "t.jsonl").read_text(encoding="utf-8")) == row
+    assert "é" in (tmp_path / "t.jsonl").read_text(encoding="utf-8")   # other text stays readable
+    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+
+
+def test_write_atomic_writes_bytes_and_creates_parents(tmp_path):
+    write_atomic(tmp_path / "a" / "b" / "v.bin", b"\x00\x01", durable=False)
+    assert (tmp_path / "a" / "b" / "v.bin").read_bytes() == b"\x00\x01"
+
+
+def test_write_atomic_removes_its_temporary_file_on_failure(tmp_path, monkeypatch):
+    def broken(fd):
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "report.json").write_text("old")
+    monkeypatch.setattr(files.os, "fsync", broken)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(tmp_path / "report.json", "{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    assert (tmp_path / "report.json").read_text() == "old"
+
+
+def test_digest_is_the_sha256_of_the_canonical_json():
+    obj = {"b": [1, "é"], "a": None}
+    assert canonical_json(obj) == '{"a":null,"b":[1,"é"]}'
+    assert digest(obj) == hashlib.sha256('{"a":null,"b":[1,"é"]}'.encode()).hexdigest()
+
+
+def test_read_jsonl_skips_blank_lines_and_names_a_bad_line(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n\n[2]\n', encoding="utf-8")
+    assert list(read_jsonl(path)) == [(1, {"a": 1}), (3, [2])]
+    path.write_text('{"a": 1}\n{"a": \n', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{path}:2: invalid JSON"):
+        list(read_jsonl(path))
