@@ -316,7 +316,8 @@ def test_prepare_serve_and_run_two_builtin_tasks_through_the_real_server(tmp_pat
     from primsel.datasets import load_builtin_tasks
     from primsel.eval.attribution import CATEGORIES, STAGES
     from primsel.experiments.config import parse_config
-    from primsel.experiments.runner import TASK_STATUSES, run_experiment
+    from primsel.experiments.cell import TASK_STATUSES
+    from primsel.experiments.runner import run_experiment
     from primsel.library import Library, with_gold
 
     # prepare, twice
