@@ -6,7 +6,8 @@ and ``primsel retrieve`` (one cell, printed) go through:
 1. the retrieval (:class:`primsel.experiments.store.Retrieval`: the whole library ranked for
    every task, cross-validated where the retriever learns from tasks);
 2. the selection of every task (:func:`primsel.retrieval.selector.select`: threshold, top-k,
-   closure);
+   closure; or the cell's ``selector`` class, fitted per fold on the other folds' rankings when
+   it learns);
 3. with a generator: a program per task (the generator fitted per fold when it can be,
    :class:`primsel.types.FitsOnTasks`), run in the sandbox, failures attributed;
 4. the metrics: ranking metrics of the retrieval, set metrics of the selection, task success.
@@ -117,11 +118,18 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     tasks = dataset.tasks
     gold = {t.id: t.gold for t in tasks}
     run = retrieval.run()
+    selectors = _selectors(settings.selector, retrieval, tasks, library)
     selections = {}
     for t in tasks:
-        selections[t.id] = select(retrieval.ranked[t.id], library, k=k, threshold=settings.threshold,
-                                  closure=settings.closure, task_id=t.id, retriever=name,
-                                  usage=retrieval.usage.get(t.id))
+        chooser = selectors.get(retrieval.folds.get(t.id, 0)) if selectors else None
+        if chooser is None:
+            selections[t.id] = select(retrieval.ranked[t.id], library, k=k, threshold=settings.threshold,
+                                      closure=settings.closure, task_id=t.id, retriever=name,
+                                      usage=retrieval.usage.get(t.id))
+        else:
+            selections[t.id] = chooser.select(retrieval.ranked[t.id], library, k=k, threshold=settings.threshold,
+                                              closure=settings.closure, task_id=t.id, retriever=name,
+                                              usage=retrieval.usage.get(t.id))
         if task_bar is not None:
             task_bar.update(1)
     selected = {t: tuple(sel.ids) for t, sel in selections.items()}
@@ -178,6 +186,27 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     report["incomplete_tasks"] = float(len(incomplete))
     report["complete"] = not incomplete
     return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
+
+
+def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: Library) -> dict[int, Any]:
+    """The selector of every fold (fold -> selector), or {} for the fixed rules (no ``selector``).
+
+    A selector that learns (``learns_from_tasks``) is fitted per fold on the rankings and gold
+    sets of the other folds' tasks, never on the fold it selects for; one that does not is
+    built once and serves every fold.
+    """
+    if spec is None:
+        return {}
+    folds = sorted({retrieval.folds.get(t.id, 0) for t in tasks})
+    probe = registry.build(spec, "selector")
+    if not getattr(probe, "learns_from_tasks", False):
+        return dict.fromkeys(folds, probe)
+    out = {}
+    for i, fold in enumerate(folds):
+        chooser = probe if i == 0 else registry.build(spec, "selector")
+        examples = [(retrieval.ranked[t.id], t.gold) for t in tasks if retrieval.folds.get(t.id, 0) != fold]
+        out[fold] = chooser.fit(library, examples)
+    return out
 
 
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
