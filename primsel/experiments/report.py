@@ -12,7 +12,9 @@
   its baseline cell on per-task recall (and on per-task success when a generator ran); with a
   generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`);
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
-* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected.
+* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected;
+* ``<name>_frontier.png`` and a table: the recall/tokens frontier of every ranking (top k for
+  every k, from ``run.trec``), with the cells of selector classes as points.
 
 The report holds aggregates only (never per-task rows), so it can be exported
 (``export=...``) next to the experiment declaration and committed.
@@ -324,7 +326,7 @@ def _other_columns(cells: Sequence[CellResult]) -> list[str]:
 
 def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]],
                     images: Sequence[tuple[str, str]] = (), n_resamples: int = N_RESAMPLES,
-                    seed: int = 0) -> str:
+                    seed: int = 0, frontier: Sequence[str] = ()) -> str:
     """The report text.
 
     Parameters
@@ -333,6 +335,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     tests : :func:`significance` of it.
     images : (title, relative file name) of the plots to link.
     n_resamples, seed : of the randomisation test (stated in the notes).
+    frontier : Markdown lines of the frontier table (:func:`frontier_table`), placed before the plots.
     """
     cells = [c for c in experiment.cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in cells)
@@ -433,6 +436,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     lines += [f"- {n}" for n in notes]
     lines.append("")
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
+    lines += list(frontier)
     for title, file in images:
         lines += [f"![{title}]({file})", ""]
     return "\n".join(lines)
@@ -528,6 +532,109 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
     return True
 
 
+#: Recall levels of the frontier table: the fewest tokens at which top-k recall reaches them.
+FRONTIER_LEVELS = (0.9, 0.95)
+
+
+def ranking_frontier(cell: CellResult, tokens: Mapping[str, int]) -> tuple[list[float], list[float]] | None:
+    """The recall/tokens frontier of a cell's ranking: for k = 1 .. library size, the mean
+    documentation tokens and the mean recall of the top k, over the tasks.
+
+    Parameters
+    ----------
+    cell : a finished cell with ``run.trec`` and ``tasks.jsonl`` (its gold sets).
+    tokens : estimated tokens per primitive id.
+
+    Returns
+    -------
+    (mean tokens per k, mean recall per k), or None when the files are missing or a ranked id
+    has no token count.
+    """
+    from primsel.retrieval.trec import read_run
+    from primsel.types import ranking
+
+    try:
+        run = read_run(cell.directory / "run.trec")
+        gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    tasks = [t for t in gold if gold[t] and t in run]
+    if not tasks:
+        return None
+    orders = {t: ranking(run[t]) for t in tasks}
+    if any(p not in tokens for order in orders.values() for p in order):
+        return None
+    depth = max(len(o) for o in orders.values())
+    mean_tokens, mean_recall = [], []
+    for k in range(1, depth + 1):
+        mean_tokens.append(math.fsum(sum(tokens[p] for p in orders[t][:k]) for t in tasks) / len(tasks))
+        mean_recall.append(math.fsum(len(gold[t] & set(orders[t][:k])) / len(gold[t]) for t in tasks) / len(tasks))
+    return mean_tokens, mean_recall
+
+
+def _frontiers(experiment: Experiment) -> dict[str, tuple[list[float], list[float]]]:
+    """One frontier per ranking (series of cells without a selector class), by series label."""
+    from primsel.library import Library
+    from primsel.retrieval.selector import estimate_tokens
+
+    library = Library.from_simulator()
+    tokens = {p: estimate_tokens(library[p].text("full")) for p in library}
+    cells = [c for c in experiment.cells if c.finished and not c.settings.get("selector")]
+    labels = _series_labels(cells)
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for c in cells:
+        label = labels[_series_key(c)]
+        if label not in out and (curve := ranking_frontier(c, tokens)) is not None:
+            out[label] = curve
+    return out
+
+
+def frontier_table(frontiers: Mapping[str, tuple[list[float], list[float]]]) -> list[str]:
+    """Markdown lines: per ranking, the smallest k whose mean recall@k reaches each of
+    :data:`FRONTIER_LEVELS` and the mean documentation tokens of that top k."""
+    if not frontiers:
+        return []
+    head = " | ".join(f"k for R {level:g} | tokens for R {level:g}" for level in FRONTIER_LEVELS)
+    lines = ["Recall/tokens frontier of each ranking (top k, k = 1 .. all): the smallest k whose mean "
+             "recall@k reaches the level, and the mean documentation tokens of that top k.", "",
+             f"| ranking | {head} |", "|---|" + "--:|" * (2 * len(FRONTIER_LEVELS))]
+    for label, (tokens, recall) in frontiers.items():
+        row = [label]
+        for level in FRONTIER_LEVELS:
+            k = next((i for i, r in enumerate(recall) if r >= level - 1e-12), None)
+            row += ["–", "–"] if k is None else [str(k + 1), f"{tokens[k]:.0f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
+
+
+def plot_frontier(experiment: Experiment, path: Path,
+                  frontiers: Mapping[str, tuple[list[float], list[float]]] | None = None) -> bool:
+    """Recall against documentation tokens: one line per ranking (its top k for every k) and one
+    point per cell with a selector class (its selection's macro recall and tokens).
+
+    Returns
+    -------
+    False (and no file) when there is nothing to draw.
+    """
+    frontiers = _frontiers(experiment) if frontiers is None else frontiers
+    chosen = [c for c in experiment.cells if c.finished and c.settings.get("selector")
+              and "docs_tokens" in c.report and "set_recall_macro" in c.report]
+    if not frontiers and not chosen:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    colours = _palette(plt, len(frontiers) + len(chosen))
+    for (label, (tokens, recall)), colour in zip(frontiers.items(), colours):
+        ax.plot(tokens, recall, linewidth=1.2, label=label, color=colour)
+    labels = _series_labels(chosen)
+    for c, colour in zip(chosen, colours[len(frontiers):]):
+        ax.plot([c.report["docs_tokens"]], [c.report["set_recall_macro"]], marker="*", markersize=10,
+                linestyle="none", color=colour, label=f"{labels[_series_key(c)]} k<={c.settings.get('k')}")
+    _finish(plt, fig, ax, path, f"{experiment.name}: recall/tokens frontier",
+            "documentation tokens selected per task (mean)", "recall (macro)")
+    return True
+
+
 def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
     """Label a recall plot (y in [0, 1]), put the legend outside on the right, save it as PNG."""
     ax.set_xlabel(xlabel)
@@ -578,16 +685,20 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     """
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
+    frontiers = _frontiers(experiment)
     images = []
     for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
-                                ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens)):
+                                ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
+                                ("frontier", "recall/tokens frontier",
+                                 lambda e, p: plot_frontier(e, p, frontiers))):
         file = f"{experiment.name}_{suffix}.png"
         try:
             if plot(experiment, experiment.directory / file):
                 images.append((title, file))
         except OSError as exc:
             raise ReportError(f"cannot write {experiment.directory / file}: {exc.strerror or exc}") from None
-    text = render_markdown(experiment, tests, images, n_resamples=n_resamples, seed=seed)
+    text = render_markdown(experiment, tests, images, n_resamples=n_resamples, seed=seed,
+                           frontier=frontier_table(frontiers))
     target = experiment.directory / "report.md"
     try:
         write_atomic(target, text)

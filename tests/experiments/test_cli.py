@@ -43,7 +43,8 @@ def test_run_writes_cells_and_report_on_builtin_tasks(tmp_path, capsys):
     assert len(manifest["cells"]) == 8 and manifest["data"]["source"] == "builtin"
     assert all((exp / c["id"] / "report.json").is_file() for c in manifest["cells"])
     report = (exp / "report.md").read_text()
-    assert report.count("| bm25 |") == 4 and report.count("| prior |") == 4
+    # four cells each, and one row each in the recall/tokens frontier table
+    assert report.count("| bm25 |") == 4 + 1 and report.count("| prior |") == 4 + 1
     assert "Data: the built-in tasks" in report
 
 
