@@ -80,3 +80,23 @@ def test_a_single_point_or_too_few_tasks_skip_the_inner_loop(small_library, smal
 def test_bad_parameters_are_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         TunedRetriever(base="bm25", **kwargs)
+
+
+def test_rescoring_a_fitted_hybrid_equals_refitting_it(small_library, small_tasks):
+    from primsel.registry import build
+    from primsel.retrieval.cv import fold_assignment
+
+    base = {"type": "hybrid", "method": "wsum", "members": ["bm25", "prior"]}
+    grid = {"weights": [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]}
+    tuned = TunedRetriever(base=base, grid=grid, metric=["recall@2", "complete@3"], inner_folds=2)
+    tuned.fit(small_library, small_tasks)
+    inner = fold_assignment([t.id for t in small_tasks], 2, 0)
+    expected = []
+    for weights in grid["weights"]:
+        total = 0.0
+        for fold in (0, 1):
+            fitted = build({**base, "weights": weights}).fit(small_library, [t for t in small_tasks if inner[t.id] != fold])
+            held = [t for t in small_tasks if inner[t.id] == fold]
+            total += tuned._evaluate(fitted, held, len(small_library)) / 2
+        expected.append(total)
+    assert tuned.inner_scores == pytest.approx(expected)
