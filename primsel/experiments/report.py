@@ -622,16 +622,29 @@ def plot_frontier(experiment: Experiment, path: Path,
     if not frontiers and not chosen:
         return False
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    colours = _palette(plt, len(frontiers) + len(chosen))
+    n = len(frontiers) + len(chosen)
+    fig, ax = plt.subplots(figsize=(9, 4.8 + 0.2 * n))
+    colours = _palette(plt, n)
+    right = 0.0
     for (label, (tokens, recall)), colour in zip(frontiers.items(), colours):
         ax.plot(tokens, recall, linewidth=1.2, label=label, color=colour)
+        # the interesting part ends where the curve is near 1
+        right = max(right, next((t for t, r in zip(tokens, recall) if r >= 0.995), tokens[-1]))
     labels = _series_labels(chosen)
     for c, colour in zip(chosen, colours[len(frontiers):]):
         ax.plot([c.report["docs_tokens"]], [c.report["set_recall_macro"]], marker="*", markersize=10,
                 linestyle="none", color=colour, label=f"{labels[_series_key(c)]} k<={c.settings.get('k')}")
-    _finish(plt, fig, ax, path, f"{experiment.name}: recall/tokens frontier",
-            "documentation tokens selected per task (mean)", "recall (macro)")
+        right = max(right, c.report["docs_tokens"])
+    ax.set_xlim(0, right * 1.05 if right else None)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("documentation tokens selected per task (mean)")
+    ax.set_ylabel("recall (macro)")
+    ax.set_title(f"{experiment.name}: recall/tokens frontier")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, borderaxespad=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
     return True
 
 
