@@ -9,7 +9,8 @@ The layers, bottom up (the README's "Architecture"):
 3. stages: ``simulator``, ``retrieval``, ``generation``;
 4. evaluation: ``eval`` (metrics, significance, failure attribution);
 5. ``experiments``: settings, config, cells, store, runner, report;
-6. the command line: ``cli``, ``__main__``, every command module ``primsel.cli.SUBCOMMANDS``
+6. views: what reads run folders or shows tasks: ``explore``, ``tasks``;
+7. the command line: ``cli``, ``__main__``, every command module ``primsel.cli.SUBCOMMANDS``
    names (wherever it lives), and ``testing``.
 
 (Registering the built-in components loads their packages by name at run time; that is the
@@ -33,9 +34,10 @@ LAYERS = (
     ("primsel.simulator", "primsel.retrieval", "primsel.generation"),
     ("primsel.eval",),
     ("primsel.experiments",),
+    ("primsel.explore", "primsel.tasks"),
     ("primsel.cli", "primsel.__main__", "primsel.testing"),
 )
-NAMES = ("core", "data and services", "stages", "evaluation", "experiments", "command line")
+NAMES = ("core", "data and services", "stages", "evaluation", "experiments", "views", "command line")
 TOP = len(LAYERS) - 1
 COMMANDS = frozenset(module for module, _, _ in SUBCOMMANDS.values())
 

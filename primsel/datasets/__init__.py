@@ -42,12 +42,14 @@ __all__ = [
 ]
 
 
-def resolve_dataset(path: str | os.PathLike[str] | None = None) -> Path | None:
+def resolve_dataset(path: str | os.PathLike[str] | None = None, origin: str = "--data") -> Path | None:
     """The Asper-Bench archive to use, or None for the built-in tasks.
 
     Parameters
     ----------
     path : an explicit path (the ``--data`` flag); None or "" falls back to ``$PRIMSEL_ASPER_BENCH``.
+    origin : where an explicit ``path`` came from, for messages (``"--data"``, ``"the 'data'
+        key of exp.toml"``).
 
     Returns
     -------
@@ -58,7 +60,6 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None) -> Path | None:
     DatasetError : a path was given (by argument or environment) but no such file exists, or it
         is a directory or another non-regular file.
     """
-    origin = "--data"
     if path is None or str(path) == "":
         path = os.environ.get(ENV_VAR) or None
         origin = f"${ENV_VAR}"

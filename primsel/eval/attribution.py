@@ -1,45 +1,25 @@
-"""Why a task failed: the pipeline stage, a failure category and the program line.
+"""Why a task failed: the pipeline stage, one diagnosis category and the program line.
 
-:func:`attribute` examines one failed task. The first rule that applies decides:
+:func:`attribute` examines one failed task and gives it exactly one category of the diagnosis
+table documented in the README ("Failure diagnosis"): the first rule of that table that applies
+decides. Rules 1-6 name the proximate cause (a program that raised is a run-time error at its
+line, whatever was selected). Rules 7 and 8 explain a program that ran to the end but did the
+wrong thing, or handed the task back, by a selection problem. Rules 9-15 compare the program's
+execution with the reference program's on the same initial state
+(:func:`primsel.eval.localise.localise`) and need the reference's execution result; without it
+a program that ran to the end and failed is ``wrong_effect``.
 
-====  ======================================  ===============  ==============================
-step  condition                               stage            category
-====  ======================================  ===============  ==============================
-1     the task passed                         --               (returns None)
-2     no program, or status ``llm_error``     ``llm``          ``llm_error``
-3     program status ``truncated``            ``llm``          ``truncated``
-4     program or execution ``no_program``,    ``extraction``   ``no_program``
-      or a parser failure of ASPERA's rules
-      (its placeholder program ran)
-5     execution ``timeout``                   ``execution``    ``timeout``
-6     execution ``error`` ``SyntaxError``     ``generation``   ``runtime_error:SyntaxError``
-7     ``NameError`` on a name the program     ``generation``   ``hallucinated_primitive``
-      uses but neither defines, imports, nor
-      finds among builtins and library exports
-8     execution ``error`` (any other type:    ``execution``    ``runtime_error:<Type>``
-      the program raised at run time,
-      including operations the sandbox blocks)
-9     (``fail`` or ``requires_user_input``)   ``retrieval``    ``retrieval_miss``
-      a gold primitive was not selected and
-      the program does not use it
-10    the program uses a library primitive    ``generation``   ``unselected_primitive``
-      that was not shown (not selected)
-11    execution ``requires_user_input``       ``execution``    ``runtime_error:RequiresUserInput``
-      (the program handed the task back)
-12    execution ``fail`` (the EP rejected     ``verification`` ``wrong_effect``
-      the effect or the return value)
-====  ======================================  ===============  ==============================
-
-Rules 2-8 name the proximate cause: a program that raised is a run-time error at its line,
-whatever was selected. Rules 9 and 10 explain a program that ran to the end but did the wrong
-thing or handed the task back by a selection problem. The retrieval signals are kept in every
-row whatever the category: ``missing_gold`` (gold ids not selected), ``missed_gold`` (those of
-them the program does not use either: what rule 9 looks at), ``hallucinated`` (unknown names
-used) and ``unselected`` (library ids used but not shown).
+The retrieval signals are kept in every row whatever the category: ``missing_gold`` (gold ids
+not selected), ``missed_gold`` (those of them the program does not use either: what rule 9 looks
+at), ``hallucinated`` (unknown names used) and ``unselected`` (library ids used but not shown).
+With the reference's execution, every row of an executed program also has ``difference``,
+``divergence_line``, ``expected_call`` and ``actual_call`` (:class:`primsel.eval.localise.Localisation`;
+None without it).
 
 ``line`` is the 1-based program line: where the execution error was raised when the sandbox
 knows it; for ``hallucinated_primitive`` and ``unselected_primitive`` without such a line, the
-first use of the name; for ``truncated``, the last line of the cut program; else None.
+first use of the name; for ``truncated``, the last line of the cut program; for the categories of
+rules 9-14, the ``divergence_line``; else None.
 """
 
 from __future__ import annotations
@@ -53,17 +33,25 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from primsel.eval.localise import Localisation, localise
 from primsel.types import ExecutionResult, Primitive, Program, Selection, Task, parse_program
 
 __all__ = ["CATEGORIES", "STAGES", "attribute", "count_categories", "used_names"]
 
 #: Pipeline stages, in pipeline order.
 STAGES = ("llm", "extraction", "retrieval", "generation", "execution", "verification")
-#: Failure categories (``runtime_error`` is followed by ``:<exception class name>``).
+#: Diagnosis categories, in the order of the rules that give them (README, "Failure diagnosis").
 CATEGORIES = (
-    "llm_error", "truncated", "no_program", "timeout", "hallucinated_primitive", "retrieval_miss",
-    "unselected_primitive", "runtime_error", "wrong_effect",
+    "llm_error", "truncated", "no_program", "timeout", "hallucinated_primitive", "runtime_error",
+    "retrieval_miss", "unselected_primitive", "requires_user_input_misuse", "wrong_arguments",
+    "wrong_order", "missing_call", "extra_call", "wrong_return", "wrong_effect",
 )
+#: Category of each difference from the reference's execution (rules 6 and 10-15).
+_BY_DIFFERENCE = {
+    "arguments": "wrong_arguments", "order": "wrong_order", "missing_call": "missing_call",
+    "extra_call": "extra_call", "return": "wrong_return", "exception": "runtime_error", "none": "wrong_effect",
+}
+_REQUIRES_INPUT = ("exceptions.RequiresUserInput(", "raise RequiresUserInput:")
 
 _BUILTINS = frozenset(dir(builtins))
 _NAME_IN_MESSAGE = re.compile(r"name '([A-Za-z_]\w*)' is not defined")
@@ -147,35 +135,43 @@ def attribute(
     program: Program | None,
     result: ExecutionResult | None,
     library: Mapping[str, Primitive],
+    reference: ExecutionResult | None = None,
 ) -> dict[str, Any] | None:
-    """Attribute the failure of one task (see the module docstring for the decision order).
+    """Attribute the failure of one task to exactly one diagnosis category.
 
     Parameters
     ----------
     task : the task (its ``gold`` primitive ids are used).
     selection : the primitives shown to the generator (``selection.ids``), or None when the
-        run had no selection step (then rules 9 and 10 do not apply).
+        run had no selection step (then rules 7 and 8 do not apply).
     program : the generated program, or None when generation did not happen.
     result : the execution verdict, or None when the program was not executed (truncated,
         ``llm_error``, ``no_program``).
     library : the library (ids -> primitives).
+    reference : the execution of the task's reference program on the same task (its
+        ``trace``, ``outcomes`` and ``paths``), or None (then rules 9-14 do not apply, except the
+        ``requires_user_input`` status of rule 9).
 
     Returns
     -------
     None when the task passed; else a dict with ``task_id``, ``stage`` (one of
-    :data:`STAGES`), ``category`` (one of :data:`CATEGORIES`, ``runtime_error:<Type>`` with the
-    exception class), ``line`` (int or None), ``status`` (execution status, or the program's
-    status when it was not executed), ``error_type``, ``message``, ``missing_gold``,
-    ``missed_gold``, ``hallucinated`` and ``unselected`` (sorted lists).
+    :data:`STAGES`), ``category`` (one of :data:`CATEGORIES`), ``line`` (int or None),
+    ``status`` (execution status, or the program's status when it was not executed),
+    ``error_type``, ``message``, ``missing_gold``, ``missed_gold``, ``hallucinated`` and
+    ``unselected`` (sorted lists), and ``difference``, ``divergence_line``, ``expected_call``,
+    ``actual_call`` (None without a reference or an execution).
 
     Raises
     ------
-    ValueError : neither a program nor a result was given, or ``result`` is for another task.
+    ValueError : neither a program nor a result was given, or ``result`` or ``reference`` is for
+        another task.
     """
     if program is None and result is None:
         raise ValueError(f"task {task.id}: attribute() needs the program or the execution result")
     if result is not None and result.task_id != task.id:
         raise ValueError(f"task {task.id}: the execution result is for task {result.task_id}")
+    if reference is not None and reference.task_id != task.id:
+        raise ValueError(f"task {task.id}: the reference's execution result is for task {reference.task_id}")
     if result is not None and result.status == "pass":
         return None
 
@@ -194,6 +190,9 @@ def attribute(
     missing = sorted(set(task.gold) - selected) if selected is not None else []
     missed = [pid for pid in missing if pid not in uses]
     unselected = {pid: line for pid, line in uses.items() if selected is not None and pid not in selected}
+    place: Localisation | None = None
+    if reference is not None and result is not None and result.status not in ("no_program",):
+        place = localise(code, result, reference, task.program)
 
     status = result.status if result is not None else (program.status if program is not None else "")
     row: dict[str, Any] = {
@@ -208,6 +207,10 @@ def attribute(
         "missed_gold": missed,
         "hallucinated": sorted(hallucinated),
         "unselected": sorted(unselected),
+        "difference": place.difference if place else None,
+        "divergence_line": place.divergence_line if place else None,
+        "expected_call": place.expected_call if place else None,
+        "actual_call": place.actual_call if place else None,
     }
 
     def verdict(stage: str, category: str, line: int | None = None) -> dict[str, Any]:
@@ -229,7 +232,7 @@ def attribute(
     if result.status == "timeout":
         return verdict("execution", "timeout")
     if result.status == "error" and result.error_type == "SyntaxError":
-        return verdict("generation", "runtime_error:SyntaxError")
+        return verdict("generation", "runtime_error")
     if result.status == "error" and result.error_type == "NameError" and hallucinated:
         match = _NAME_IN_MESSAGE.search(result.message or "")
         name = match.group(1) if match else None
@@ -237,14 +240,25 @@ def attribute(
             first = hallucinated[name] if name else min(hallucinated.values())
             return verdict("generation", "hallucinated_primitive", first)
     if result.status == "error":
-        return verdict("execution", f"runtime_error:{result.error_type or 'Exception'}")
+        return verdict("execution", "runtime_error")
     if missed:
         return verdict("retrieval", "retrieval_miss")
     if unselected:
         return verdict("generation", "unselected_primitive", min(unselected.values()))
-    if result.status == "requires_user_input":
-        return verdict("execution", f"runtime_error:{result.error_type or 'RequiresUserInput'}")
+    if result.status == "requires_user_input" or (place is not None and _about_requires_input(place)):
+        return verdict("generation", "requires_user_input_misuse", place.divergence_line if place else None)
+    if place is not None:
+        category = _BY_DIFFERENCE[place.difference]
+        stage = "verification" if category == "wrong_effect" else "generation"
+        return verdict(stage, category, place.divergence_line)
     return verdict("verification", "wrong_effect")
+
+
+def _about_requires_input(place: Localisation) -> bool:
+    """True when exactly one side of the first difference hands the task back (RequiresUserInput)."""
+    sides = [any(text and text.startswith(_REQUIRES_INPUT) for text in [call]) for call in
+             (place.expected_call, place.actual_call)]
+    return place.difference != "arguments" and sides[0] != sides[1]
 
 
 def count_categories(rows: Iterable[Mapping[str, Any] | None]) -> dict[str, int]:

@@ -66,9 +66,10 @@ def make_dataset(tasks: Sequence[Task]) -> Dataset:
 
 
 def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any],
-                 log: TextIO | None = None) -> Dataset:
+                 log: TextIO | None = None, origin: str = "--data") -> Dataset:
     """Load the tasks of ``path`` (else ``$PRIMSEL_ASPER_BENCH``, else the built-in tasks, which
-    is said on ``log``) and fill their gold primitives.
+    is said on ``log``) and fill their gold primitives. ``origin`` says where ``path`` came from
+    in messages (:func:`primsel.datasets.resolve_dataset`).
 
     Raises
     ------
@@ -79,7 +80,7 @@ def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any]
     from primsel.datasets import DatasetError, load_tasks, resolve_dataset
     from primsel.library import with_gold
 
-    archive = resolve_dataset(path)
+    archive = resolve_dataset(path, origin)
     if archive is None and log is not None:
         print("primsel run: no Asper-Bench archive (no 'data' key, --data or $PRIMSEL_ASPER_BENCH): "
               "running on the built-in tasks", file=log)

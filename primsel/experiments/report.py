@@ -7,14 +7,24 @@
 * ``report.md``: the data the cells ran on (and how many cells of other data the directory
   holds, which it does not show), a row per finished cell (retriever, k, closure,
   recall@5/10/15/20, complete@10/15/20, nDCG@10, MRR, set precision / recall / F1 micro and
-  macro, documentation tokens selected, task success when a generator ran; an incomplete cell,
+  macro, documentation tokens selected, task success when a generator ran, the LLM answers
+  taken from the answer cache when an LLM was used; an incomplete cell,
   whose LLM requests failed, is marked) and the p-values of paired tests of the cell against
   its baseline cell on per-task recall (and on per-task success when a generator ran); with a
-  generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`);
+  generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`); a table of
+  ties: every ranking metric in primitive-id order and tie-aware, per ranking, with the tasks
+  whose ranking has a tie across k; with reflection rounds, a table of success, gain and cost by
+  round (:mod:`primsel.experiments.report_rounds`);
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
-* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected;
+* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected
+  (tokens on a log scale when the whole library is among the selections);
 * ``<name>_frontier.png`` and a table: the recall/tokens frontier of every ranking (top k for
-  every k, from ``run.trec``), with the cells of selector classes as points.
+  every k, from ``run.trec``), with the cells of selector classes as points;
+* ``<name>_success.png``: with a generator, the task success of every cell;
+* ``<name>_success_by_round.png``: with reflection rounds, success against round, one line per cell.
+
+Plots name the data in their title, keep their legends outside the axes and give every
+ranking a distinct colour.
 
 The report holds aggregates only (never per-task rows), so it can be exported
 (``export=...``) next to the experiment declaration and committed.
@@ -41,6 +51,7 @@ from typing import Any
 from primsel import spec as specs
 from primsel.eval.aspera import markdown_table as aspera_table
 from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.experiments.cell import TIE_AWARE
 from primsel.experiments.labels import baseline_label, generator_label, get_dotted, pair_key, varied_keys
 from primsel.files import canonical_json, read_jsonl, write_atomic
 from primsel.types import LearnsFromTasks
@@ -54,6 +65,12 @@ COLUMNS = (
     ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"), ("set_f1_macro", "F1 ma"),
     ("docs_tokens", "tokens"),
 )
+
+
+#: The ranking metrics shown in primitive-id order and tie-aware in the table of ties.
+RANKED_COLUMNS = COLUMNS[:9]
+#: Cut-offs at which the table of ties counts the tasks with a tie across the cut-off.
+TIE_KS = (5, 10, 15, 20)
 
 
 class ReportError(ValueError):
@@ -339,6 +356,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     """
     cells = [c for c in experiment.cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in cells)
+    has_llm = any(c.report.get("llm_answers") for c in cells)
     others = _other_columns(cells)
     by_id = {c.id: c for c in experiment.cells}
     lines = [f"# {experiment.name}", ""]
@@ -363,8 +381,11 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
 
     header = ["configuration", "k", "closure", *others]
     header += [h for _, h in COLUMNS]
+    header += ["ties@k"]
     if has_gen:
         header += ["success"]
+    if has_llm:
+        header += ["cached"]
     header += ["ΔR@k", "p t", "p rand"]
     if has_gen:
         header += ["Δsucc", "p t succ", "p rand succ"]
@@ -378,8 +399,12 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
             value = get_dotted(c.settings, key)
             row.append(generator_label(value) if key == "generator" else _short_value(value))
         row += [_num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
+        tied = r.get(f"tied_tasks@{c.settings.get('k')}")
+        row.append("–" if tied is None else str(int(tied)))
         if has_gen:
             row.append(_num(r.get("success")) if c.settings.get("generator") else "–")
+        if has_llm:
+            row.append(f"{int(r['llm_answers_cached'])}/{int(r['llm_answers'])}" if r.get("llm_answers") else "–")
         t = tests.get(c.id, {})
         if t.get("baseline") == c.id:
             row += ["baseline", "–", "–"]
@@ -409,7 +434,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         "recall and F1 of the selection (the top k, plus the library types it depends on when "
         "closure is on), micro (mi: pooled over tasks) and macro (ma: mean over tasks). tokens: mean "
         "documentation tokens of the selected primitives per task (estimated as characters / 4 "
-        "of the stubs a prompt shows).",
+        "of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k "
+        "(equal scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what "
+        "is selected); the table of ties below gives the ranking metrics averaged over tie orders.",
         f"Significance: each cell against the cell of the baseline retriever "
         f"({', '.join(baselines) or 'none'}) with "
         + ("the same other settings" if experiment.pair_on is None else
@@ -425,6 +452,15 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     if has_gen:
         notes.append("success: fraction of tasks whose generated program passed every evaluation "
                      "program; Δsucc and its p-values compare per-task success with the baseline cell.")
+    if has_llm:
+        cached = sum(int(c.report.get("llm_answers_cached", 0)) for c in cells)
+        total = sum(int(c.report.get("llm_answers", 0)) for c in cells)
+        offline = sum(1 for c in cells if c.report.get("llm_answers") and
+                      c.report.get("llm_answers_cached") == c.report.get("llm_answers"))
+        notes.append(f"cached: LLM answers (selection and generation) taken from the answer cache, of all "
+                     f"the cell's answers; {cached} of {total} answers from the cache in all"
+                     + (f"; {offline} cells contacted no endpoint at all (the cache is keyed by model name, "
+                        "messages and sampling parameters, not by URL)" if offline else "") + ".")
     if learning:
         notes.append(f"Retrievers that learn from tasks ({', '.join(learning)}) are scored by "
                      f"{'/'.join(map(str, folds))}-fold cross-validation (scikit-learn KFold, "
@@ -435,11 +471,100 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                      "(used by retrievers that learn from tasks; none here).")
     lines += [f"- {n}" for n in notes]
     lines.append("")
+    lines += tie_table(cells)
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
     lines += list(frontier)
+    from primsel.experiments.report_rounds import rounds_table  # it uses this module's style
+
+    lines += rounds_table(cells, n_resamples=n_resamples, seed=seed)
     for title, file in images:
         lines += [f"![{title}]({file})", ""]
     return "\n".join(lines)
+
+
+def tie_table(cells: Sequence[CellResult]) -> list[str]:
+    """Markdown lines of the table of ties: one row per ranking (cells that differ only in k
+    and closure share one), each ranking metric in primitive-id order and tie-aware (the mean
+    over every order of tied scores, :func:`primsel.eval.metrics.tie_aware`) side by side, and
+    the number of tasks with a tie across k = 5, 10, 15, 20. Empty when no cell has tie-aware
+    values (cells computed before they existed)."""
+    series: dict[tuple[str, str], CellResult] = {}
+    for c in cells:
+        if any(key.startswith(TIE_AWARE) for key in c.report):
+            series.setdefault(_series_key(c), c)
+    if not series:
+        return []
+    labels = _series_labels(list(series.values()))
+    n_tasks = {int(c.report.get("n_tasks", 0)) for c in series.values()}
+    header = ["ranking"]
+    for _, h in RANKED_COLUMNS:
+        header += [h, f"{h} ta"]
+    header += [f"ties@{k}" for k in TIE_KS]
+    lines = [
+        "## Ties",
+        "",
+        "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
+        "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
+        "McSherry and Najork, ECIR 2008). ties@k: tasks (of "
+        f"{'/'.join(str(n) for n in sorted(n_tasks))}) whose ranking has a tie across rank k.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|" + "|".join("--:" for _ in header[1:]) + "|",
+    ]
+    for key, c in series.items():
+        r = c.report
+        row = [labels[key]]
+        for metric, _ in RANKED_COLUMNS:
+            row += [_num(r.get(metric)), _num(r.get(TIE_AWARE + metric))]
+        for k in TIE_KS:
+            tied = r.get(f"tied_tasks@{k}")
+            row.append("–" if tied is None else str(int(tied)))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    return lines
+
+
+#: Columns of the summary :func:`best_cells` prints: (report.json key, header).
+SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20", "C@20"), ("mrr", "MRR"),
+                   ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
+
+
+def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
+    """A short table (plain text lines) of the best cell of each ranking, best first: the cell
+    of the highest task success when a generator ran, else of the highest set F1 (macro),
+    ties broken by fewer documentation tokens. At most ``limit`` rows; the full table is the
+    report's. Empty when no cell is finished."""
+    cells = [c for c in experiment.cells if c.finished]
+    if not cells:
+        return []
+    has_gen = any(c.settings.get("generator") for c in cells)
+
+    def merit(c: CellResult) -> tuple[float, float, float]:
+        r = c.report
+        return (float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get("set_f1_macro", 0.0)),
+                -float(r.get("docs_tokens", 0.0)))
+
+    best: dict[tuple[str, str], CellResult] = {}
+    for c in cells:
+        key = _series_key(c)
+        if key not in best or merit(c) > merit(best[key]):
+            best[key] = c
+    labels = _series_labels(cells)
+    ranked = sorted(best.items(), key=lambda item: merit(item[1]), reverse=True)[:limit]
+    header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
+    rows = []
+    for key, c in ranked:
+        r = c.report
+        rows.append([labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
+                     *([_num(r.get("success"))] if has_gen else []),
+                     *(_num(r.get(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    fmt = [str.ljust if i < 3 else str.rjust for i in range(len(header))]
+    lines = [f"best cell of each ranking, by {'task success, then ' if has_gen else ''}set F1 (macro):"]
+    lines += ["  ".join(f(v, w) for f, v, w in zip(fmt, row, widths)).rstrip() for row in [header, *rows]]
+    if len(best) > limit:
+        lines.append(f"... {len(best) - limit} more rankings")
+    return lines
 
 
 def _short_value(value: Any) -> str:
@@ -490,12 +615,13 @@ def plot_recall_curves(experiment: Experiment, path: Path) -> bool:
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    palette = _palette(plt, len(curves))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    palette = _palette(len(curves))
     for (label, (ks, values)), colour in zip(curves.items(), palette):
         ax.plot(ks, values, marker=".", label=label, color=colour)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _finish(plt, fig, ax, path, f"{experiment.name}: recall@k", "k (primitives selected)", "recall@k")
+    ax.set_ylim(0, 1.02)
+    _finish(plt, fig, ax, path, _title(experiment, "recall@k"), "k (primitives selected)", "recall@k")
     return True
 
 
@@ -513,9 +639,9 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
         return False
     labels = _series_labels(cells)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4.8))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     colours: dict[str, Any] = {}
-    cycle = _palette(plt, len(set(labels.values())))
+    cycle = _palette(len(set(labels.values())))
     for closure, marker, style in ((False, "o", "-"), (True, "^", "--")):
         groups: dict[str, list[CellResult]] = {}
         for c in cells:
@@ -527,8 +653,18 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
             ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
                     marker=marker, linestyle=style, color=colour,
                     label=label + (" +closure" if closure else ""))
-    _finish(plt, fig, ax, path, f"{experiment.name}: recall against documentation size",
-            "documentation tokens selected per task (mean)", "selection recall (macro)")
+    tokens = [c.report["docs_tokens"] for c in cells if c.report["docs_tokens"] > 0]
+    if tokens and max(tokens) > LOG_AXIS_RATIO * min(tokens):
+        # the whole library (`all`, ~11k tokens) would squeeze every other point to the left
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if f"{x:.0e}"[0] in "25" else ""))
+    ax.set_ylim(0, 1.02)
+    _finish(plt, fig, ax, path, _title(experiment, "recall against documentation size"),
+            "documentation tokens selected per task (mean"
+            + (", log scale)" if ax.get_xscale() == "log" else ")"), "selection recall (macro)")
     return True
 
 
@@ -624,7 +760,7 @@ def plot_frontier(experiment: Experiment, path: Path,
     plt = _pyplot()
     n = len(frontiers) + len(chosen)
     fig, ax = plt.subplots(figsize=(9, 4.8 + 0.2 * n))
-    colours = _palette(plt, n)
+    colours = _palette(n)
     right = 0.0
     for (label, (tokens, recall)), colour in zip(frontiers.items(), colours):
         ax.plot(tokens, recall, linewidth=1.2, label=label, color=colour)
@@ -639,32 +775,78 @@ def plot_frontier(experiment: Experiment, path: Path,
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("documentation tokens selected per task (mean)")
     ax.set_ylabel("recall (macro)")
-    ax.set_title(f"{experiment.name}: recall/tokens frontier")
+    ax.set_title(_title(experiment, "recall/tokens frontier"), loc="left")
     ax.grid(True, alpha=0.3)
+    # under the axes: the labels of selector cells are long
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
     return True
 
 
+def plot_success(experiment: Experiment, path: Path) -> bool:
+    """Task success of every finished cell that ran a generator, one horizontal bar each (in
+    grid order, the value written at its end).
+
+    Returns
+    -------
+    False (and no file) when no finished cell ran a generator.
+    """
+    cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and "success" in c.report]
+    if not cells:
+        return False
+    others = _other_columns(cells)
+    labels = [" ".join([c.retriever, f"k={c.settings.get('k')}", *(["+closure"] if c.settings.get("closure") else []),
+                        *(f"{k}={_short_value(get_dotted(c.settings, k))}" for k in others)]) for c in cells]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.32 * len(cells)))
+    series = list(dict.fromkeys(_series_key(c) for c in cells))
+    palette = dict(zip(series, _palette(len(series))))
+    positions = list(range(len(cells)))[::-1]
+    values = [float(c.report["success"]) for c in cells]
+    ax.barh(positions, values, color=[palette[_series_key(c)] for c in cells], height=0.7)
+    for y, value in zip(positions, values):
+        ax.text(min(value, 1.0) + 0.01, y, f"{value:.3f}", va="center", fontsize=7)
+    ax.set_yticks(positions, labels, fontsize=7)
+    ax.set_xlim(0, 1.1)
+    ax.set_xlabel("task success (fraction of tasks whose program passed)")
+    ax.set_title(_title(experiment, "task success"), loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+#: The recall-against-tokens plot takes a log scale when the largest mean is more than this
+#: many times the smallest.
+LOG_AXIS_RATIO = 4.0
+
+
+def _title(experiment: Experiment, what: str) -> str:
+    """``"<name> on <data> (<n> tasks): <what>"``."""
+    return f"{experiment.name} on {_data_text(experiment.data)}: {what}"
+
+
 def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
-    """Label a recall plot (y in [0, 1]), put the legend outside on the right, save it as PNG."""
+    """Label a plot, put the legend outside the axes on the right and save it as PNG with every
+    artist inside the image (so a long legend or title is never cut off)."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_ylim(0, 1.02)
-    ax.set_title(title)
+    ax.set_title(title, loc="left")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
 
 
-def _palette(plt: Any, n: int) -> list[Any]:
-    """``n`` distinct colours (tab10 up to 10 series, tab20 up to 20, then repeating)."""
-    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
-    return [cmap(i % cmap.N) for i in range(max(n, 1))]
+def _palette(n: int) -> list[Any]:
+    """``n`` distinct colours: colorcet's Glasbey palette that extends matplotlib's tab10 with
+    colours chosen to differ as much as possible from those before (Glasbey et al., Journal of
+    Applied Statistics 2007), so no two series share a hue as tab20's light/dark pairs do."""
+    import colorcet
+
+    palette = colorcet.glasbey_category10
+    return [palette[i % len(palette)] for i in range(max(n, 1))]
 
 
 def _pyplot() -> Any:
@@ -696,6 +878,8 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     ReportError : see :func:`load_experiment` and :func:`baseline_pairs`; or the report or the
         export directory cannot be written (the message names it).
     """
+    from primsel.experiments.report_rounds import plot_success_by_round  # it uses this module's style
+
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
     frontiers = _frontiers(experiment)
@@ -703,7 +887,9 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
                                 ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
                                 ("frontier", "recall/tokens frontier",
-                                 lambda e, p: plot_frontier(e, p, frontiers))):
+                                 lambda e, p: plot_frontier(e, p, frontiers)),
+                                ("success", "task success", plot_success),
+                                ("success_by_round", "success by round", plot_success_by_round)):
         file = f"{experiment.name}_{suffix}.png"
         try:
             if plot(experiment, experiment.directory / file):

@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Asper-Bench archive (default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
     parser.add_argument("--out", metavar="RUN.trec", default=None,
                         help="write the TREC run here (its directory must exist)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
 
 def check_output_path(path: str) -> None:
@@ -117,16 +118,18 @@ def _selector(text: str | None) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``primsel retrieve``; returns the exit status (2 on bad arguments via UsageError)."""
+    """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
+    UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
     from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import compute_cell
+    from primsel.experiments.cell import TIE_AWARE, compute_cell
     from primsel.experiments.dataset import load_dataset
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
     from primsel.experiments.store import RetrievalStore
     from primsel.library import Library
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError
     from primsel.retrieval.trec import write_run
     from primsel.types import LearnsFromTasks
@@ -160,15 +163,35 @@ def main(args: argparse.Namespace) -> int:
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    try:
-        retrieval = store.get(spec, args.folds, args.seed)
-    except EncoderLoadError as exc:
-        raise UsageError(f"--retriever: {exc}") from exc
+    from tqdm import tqdm
+
+    # a bar over the fits (one per fold for a retriever that learns from tasks), its description
+    # naming the stage, so a long fit is not silence
+    with tqdm(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
+              file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0, disable=args.quiet) as bar:
+        def stage(what: str, i: int, n: int) -> None:
+            bar.update(i - 1 - bar.n)  # the folds before this one are done
+            bar.set_description_str(what, refresh=True)
+
+        try:
+            retrieval = store.get(spec, args.folds, args.seed, progress=stage)
+        except EncoderLoadError as exc:
+            raise UsageError(f"--retriever: {exc}") from exc
+        except LLMFatalError as exc:  # an LLM selector whose endpoint refuses or cannot be reached
+            what = "cannot be reached" if isinstance(exc, EndpointUnreachableError) else "refuses the requests"
+            print(f"primsel retrieve: error: the LLM endpoint {what}, stopping: {exc}", file=sys.stderr)
+            return 1
+        bar.update(bar.total - bar.n)
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
 
     tag = specs.tag(spec)
     outcome = compute_cell(settings, retrieval, dataset, library, name=tag)
+    if outcome.report.get("llm_answers"):
+        from primsel.experiments.runner import report_answers
+
+        answers = (int(outcome.report["llm_answers"]), int(outcome.report["llm_answers_cached"]))
+        report_answers({specs.label(spec): answers}, {}, sys.stderr, command="primsel retrieve")
     if args.out:
         try:
             write_run(outcome.run, args.out, tag)
@@ -185,6 +208,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"{name:22s} {report[name]:.4f}")
     print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
     print(f"{'docs_tokens':22s} {report['docs_tokens']:.1f}")
+    # the same ranking metrics as the mean over every order of tied scores, and the tasks whose
+    # selection a tie across --k decides
+    for name in RANKING_METRICS:
+        print(f"{TIE_AWARE + name:22s} {report[TIE_AWARE + name]:.4f}")
+    print(f"{f'tied_tasks@{args.k}':22s} {int(report[f'tied_tasks@{args.k}'])} of {len(tasks)}")
     if args.closure:
         print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
     return 0

@@ -46,9 +46,13 @@ Rules (in order)
    break, each followed by a line break, exact duplicates kept once, after the scenario's
    ``from aspera.apps_implementation.<app> import *`` lines), two line breaks, and the **last**
    other piece. Functions defined before it are dropped, so a program that needs them fails.
-   (ASPERA also runs each piece through ``black``; that changes layout and docstring
-   indentation only, and is not reproduced -- nor is the stop of ASPERA's run on a piece
-   ``black`` cannot format.)
+   Every piece (each merged run of import pieces, and each other piece) is first formatted by
+   ``black`` as ASPERA's ``ProgramParser.parse`` does (``format_program_str``: target Python
+   3.10, line length 80); the steps below see the formatted text. So black's rewrites matter:
+   ``import  datetime`` and ``import datetime`` become duplicates, ``def main(a: (int) = 1):``
+   becomes a signature step 7 recognises, a backslash continuation is joined, docstrings are
+   re-indented and stripped. Formatting follows black's 2025 stable style (``black`` 25.x; ASPERA
+   pins 25.1.0).
 7. **Entry point.** The evaluator calls the first ``def NAME(PARAMS) [-> ANNOTATION]:`` of the
    program at any indentation, PARAMS without ``)`` and ANNOTATION without ``:``, as
    ``query_executable.NAME``: a nested function or a method found first gives an
@@ -67,15 +71,16 @@ Rules (in order)
    or nothing is left, there is no import-lenient program.
 
 Where ASPERA's agent would stop with an uncaught exception -- a piece that does not parse by
-itself (a decorator line cut from its ``def``), an answer of imports only (no last piece), a
-``ValueError``, ``RecursionError`` or ``MemoryError`` while parsing -- primsel counts a parser
-failure and runs the placeholder instead; ``reason`` says which. ASPERA also embeds the program in
+itself (a decorator line cut from its ``def``) or that ``black`` cannot format, an answer of
+imports only (no last piece), a ``ValueError``, ``RecursionError`` or ``MemoryError`` while
+parsing -- primsel counts a parser failure and runs the placeholder instead; ``reason`` says which. ASPERA also embeds the program in
 a ``'''`` string, so a program containing ``'''`` breaks its evaluation script; primsel runs it.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 import warnings
@@ -262,7 +267,33 @@ def _parse(answer: str) -> tuple[list[str], list[str], tuple[str, ...]]:
         others.append(piece)
     if pending:
         imports.append("\n".join(pending))
-    return imports, others, removed
+    return [_black(p) for p in imports], [_black(p) for p in others], removed
+
+
+def _black(piece: str) -> str:
+    """``piece`` formatted as ASPERA's ``format_program_str`` does, without black's final line break.
+
+    Raises
+    ------
+    _Failure : black cannot format it (ASPERA's agent stops there).
+    """
+    formatted, error = _black_or_error(piece)
+    if error is not None:
+        raise _Failure("answer", f"ASPERA's agent would stop: black cannot format a piece ({error})")
+    return formatted
+
+
+@functools.lru_cache(maxsize=4096)
+def _black_or_error(piece: str) -> tuple[str, str | None]:
+    """``(black's output, None)`` or ``("", the error's class name)``; cached, as answers to one
+    task repeat the same pieces."""
+    import black
+
+    mode = black.Mode(target_versions={black.TargetVersion.PY310}, line_length=80)
+    try:
+        return black.format_str(piece, mode=mode).rstrip("\n"), None
+    except Exception as exc:  # black.InvalidInput, or an error inside black
+        return "", type(exc).__name__
 
 
 def aspera_entry_point(program: str) -> str | None:

@@ -61,28 +61,26 @@ _MODEL_DIGESTS: dict[str, tuple[tuple[Any, ...], str]] = {}
 
 
 def model_content_digest(model: str) -> str:
-    """sha256 (hex) of a sentence model's files: name, size and bytes of every file below its
-    directory (:func:`primsel.retrieval.encoders.model_location`). A name that is not a local
-    directory (a hub name) is digested as the name.
+    """sha256 (hex) of a sentence model's content (:func:`primsel.retrieval.encoders.model_digest`
+    of its directory, :func:`primsel.retrieval.encoders.model_location`).
 
     Memoised per process by the files' paths, sizes and modification times, so editing the
     weights in place changes the digest.
+
+    Raises
+    ------
+    EncoderLoadError : the model is neither a directory nor in the local Hugging Face cache, or
+        a model file cannot be read.
     """
+    from primsel.retrieval.encoders import model_digest, model_files
+
     location = Path(model_location(model))
-    if not location.is_dir():
-        return hashlib.sha256(f"name:{model}".encode()).hexdigest()
-    files = sorted(p for p in location.rglob("*") if p.is_file())
-    state = tuple((str(p.relative_to(location)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    state = tuple((str(p.relative_to(location)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in model_files(location))
     known = _MODEL_DIGESTS.get(str(location))
     if known is not None and known[0] == state:
         return known[1]
-    h = hashlib.sha256()
-    for path in files:
-        h.update(str(path.relative_to(location)).encode() + b"\0")
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    value = h.hexdigest()
+    value = model_digest(location)
     _MODEL_DIGESTS[str(location)] = (state, value)
     return value
 
@@ -327,9 +325,9 @@ class FinetunedRetriever(BaseRetriever):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from sentence_transformers import SentenceTransformer
 
-        from primsel.retrieval.encoders import _quiet_transformers
+        from primsel.retrieval.encoders import quiet_transformers
 
-        with _quiet_transformers():
+        with quiet_transformers():
             net = SentenceTransformer(model_location(self.model), device="cpu")
         net.max_seq_length = self.max_seq_length
         return net

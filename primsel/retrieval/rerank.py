@@ -29,7 +29,7 @@ from primsel.checks import check_choice, check_flag, check_number, check_text
 from primsel.files import cache_dir, digest
 from primsel.registry import build, error_context, register
 from primsel.retrieval.base import BaseRetriever, fit_nested, pass_gold
-from primsel.retrieval.encoders import DEFAULT_MODEL, _quiet_transformers, model_location
+from primsel.retrieval.encoders import DEFAULT_MODEL, quiet_transformers, model_location
 from primsel.retrieval.finetune import (VectorStore, freeze_lower_layers, load_trainable, model_content_digest,
                                         save_trainable, training_fingerprint)
 from primsel.retrieval.hybrid import min_max
@@ -134,7 +134,7 @@ class RerankRetriever(BaseRetriever):
 
         torch.manual_seed(self.seed)
         location = model_location(self.model)
-        with _quiet_transformers():
+        with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(location)
             net = AutoModelForSequenceClassification.from_pretrained(location, num_labels=1)
         return tokenizer, net

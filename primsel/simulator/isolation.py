@@ -167,7 +167,7 @@ def confine(
     memory_mb: int,
     cpu_seconds: float,
     stdout_cap: int,
-    readable: list[str] | None,
+    landlock_ruleset: int | None,
     seccomp: Template | None,
 ) -> CappedOutput:
     """Confine the calling (freshly forked) process; see the module docstring.
@@ -175,11 +175,12 @@ def confine(
     Parameters
     ----------
     keep : descriptors to keep open (besides 0, 1, 2, which point at ``/dev/null``).
-    workdir : throwaway working directory (also ``TMPDIR``); stays readable under Landlock.
+    workdir : throwaway working directory (also ``TMPDIR``); the Landlock ruleset should let it be read.
     memory_mb : address space the process may add to what it has now, in MiB (RLIMIT_AS).
     cpu_seconds : CPU-time backstop in seconds (RLIMIT_CPU, rounded up, plus one).
     stdout_cap : characters of stdout/stderr kept (:class:`CappedOutput`).
-    readable : what Landlock leaves readable (None: no Landlock restriction).
+    landlock_ruleset : a Landlock ruleset descriptor to enforce and close
+        (:func:`primsel.simulator.landlock.ruleset`), or None (no Landlock restriction).
     seccomp : the compiled seccomp filter to load (:func:`seccomp_template`), or None.
 
     Returns
@@ -202,7 +203,7 @@ def confine(
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    kept = sorted({0, 1, 2, *keep})
+    kept = sorted({0, 1, 2, *keep, *([landlock_ruleset] if landlock_ruleset is not None else [])})
     for low, high in zip(kept, kept[1:] + [65536]):
         os.closerange(low + 1, high)
     output = CappedOutput(int(stdout_cap))
@@ -218,10 +219,11 @@ def confine(
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_NOFILE, NOFILE)
     _limit(resource.RLIMIT_CORE, 0)
-    if readable is not None:
+    if landlock_ruleset is not None:
         from primsel.simulator import landlock
 
-        landlock.restrict([*readable, workdir])
+        landlock.enforce(landlock_ruleset)
+        os.close(landlock_ruleset)
     if seccomp is not None:
         seccomp.load(os.getpid())
     sys.addaudithook(audit_hook())

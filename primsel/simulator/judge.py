@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import enum
+import re
 import contextlib
 import importlib
 import os
@@ -35,7 +37,8 @@ from typing import Any
 
 from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
-from primsel.simulator.program import MESSAGE_CAP, NAME_CAP, TRACE_CAP, star_exports
+from primsel.simulator.program import ARGS_CAP, MESSAGE_CAP, NAME_CAP, PATH_CAP, TRACE_CAP, star_exports, summarise
+
 #: Builtin exception classes a program's exception may be raised again as.
 _BUILTIN_EXCEPTIONS = {
     name: value
@@ -89,6 +92,16 @@ class JudgeLibrary:
         requires = self.library_exceptions.get("RequiresUserInput")
         self.requires_input: tuple[type[BaseException], ...] = (requires,) if requires else ()
         self.codec = codec_module.Codec(apps)
+        #: Ids a program's call trace may name: ``<app>.<name>`` of every exported function and
+        #: (non-enum) class of the apps, as the program process records them.
+        prefix = "primsel.simulator.apps."
+        self.primitive_ids = frozenset(
+            f"{value.__module__[len(prefix):]}.{value.__name__}"
+            for exports in self.exports.values()
+            for value in exports.values()
+            if (isinstance(value, types.FunctionType) or (isinstance(value, type) and not issubclass(value, enum.Enum)))
+            and (getattr(value, "__module__", "") or "").startswith(prefix)
+        )
 
     def _import(self, group: str, names: tuple[str, ...]) -> dict[str, types.ModuleType]:
         modules = {}
@@ -206,6 +219,8 @@ class ProgramHandle:
         self.frame_cap = frame_cap
         self.called = False
         self.trace: list[tuple[str, int | None, str]] = []
+        self.outcomes: list[tuple[int, str, str]] = []
+        self.paths: list[list[int]] = []
         self.calls = 0
         self.stdout_truncated = False
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
@@ -238,6 +253,9 @@ class ProgramHandle:
                 raise self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})") from None
         if frame is None:
             raise self._fail("error", "ProcessDied", "the program's process ended without answering")
+        if codec_module.too_many_values(frame):  # refused before parsing: bounded memory in the judge
+            raise self._fail("error", "UnsupportedReturn",
+                             f"the program's answer holds more than {codec_module.MAX_NODES} values")
         try:
             answer = codec_module.loads(frame)
         except codec_module.CodecError:
@@ -284,15 +302,17 @@ class ProgramHandle:
             state = self._state(answer.get("state"))
             random_state = self._random_state(answer.get("random"))
             trace, calls = self._trace(answer.get("trace")), answer.get("calls")
+            path = self._path(answer.get("path", []))
         except codec_module.CodecError as exc:
             if "unsupported" in answer and type(answer["unsupported"]) is str:
                 raise self._fail("error", "UnsupportedReturn", _cap(answer["unsupported"])) from None
-            raise self._fail("error", "UnsupportedReturn", f"the world state the program left cannot be checked: {exc}") from None
+            raise self._fail("error", "UnsupportedReturn", f"the program's answer cannot be checked: {exc}") from None
         if type(answer.get("stdout_truncated")) is not bool or type(calls) is not int:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         self.stdout_truncated |= answer["stdout_truncated"]
         self.calls += max(calls, 0)
-        self.trace.extend(trace[: max(0, TRACE_CAP - len(self.trace))])
+        kept = trace[: max(0, TRACE_CAP - len(self.trace))]
+        self.trace.extend(kept)
         if state is not None:
             for name in TABLES:
                 context.tables[name][:] = state[name]
@@ -302,13 +322,20 @@ class ProgramHandle:
             text = answer["unsupported"]
             raise self._fail("error", "UnsupportedReturn", _cap(text) if type(text) is str else "unsupported value")
         if "exception" in answer:
-            self.raise_program_exception(answer["exception"])
+            info = answer["exception"]
+            if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
+                self.outcomes.append((len(kept), "raise", _cap(f"{info['type'][:NAME_CAP]}: {info['message']}")))
+                self.paths.append(path)
+            self.raise_program_exception(info)
         if "return" not in answer:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         try:
-            return codec.decode(answer["return"])
+            value = codec.decode(answer["return"])
         except codec_module.CodecError as exc:
             raise self._fail("error", "UnsupportedReturn", f"the program's return value cannot be checked: {exc}") from None
+        self.outcomes.append((len(kept), "return", summarise(value)))
+        self.paths.append(path)
+        return value
 
     def _state(self, data: Any) -> dict[str, list[dict[str, Any]]] | None:
         from primsel.simulator.state import TABLES
@@ -339,6 +366,11 @@ class ProgramHandle:
             raise codec_module.CodecError("malformed random state")
         return value
 
+    def _path(self, data: Any) -> list[int]:
+        if type(data) is not list or len(data) > PATH_CAP or any(type(v) is not int or v < 0 for v in data):
+            raise codec_module.CodecError("malformed path of executed lines")
+        return data
+
     def _trace(self, data: Any) -> list[tuple[str, int | None, str]]:
         if type(data) is not list:
             raise codec_module.CodecError("malformed call trace")
@@ -352,7 +384,10 @@ class ProgramHandle:
                 or type(entry[2]) is not str
             ):
                 raise codec_module.CodecError("malformed call trace")
-            trace.append((entry[0][:NAME_CAP], entry[1], entry[2][:MESSAGE_CAP]))
+            if entry[0] not in self.library.primitive_ids:
+                raise codec_module.CodecError("the call trace names no primitive of the library")
+            line = entry[1] if entry[1] is not None and entry[1] >= 1 else None
+            trace.append((entry[0], line, clean_text(entry[2][:ARGS_CAP])))
         return trace
 
     def raise_program_exception(self, info: Any) -> None:
@@ -398,6 +433,24 @@ class ProgramHandle:
 
 def _cap(text: str) -> str:
     return text if len(text) <= MESSAGE_CAP else text[:MESSAGE_CAP] + "..."
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` as valid UTF-8 without control characters: lone surrogates become ``?`` and
+    control characters (terminal escapes among them) other than tab and line break are dropped."""
+    if not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
+
+
+def clean_name(name: str) -> str:
+    """An exception class name fit for a verdict: a Python identifier (dots allowed, at most
+    :data:`NAME_CAP` characters); anything else is reported as ``ProgramException``."""
+    name = name[:NAME_CAP]
+    return name if all(part.isidentifier() for part in name.split(".")) else "ProgramException"
 
 
 def _first_function(source: str, what: str) -> str:
@@ -473,8 +526,13 @@ def verdict(
     """The verdict dict for the exception that ended the task (None: every pair passed).
 
     Keys: ``status``, ``error_type``, ``message``, ``line`` (program line, when the exception
-    was the program's), ``called_primitives`` (first-call order), ``trace`` (every recorded
-    call: ``[primitive id, line, arguments]``), ``stdout_truncated``.
+    was the program's), ``raised_by`` (``"program"``, ``"sandbox"``: a verdict of the judge's own
+    on the program's process or answer, ``"task"``: the SIP or EP raised, or the judge failed;
+    None for a pass), ``called_primitives`` (first-call order), ``trace`` (every recorded
+    call: ``[primitive id, line, arguments]``), ``outcomes`` (per completed call of the entry
+    point: ``[trace entries it added, "return" or "raise", summary of the value or exception]``),
+    ``paths`` (per such call, the program lines it executed, ``0`` marking each traced library
+    call), ``stdout_truncated``.
     """
     trace = [list(entry) for program in programs for entry in program.trace][:TRACE_CAP]
     called = list(dict.fromkeys(entry[0] for entry in trace))
@@ -485,6 +543,8 @@ def verdict(
         "line": None,
         "called_primitives": called,
         "trace": trace,
+        "outcomes": [list(outcome) for program in programs for outcome in program.outcomes],
+        "paths": [path for program in programs for path in program.paths],
         "stdout_truncated": any(program.stdout_truncated for program in programs),
     }
     fatal = next((program.fatal for program in programs if program.fatal is not None), None)
@@ -495,19 +555,20 @@ def verdict(
     if isinstance(exc, _Verdict):
         status, error_type, message = exc.status, exc.error_type, exc.message
         line = origin[2] if origin else None
+        raised_by = "program" if origin else "task" if error_type == "EvaluatorError" else "sandbox"
     elif origin is not None:
         _, error_type, line, message = origin
-        status = _status(library, exc)
+        status, raised_by = _status(library, exc), "program"
     elif before_program:
-        status, error_type, line = "error", "EvaluatorError", None
+        status, error_type, line, raised_by = "error", "EvaluatorError", None, "task"
         message = f"the task's setup or evaluation program failed before the program ran: {_describe(exc)}"
-    else:
-        status, error_type, line = _status(library, exc), type(exc).__name__, None
+    else:  # raised by the evaluation program itself (its message may hold what it expected)
+        status, error_type, line, raised_by = _status(library, exc), type(exc).__name__, None, "task"
         message = _message(exc)
-    if not message.isascii():
-        message = message.encode("utf-8", "replace").decode("utf-8")
-    error_type = error_type[:NAME_CAP] if error_type is not None else None
-    result.update(status=status, error_type=error_type, message=_cap(message), line=line)
+    error_type = clean_name(error_type) if error_type is not None else None
+    line = line if type(line) is int and line >= 1 else None
+    result.update(status=status, error_type=error_type, message=_cap(clean_text(message)), line=line,
+                  raised_by=raised_by)
     return result
 
 
@@ -558,11 +619,14 @@ def judge(
     except BaseException as fault:  # a fault of the judge itself: never a pass
         result = _evaluator_error(_describe(fault))
     if clock.expired:
-        result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
+        after = any(handle.called for handle in handles)
+        result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s"
+                                  + (" while checking what the program left or returned" if after else ""))
     result["program_seconds"] = max(timeout - clock.program_left, 0.0)
     return result
 
 
 def _evaluator_error(message: str) -> dict[str, Any]:
     return {"status": "error", "error_type": "EvaluatorError", "message": _cap(message), "line": None,
-            "called_primitives": [], "trace": [], "stdout_truncated": False}  # fmt: skip
+            "raised_by": "task", "called_primitives": [], "trace": [], "outcomes": [], "paths": [],
+            "stdout_truncated": False}

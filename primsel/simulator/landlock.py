@@ -118,12 +118,29 @@ def restrict(readable: Iterable[str]) -> int:
     ------
     OSError : Landlock is unavailable (``ENOSYS``) or a step failed.
     """
+    handle = ruleset(readable)
+    try:
+        return enforce(handle)
+    finally:
+        os.close(handle)
+
+
+def ruleset(readable: Iterable[str]) -> int:
+    """A Landlock ruleset allowing reads beneath ``readable`` only, as a descriptor.
+
+    Built once, it can be enforced by many processes forked afterwards (:func:`enforce`); the
+    caller closes it. Paths that do not exist are skipped.
+
+    Raises
+    ------
+    OSError : Landlock is unavailable (``ENOSYS``) or a step failed.
+    """
     version = min(abi(), KNOWN_ABI)
     if version < 1:
         raise OSError(errno.ENOSYS, "Landlock is not available")
     attr = _RulesetAttr(_rights(_FS_RIGHTS, version), _rights(_NET_RIGHTS, version), _rights(_SCOPES, version))
     size = 8 if version < 4 else 16 if version < 6 else 24  # the struct grew with ABIs 4 and 6
-    ruleset = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    handle = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), size, 0)
     try:
         for path in readable:
             try:
@@ -133,16 +150,63 @@ def restrict(readable: Iterable[str]) -> int:
             try:
                 is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
                 rule = _PathBeneathAttr(FS_READ_FILE | FS_READ_DIR if is_dir else FS_READ_FILE, fd)
-                _syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+                _syscall(_SYS_ADD_RULE, handle, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
             finally:
                 os.close(fd)
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(*(ctypes.c_ulong(v) for v in (_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)))  # required unless privileged
-        flags = _LOG_SAME_EXEC_OFF if version >= 7 else 0
-        _syscall(_SYS_RESTRICT_SELF, ruleset, flags)
-    finally:
-        os.close(ruleset)
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
+
+
+def enforce(handle: int) -> int:
+    """Restrict the calling thread (and its future threads) for good with a ruleset descriptor.
+
+    Returns
+    -------
+    int : the ABI version applied (capped at :data:`KNOWN_ABI`).
+
+    Raises
+    ------
+    OSError : the kernel refused.
+    """
+    version = min(abi(), KNOWN_ABI)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(*(ctypes.c_ulong(v) for v in (_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)))  # required unless privileged
+    flags = _LOG_SAME_EXEC_OFF if version >= 7 else 0
+    _syscall(_SYS_RESTRICT_SELF, handle, flags)
     return version
+
+
+def without(paths: Iterable[str], hidden: Iterable[str]) -> list[str]:
+    """``paths`` with everything beneath ``hidden`` left out, expressed with allow rules only.
+
+    Landlock can only allow, never carve out: a path that contains a hidden one is replaced by
+    its entries (recursively, down to the hidden path), so the hidden path and what lies beneath
+    it are not covered while everything beside it still is.
+
+    Parameters
+    ----------
+    paths : absolute, resolved paths (as :func:`runtime_paths` returns them).
+    hidden : absolute, resolved paths to leave out.
+    """
+    return _without(list(paths), [h.rstrip("/") for h in hidden], set())
+
+
+def _without(paths: list[str], hidden: list[str], expanded: set[str]) -> list[str]:
+    kept: list[str] = []
+    for path in paths:
+        inside = [h for h in hidden if h == path or h.startswith(path.rstrip("/") + "/")]
+        if not inside:
+            kept.append(path)
+        elif path not in inside and path not in expanded:  # (a symbolic link may lead back up)
+            expanded.add(path)
+            try:
+                entries = sorted(os.path.realpath(e.path) for e in os.scandir(path))
+            except OSError:
+                continue
+            kept.extend(_without(entries, hidden, expanded))
+    return kept
 
 
 def runtime_paths() -> list[str]:

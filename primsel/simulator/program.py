@@ -17,24 +17,30 @@ the judge over its two pipes, one frame (:mod:`primsel.simulator.codec`) per mes
     ``{"ok": true}`` or ``{"exception": ...}``.
 ``{"op": "call", "state": ..., "random": ..., "args": [...], "kwargs": {...}}``
     install the world state and the ``random`` state the judge sent, call the entry point,
-    answer ``{"state", "random", "trace", "stdout_truncated"}`` plus one of ``"return"``
+    answer ``{"state", "random", "trace", "path", "stdout_truncated"}`` plus one of ``"return"``
     (the encoded value), ``"exception"`` (``{"type", "module", "message", "args", "line"}``) or
     ``"unsupported"`` (why the value or the state cannot cross).
 
 While the program runs, the process may send ``{"note": "stdout_truncated"}`` once, when its
 output first passes the cap. Nothing the program process says is trusted: the judge decodes it with the codec's checks and
-rebuilds only data. The call ``trace`` lists every call of a library function made directly by
-program code: ``[primitive id, program line, short repr of the arguments]``.
+rebuilds only data. The call ``trace`` lists every call of a library function, and every
+instantiation of a library class (enums aside), made directly by program code: ``[primitive
+id, program line, summary of the arguments]``; the summary is :func:`summarise` of the
+positional and keyword arguments, as they were when the call started. The ``path`` lists the
+program lines executed during the call, in order (``sys.settrace`` line events of program code),
+with a ``0`` where each traced library call was made (at most :data:`PATH_CAP` entries).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
+import enum
 import functools
 import gc
 import os
 import random
-import reprlib
 import signal
 import socket
 import sys
@@ -55,8 +61,12 @@ MESSAGE_CAP = 2000
 NAME_CAP = 100
 #: Most calls kept in the trace (later calls are counted but not listed).
 TRACE_CAP = 2000
+#: Most entries kept in a call's path of executed lines (later lines are not listed).
+PATH_CAP = 20_000
 #: Longest argument summary in a trace entry, in characters.
-ARGS_CAP = 300
+ARGS_CAP = 1000
+#: :func:`summarise`: longest string shown, items shown per container, levels of nesting shown.
+SUMMARY_STRING, SUMMARY_ITEMS, SUMMARY_DEPTH = 80, 8, 4
 #: Seconds the spawner waits for a killed program process to be reaped.
 REAP_TIMEOUT = 5.0
 
@@ -80,18 +90,109 @@ def star_exports(module: types.ModuleType) -> dict[str, Any]:
     return {name: getattr(module, name) for name in names}
 
 
-def readable_paths() -> list[str]:
+def summarise(value: Any, depth: int = SUMMARY_DEPTH) -> str:
+    """A short, deterministic text of a value, for call traces and return values.
+
+    Library records (pydantic models, dataclasses, named tuples) show as ``Name(field=value,
+    ...)`` with the fields that differ from their defaults, enums as ``Class.Member``, strings
+    cut to :data:`SUMMARY_STRING` characters, containers to :data:`SUMMARY_ITEMS` items (sets
+    sorted, so the text does not depend on hash order), anything nested deeper than ``depth``
+    as ``...``, and other objects by their type name only (never a memory address).
+
+    Parameters
+    ----------
+    value : any value.
+    depth : levels of nesting still shown.
+
+    Returns
+    -------
+    str. Never raises: a value whose fields cannot be read shows as ``<TypeName>``.
+    """
+    try:
+        return _summary(value, depth)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+def _summary(value: Any, depth: int) -> str:
+    kind = type(value)
+    if value is None or kind in (bool, int, float, complex):
+        return repr(value)
+    if isinstance(value, str):
+        text = str.__str__(value)
+        return repr(text) if len(text) <= SUMMARY_STRING else repr(text[:SUMMARY_STRING]) + "..."
+    if isinstance(value, (bytes, bytearray)):
+        return repr(bytes(value[:SUMMARY_STRING])) + ("..." if len(value) > SUMMARY_STRING else "")
+    if isinstance(value, enum.Enum):
+        return f"{kind.__name__}.{value.name}"
+    if isinstance(value, (datetime.date, datetime.time, datetime.timedelta, datetime.tzinfo)):
+        return repr(value)
+    if depth <= 0:
+        return "..."
+    fields = _record_fields(value)
+    if fields is not None:
+        shown = [f"{name}={_summary(item, depth - 1)}" for name, item in fields]
+        return f"{kind.__name__}({', '.join(shown)})"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        if isinstance(value, (set, frozenset)):  # sorted: the same text whatever the hash order
+            items = sorted(_summary(item, depth - 1) for item in value) if len(value) <= 1000 else []
+        else:
+            items = [_summary(item, depth - 1) for item in value[:SUMMARY_ITEMS]]
+        more = [f"...+{len(value) - SUMMARY_ITEMS}"] if len(value) > SUMMARY_ITEMS else []
+        inner = ", ".join(items[:SUMMARY_ITEMS] + more)
+        if isinstance(value, list):
+            return f"[{inner}]"
+        if isinstance(value, tuple):
+            return f"({inner}{',' if len(value) == 1 else ''})"
+        return f"{{{inner}}}" if value else f"{kind.__name__}()"
+    if isinstance(value, dict):
+        pairs = [f"{_summary(k, depth - 1)}: {_summary(v, depth - 1)}"
+                 for k, v in list(value.items())[:SUMMARY_ITEMS]]  # fmt: skip
+        more = [f"...+{len(value) - SUMMARY_ITEMS}"] if len(value) > SUMMARY_ITEMS else []
+        return "{" + ", ".join(pairs + more) + "}"
+    if isinstance(value, BaseException):
+        return f"{kind.__name__}({', '.join(_summary(a, depth - 1) for a in value.args[:SUMMARY_ITEMS])})"
+    return f"<{kind.__name__}>"
+
+
+def _record_fields(value: Any) -> list[tuple[str, Any]] | None:
+    """``[(field, value)]`` of a record that differ from the field's default; None if not a record."""
+    kind = type(value)
+    model_fields = getattr(kind, "model_fields", None)  # pydantic v2
+    if isinstance(model_fields, dict) and hasattr(value, "__pydantic_fields_set__"):
+        out = []
+        for name, info in model_fields.items():
+            item = getattr(value, name)
+            default = getattr(info, "default", dataclasses.MISSING)
+            if not (type(default) is type(item) and default == item):
+                out.append((name, item))
+        return out
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = []
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            if not (type(field.default) is type(item) and field.default == item):
+                out.append((field.name, item))
+        return out
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):
+        return list(zip(kind._fields, value))
+    return None
+
+
+def readable_paths(scratch: str | None = None) -> list[str]:
     """What Landlock leaves readable to a program process.
 
-    The runtime's paths (:func:`primsel.simulator.landlock.runtime_paths`) with the primsel
-    package narrowed to its ``simulator`` subpackage, so the built-in tasks' files (whose
+    The runtime's paths (:func:`primsel.simulator.landlock.runtime_paths`) without the primsel
+    package, wherever it is installed (beside the other packages in site-packages, or a source
+    checkout), plus its ``simulator`` subpackage and the worker's ``scratch`` directory (where
+    the program processes' empty working directories are): so the built-in tasks' files (whose
     evaluation programs hold expected values) cannot be read.
     """
     from primsel.simulator import landlock
 
     package = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    simulator = os.path.join(package, "simulator")
-    return [p for p in landlock.runtime_paths() if p != package] + [simulator]
+    extra = [os.path.join(package, "simulator")] + ([os.path.realpath(scratch)] if scratch else [])
+    return landlock.without(landlock.runtime_paths(), [package]) + extra
 
 
 # -- the spawner ---------------------------------------------------------------------------------
@@ -115,13 +216,20 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
         isolation.die_with_parent(os.getppid())
     apps = load_apps()
     codec = codec_module.Codec(apps)
+    broken = []  # what could not be built: every program process asking for it refuses to run
     try:
         template = isolation.seccomp_template()
-    except OSError:
-        template = None  # every program process will report that it could not be confined
-        broken = True
-    else:
-        broken = False
+    except OSError as exc:
+        template = None
+        broken.append(("seccomp", f"the seccomp filter could not be built: {exc}"))
+    ruleset = None
+    if readable is not None:
+        from primsel.simulator import landlock
+
+        try:
+            ruleset = landlock.ruleset(readable)
+        except OSError as exc:
+            broken.append(("landlock", f"the Landlock ruleset could not be built: {exc}"))
     gc.collect()
     gc.freeze()  # keeps the program processes' copy-on-write pages shared
     while True:
@@ -136,9 +244,10 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
             pid = os.fork()
             if pid == 0:
                 control.close()
-                if broken and request.get("seccomp", True):
-                    _refuse(fds[1], "the seccomp filter could not be built")
-                run_program_process(fds[0], fds[1], request, readable, apps, codec, own, template)
+                for layer, reason in broken:
+                    if request.get(layer, True):
+                        _refuse(fds[1], reason)
+                run_program_process(fds[0], fds[1], request, ruleset, apps, codec, own, template)
             answer: dict[str, Any] = {"pid": pid}
         elif request["op"] == "end":
             answer = {"status": {str(p): _end(int(p)) for p in request["pids"]}}
@@ -146,7 +255,10 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
             answer = {"error": "malformed request"}
         for fd in fds:
             os.close(fd)
-        control.send(json.dumps(answer).encode())
+        try:
+            control.send(json.dumps(answer).encode())
+        except OSError:  # the worker is gone
+            os._exit(0)
 
 
 def _end(pid: int) -> int | None:
@@ -176,7 +288,7 @@ def run_program_process(
     fd_in: int,
     fd_out: int,
     limits: dict[str, Any],
-    readable: list[str] | None,
+    ruleset: int | None,
     apps: dict[str, types.ModuleType],
     codec: codec_module.Codec,
     parent: int,
@@ -184,7 +296,8 @@ def run_program_process(
 ) -> None:
     """Body of a program process: confine, then serve the judge (never returns).
 
-    ``template`` is the compiled seccomp filter (None where libseccomp is missing).
+    ``ruleset`` is the Landlock ruleset descriptor (None where Landlock is unavailable) and
+    ``template`` the compiled seccomp filter (None where libseccomp is missing).
     """
     code = 0
     try:
@@ -195,7 +308,7 @@ def run_program_process(
             memory_mb=limits["memory_mb"],
             cpu_seconds=limits["timeout"],
             stdout_cap=limits["stdout_cap"],
-            readable=readable if limits.get("landlock", True) else None,
+            landlock_ruleset=ruleset if limits.get("landlock", True) else None,
             seccomp=template if limits.get("seccomp", True) else None,
         )
     except BaseException as exc:
@@ -233,7 +346,9 @@ class _Server:
         self.output = output
         self.trace: list[list[Any]] = []
         self.calls = 0
+        self.path: list[int] = []
         self.entry: Callable[..., Any] | None = None
+        self._classes: set[type] = set()
         self.exports = {name: self._traced(module) for name, module in apps.items()}
         note = codec_module.dumps({"note": "stdout_truncated"})
         output.on_truncate = lambda: codec_module.write_frame(fd_out, note)  # known even on a timeout
@@ -257,19 +372,25 @@ class _Server:
         prefix = "primsel.simulator.apps."
         for name, value in list(exports.items()):
             owner = getattr(value, "__module__", "") or ""
-            if isinstance(value, types.FunctionType) and owner.startswith(prefix):
-                wrapped = self._recording(value, f"{owner[len(prefix):]}.{value.__name__}")
+            if not owner.startswith(prefix):
+                continue
+            primitive_id = f"{owner[len(prefix):]}.{value.__name__}"
+            if isinstance(value, types.FunctionType):
+                wrapped = self._recording(value, primitive_id)
                 exports[name] = wrapped
                 if getattr(module, name, None) is value:
                     setattr(module, name, wrapped)
+            elif isinstance(value, type) and not issubclass(value, enum.Enum) and value not in self._classes:
+                # a class stays itself (isinstance, annotations, attributes); its constructor records
+                self._classes.add(value)
+                method = "__new__" if issubclass(value, tuple) else "__init__"
+                setattr(value, method, self._recording(getattr(value, method), primitive_id, skip_first=True))
         return exports
 
-    def _recording(self, function: Callable[..., Any], primitive_id: str) -> Callable[..., Any]:
+    def _recording(self, function: Callable[..., Any], primitive_id: str, skip_first: bool = False) -> Callable[..., Any]:
+        """``function`` recording its calls made from program code (``skip_first``: a
+        constructor, whose first argument, the class or the new instance, is not shown)."""
         getframe = sys._getframe
-        summary = reprlib.Repr()
-        summary.maxstring = summary.maxother = 80
-        summary.maxlist = summary.maxtuple = summary.maxdict = summary.maxset = 6
-        summary.maxlevel = 3
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -277,12 +398,11 @@ class _Server:
             if caller.f_code.co_filename == PROGRAM_FILE:
                 self.calls += 1
                 if len(self.trace) < TRACE_CAP:
-                    try:
-                        shown = ", ".join([summary.repr(a) for a in args]
-                                          + [f"{k}={summary.repr(v)}" for k, v in kwargs.items()])  # fmt: skip
-                    except Exception:
-                        shown = "<arguments whose repr failed>"
+                    shown = ", ".join([summarise(a) for a in args[1 if skip_first else 0:]]
+                                      + [f"{k}={summarise(v)}" for k, v in kwargs.items()])  # fmt: skip
                     self.trace.append([primitive_id, caller.f_lineno, shown[:ARGS_CAP]])
+                    if len(self.path) < PATH_CAP:
+                        self.path.append(0)
             return function(*args, **kwargs)
 
         return wrapper
@@ -321,12 +441,26 @@ class _Server:
         kwargs = codec.decode(message["kwargs"])
         self.trace = []
         self.calls = 0
+        self.path = path = []
+
+        def lines(frame: types.FrameType, event: str, arg: Any) -> Any:
+            if event == "line" and len(path) < PATH_CAP:
+                path.append(frame.f_lineno)
+            return lines
+
+        def calls(frame: types.FrameType, event: str, arg: Any) -> Any:
+            return lines if frame.f_code.co_filename == PROGRAM_FILE else None
+
         answer: dict[str, Any] = {}
         try:
             if self.entry is None:
                 raise NameError("the program was not loaded")
             with new_context(context):
-                value = self.entry(*args, **kwargs)
+                sys.settrace(calls)
+                try:
+                    value = self.entry(*args, **kwargs)
+                finally:
+                    sys.settrace(None)
         except BaseException as exc:
             answer["exception"] = describe(exc)
         else:
@@ -346,6 +480,7 @@ class _Server:
             answer["unsupported"] = f"the program left the world state holding a value that cannot be checked: {_text(exc)}"
             answer["state"] = answer["random"] = None
         answer["trace"] = self.trace
+        answer["path"] = self.path
         answer["calls"] = self.calls
         answer["stdout_truncated"] = self.output.truncated
         return answer

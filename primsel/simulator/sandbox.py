@@ -1,19 +1,23 @@
-"""Run untrusted programs against tasks, isolated at the operating-system level.
+"""Run untrusted programs against tasks: the verdict is decided where the program never runs.
 
 A :class:`Sandbox` keeps a pool of long-lived worker processes (``python -P -m
 primsel.simulator.worker``, started with :mod:`subprocess` in a clean interpreter, never a fork
-of the caller; they die with it). Each worker imports the assistant library once; for every
-task it forks a child that runs all of the task's (SIP, EP) pairs and reports the verdict over
-a pipe. So every task starts from the same pristine state, and nothing a program does
-(rebinding a primitive, setting a module global, deleting events) reaches the next task. See
-:mod:`primsel.simulator.worker` for what the child does before program code runs (its own
-session, resource limits, Landlock, seccomp, an audit hook), and :func:`sandbox_info` for what
-is active on this machine. Program text is size-capped and parsed at most once in the caller.
+of the caller; they die with it). Each worker is a *judge* (:mod:`primsel.simulator.judge`): it
+runs the task's setup and evaluation programs itself, and the program under test runs in a
+separate *program process* per (SIP, EP) pair (:mod:`primsel.simulator.program`), forked from a
+spawner that never held anything of a task, confined (its own session, resource limits,
+Landlock, seccomp, an audit hook: :mod:`primsel.simulator.isolation`) before the program text
+reaches it. World state, return values and exceptions cross as checked, typed data
+(:mod:`primsel.simulator.codec`). So every program starts from a pristine process, nothing it
+does (rebinding a primitive, hooking the interpreter, deleting events) reaches the judge or the
+next task, and :func:`sandbox_info` tells what is active on this machine. Program text is
+size-capped and parsed at most once in the caller.
 
 Verdicts follow DESIGN.md (Interfaces, "Statuses"): ``pass``, ``fail`` (``SolutionError`` or
 ``AssertionError`` escaped the EP), ``requires_user_input``, ``error`` (any other exception,
-with its class name and the program line it was raised at), ``timeout`` (the whole task, all
-pairs, exceeded the limit; the child is killed) and ``no_program``.
+with its class name and the program line it was raised at; ``UnsupportedReturn`` for a value
+that cannot cross, ``EvaluatorError`` for a fault of the judge), ``timeout`` (the program's time
+over all the task's pairs exceeded the limit; its process is killed) and ``no_program``.
 """
 
 from __future__ import annotations
@@ -392,26 +396,27 @@ class Sandbox:
             size = len(program) if len(program) > self.program_cap or program.isascii() else _utf8_size(program)
             if size > self.program_cap:
                 message = f"the program is larger than the sandbox's cap of {self.program_cap} bytes"
-                return ExecutionResult(task.id, "error", "ProgramTooLarge", message)
+                return ExecutionResult(task.id, "error", "ProgramTooLarge", message, raised_by="program")
         if program is None or not program.strip():
-            return ExecutionResult(task.id, "no_program", message="empty program")
+            return ExecutionResult(task.id, "no_program", message="empty program", raised_by="program")
         try:
             tree = ast.parse(program)
         except SyntaxError as exc:
-            return ExecutionResult(task.id, "error", "SyntaxError", exc.msg, exc.lineno)
+            return ExecutionResult(task.id, "error", "SyntaxError", exc.msg, exc.lineno, raised_by="program")
         except (ValueError, RecursionError, MemoryError) as exc:  # e.g. a lone surrogate
-            return ExecutionResult(task.id, "error", type(exc).__name__, str(exc))
+            return ExecutionResult(task.id, "error", type(exc).__name__, str(exc), raised_by="program")
         # The rule of primsel.types.entry_point, applied to the tree parsed above (a name defined
         # twice keeps its first position and its last definition, as Python binds it).
         functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         if not functions:
-            return ExecutionResult(task.id, "no_program", message="the program defines no top-level function")
+            return ExecutionResult(task.id, "no_program", message="the program defines no top-level function",
+                                   raised_by="program")
         entry = preferred if preferred in functions else next(iter(functions))
         node = functions[entry]
         if isinstance(node, ast.AsyncFunctionDef):
             message = (f"the entry point {entry!r} is a coroutine function (async def): calling it returns a "
                        "coroutine that is never awaited")
-            return ExecutionResult(task.id, "error", "AsyncEntryPoint", message, node.lineno)
+            return ExecutionResult(task.id, "error", "AsyncEntryPoint", message, node.lineno, raised_by="program")
         scenario = task.scenario
         return {
             "task": {
@@ -461,6 +466,7 @@ class Sandbox:
                 "WorkerDied",
                 "the sandbox worker died or stopped answering; it was restarted",
                 seconds=self.timeout,
+                raised_by="task",  # a fault of the sandbox, not of the program
             )
         return ExecutionResult(
             task_id=task_id,
@@ -473,6 +479,9 @@ class Sandbox:
             seconds=float(reply.get("seconds", 0.0)),
             program_seconds=float(reply.get("program_seconds", 0.0)),
             trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
+            outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
+            paths=tuple(tuple(path) for path in reply.get("paths", ())),
+            raised_by=reply.get("raised_by"),
         )
 
 

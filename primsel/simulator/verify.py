@@ -4,7 +4,11 @@ Without ``--programs`` every task's reference program is run (a check of the sim
 ``--programs FILE.jsonl`` each line ``{"task_id": "17", "program": "..."}`` (optionally
 ``"entry_point": "name"``) is run against its task. One JSON row per input line is written, in
 input order, to ``--out`` (or stdout): ``{"task_id", "status", "error_type", "message", "line",
-"seconds"}``. The last stdout line is ``passed N/M``; progress goes to stderr. Exit status 0
+"seconds"}``. With ``--explain`` every row that did not pass also gets ``divergence_line``,
+``expected_call``, ``actual_call`` (where the program's execution first departs from the task's
+reference program run on the same initial state: :func:`primsel.eval.localise.localise`) and
+``category`` (its diagnosis, :func:`primsel.eval.attribution.attribute`); those rows are written
+once every program has run. The last stdout line is ``passed N/M``; progress goes to stderr. Exit status 0
 when the run completed (whatever the verdicts), 2 on bad arguments or an unreadable dataset,
 130 when interrupted (Ctrl-C; the rows already written are kept).
 """
@@ -23,6 +27,8 @@ from typing import Any
 
 #: Keys of an output row, in order.
 ROW_KEYS = ("task_id", "status", "error_type", "message", "line", "seconds")
+#: Keys ``--explain`` adds to the rows that did not pass, in order.
+EXPLAIN_KEYS = ("divergence_line", "expected_call", "actual_call", "category")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time limit per task in seconds, at most 86400 (default 10)",
     )
     parser.add_argument("--out", metavar="FILE.jsonl", help="write the result rows here instead of stdout")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="add divergence_line, expected_call, actual_call and category to the rows that did not pass "
+        "(runs the reference program of each such task on the same initial state)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -100,7 +112,8 @@ def _verify(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         out = output_stream(stack, args.out)
         sandbox = stack.enter_context(Sandbox(workers=args.workers, timeout=args.timeout))
-        for done, row in enumerate(_rows(sandbox, tasks, jobs), start=1):
+        rows = _explained_rows(sandbox, tasks, jobs) if getattr(args, "explain", False) else _rows(sandbox, tasks, jobs)
+        for done, row in enumerate(rows, start=1):
             passed += row["status"] == "pass"
             out.write(json.dumps(row) + "\n")
             out.flush()
@@ -149,6 +162,34 @@ def _rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, str | None,
             continue
         result = next(results)
         yield _row(result.task_id, result.status, result.error_type, result.message, result.line, result.seconds)
+
+
+def _explained_rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, str | None, str | None]]) -> Iterator[dict]:
+    """:func:`_rows` with :data:`EXPLAIN_KEYS` added to every row that did not pass."""
+    from primsel.eval.attribution import attribute
+    from primsel.library import Library
+    from primsel.types import Program
+
+    known = [(tasks[task_id], program, entry) for task_id, program, entry in jobs if task_id in tasks]
+    results = list(sandbox.execute_many(known))
+    failed = list(dict.fromkeys(r.task_id for r in results if not r.passed))
+    references = {r.task_id: r for r in sandbox.execute_many((tasks[t], tasks[t].program, None) for t in failed)}
+    library = Library.from_simulator()
+    explained = iter(results)
+    for task_id, program, entry in jobs:
+        if task_id not in tasks:
+            row = _row(task_id, "error", "UnknownTask", f"no task with id {task_id!r} in the dataset", None, 0.0)
+            yield {**row, **dict.fromkeys(EXPLAIN_KEYS)}
+            continue
+        result = next(explained)
+        row = _row(result.task_id, result.status, result.error_type, result.message, result.line, result.seconds)
+        if not result.passed:
+            task = tasks[task_id]
+            why = attribute(task, None, Program(task_id, program, entry_point=entry), result, library,
+                            reference=references.get(task_id)) or {}
+            row.update({key: why.get(key) for key in EXPLAIN_KEYS})
+            row["expected_call"], row["actual_call"] = _clean(row["expected_call"]), _clean(row["actual_call"])
+        yield row
 
 
 def _row(

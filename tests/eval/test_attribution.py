@@ -133,14 +133,14 @@ def test_a_program_that_raised_is_a_runtime_error_even_with_a_retrieval_miss(lib
     # add_event (gold) was neither selected nor used: the retrieval information stays in the row
     res = result("error", error_type, "blocked", line)
     row = attribute(task(), selection("work_calendar.Event"), program(code), res, library)
-    assert (row["stage"], row["category"], row["line"]) == ("execution", f"runtime_error:{error_type}", line)
+    assert (row["stage"], row["category"], row["line"], row["error_type"]) == ("execution", "runtime_error", line, error_type)
     assert row["missing_gold"] == row["missed_gold"] == ["work_calendar.add_event"]
 
 
 def test_a_program_that_raised_using_an_unselected_primitive_is_a_runtime_error(library):
     code = "def plan():\n    event = Event()\n    return find_events()[0]\n"
     row = attribute(task(), SHOWN, program(code), result("error", "IndexError", "list index out of range", 3), library)
-    assert (row["stage"], row["category"], row["line"]) == ("execution", "runtime_error:IndexError", 3)
+    assert (row["stage"], row["category"], row["line"]) == ("execution", "runtime_error", 3)
     assert row["unselected"] == ["work_calendar.find_events"]
 
 
@@ -161,13 +161,13 @@ def test_missed_gold_leaves_out_gold_primitives_the_program_used_anyway(library)
 
 def test_runtime_error_keeps_the_type_and_line(library):
     row = attribute(task(), SHOWN, program(), result("error", "KeyError", "'x'", 2), library)
-    assert (row["stage"], row["category"], row["line"]) == ("execution", "runtime_error:KeyError", 2)
+    assert (row["stage"], row["category"], row["line"], row["error_type"]) == ("execution", "runtime_error", 2, "KeyError")
 
 
 def test_syntax_error_is_a_generation_problem_even_with_a_retrieval_miss(library):
     res = result("error", "SyntaxError", "invalid syntax", 1)
     row = attribute(task(), selection("work_calendar.Event"), program("def plan(:\n    pass\n"), res, library)
-    assert (row["stage"], row["category"], row["line"]) == ("generation", "runtime_error:SyntaxError", 1)
+    assert (row["stage"], row["category"], row["line"]) == ("generation", "runtime_error", 1)
     assert row["missing_gold"] == ["work_calendar.add_event"]
 
 
@@ -176,13 +176,13 @@ def test_name_error_on_a_library_name_is_a_runtime_error(library):
     code = "def plan():\n    return find_events()\n"
     row = attribute(task(), selection("work_calendar.add_event", "work_calendar.Event", "work_calendar.find_events"),
                     program(code), res, library)
-    assert row["category"] == "runtime_error:NameError"
+    assert (row["category"], row["error_type"]) == ("runtime_error", "NameError")
 
 
 def test_uncaught_requires_user_input(library):
     res = result("requires_user_input", "RequiresUserInput", "which one?", 2)
     row = attribute(task(), SHOWN, program(), res, library)
-    assert (row["stage"], row["category"]) == ("execution", "runtime_error:RequiresUserInput")
+    assert (row["stage"], row["category"]) == ("generation", "requires_user_input_misuse")
 
 
 def test_wrong_effect(library):
@@ -215,3 +215,57 @@ def test_used_names_first_lines_and_bindings():
     assert loaded == {"a": 2, "g": 2, "b": 3}
     assert bound == {"f", "a", "b"}
     assert used_names("def f(:\n") == ({}, set())
+
+
+# -- diagnosis against the reference's execution ------------------------------------------------
+REF_TRACE = (("time_utils.now_", 2, ""), ("work_calendar.add_event", 3, "Event(subject='a')"))
+
+
+def traced(trace, outcomes, status="fail", error_type="SolutionError"):
+    return ExecutionResult(task_id="5", status=status, error_type=error_type, trace=tuple(trace),
+                           outcomes=tuple(outcomes))
+
+
+REF_RUN = traced(REF_TRACE, [(2, "return", "None")], status="pass", error_type=None)
+CODE = "def plan():\n    now_()\n    add_event(Event(subject='b'))\n    delete_event('x')\n    return None\n"
+
+
+@pytest.mark.parametrize(("trace", "outcomes", "category", "line"), [
+    ([REF_TRACE[0], ("work_calendar.add_event", 3, "Event(subject='b')")], [(2, "return", "None")], "wrong_arguments", 3),
+    ([REF_TRACE[1], REF_TRACE[0]], [(2, "return", "None")], "wrong_order", 3),
+    ([REF_TRACE[0]], [(1, "return", "None")], "missing_call", 5),  # the calls end: the return
+    ([*REF_TRACE, ("work_calendar.delete_event", 4, "'x'")], [(3, "return", "None")], "extra_call", 4),
+    (REF_TRACE, [(2, "return", "1")], "wrong_return", 5),
+    (REF_TRACE, [(2, "return", "None")], "wrong_effect", None),
+    ([REF_TRACE[0], ("exceptions.RequiresUserInput", 3, "'which?'")], [(2, "raise", "RequiresUserInput: which?")],
+     "requires_user_input_misuse", 3),
+])
+def test_categories_from_the_comparison_with_the_reference(library, trace, outcomes, category, line):
+    row = attribute(task(), None, program(CODE), traced(trace, outcomes), library, reference=REF_RUN)
+    assert (row["category"], row["divergence_line"]) == (category, line)
+    assert row["stage"] == ("verification" if category == "wrong_effect" else "generation")
+
+
+def test_without_the_reference_a_program_that_ran_is_a_wrong_effect(library):
+    row = attribute(task(), None, program(CODE), traced(REF_TRACE, [(2, "return", "1")]), library)
+    assert (row["category"], row["difference"], row["divergence_line"], row["expected_call"]) == \
+        ("wrong_effect", None, None, None)
+
+
+def test_a_reference_for_another_task_is_rejected(library):
+    other = ExecutionResult(task_id="6", status="pass")
+    with pytest.raises(ValueError, match="reference"):
+        attribute(task(), SHOWN, program(CODE), traced(REF_TRACE, [(2, "return", "1")]), library, reference=other)
+
+
+def test_the_readme_documents_every_category_once_in_rule_order():
+    import re
+    from pathlib import Path
+
+    from primsel.eval.attribution import CATEGORIES
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Failure diagnosis", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", section, re.M)
+    assert [int(n) for n, _ in rows] == list(range(1, len(CATEGORIES) + 1))
+    assert tuple(name for _, name in rows) == CATEGORIES

@@ -62,7 +62,7 @@ def test_mode_is_recorded_and_aspera_s_figures_reported(tmp_path, extraction):
 
     if extraction == "primsel":
         assert (third["status"], third["error_type"]) == ("error", "AsyncEntryPoint")
-        assert third["attribution"]["category"] == "runtime_error:AsyncEntryPoint"
+        assert (third["attribution"]["category"], third["error_type"]) == ("runtime_error", "AsyncEntryPoint")
         assert (fourth["status"], fourth["parse_failure"]) == ("no_program", None)
         # 4 tasks, 1 passed; 3 errors: none a solution error or a hand-back, 1 bad import
         parser_failures, evaluated, errors = 1, 4, 3

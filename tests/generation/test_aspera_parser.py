@@ -186,10 +186,14 @@ def test_an_import_piece_naming_a_library_file_is_dropped_whole_without_a_star()
 
 
 def test_no_import_lenient_program_when_the_escaped_code_does_not_parse():
-    # ASPERA doubles backslashes before filtering: '\"' becomes '\\"', which ends the string
-    answer = '```python\ndef main():\n    return "a\\"b"\n```'
+    # ASPERA doubles backslashes before filtering: '\"' becomes '\\"', which ends the string.
+    # (Both quote kinds inside, so black keeps the escape; '"a\\"b"' alone black rewrites to
+    # 'a"b' without a backslash, and the import-lenient program exists.)
+    answer = '```python\ndef main():\n    return "a\\"b\'c"\n```'
     result = aspera_parse(answer)
     assert result.parse_failure is None and result.program_no_imports is None
+    rewritten = aspera_parse('```python\ndef main():\n    return "a\\"b"\n```')
+    assert same(rewritten.program_no_imports, "def main():\n    return 'a\"b'\n")
 
 
 def test_backslashes_survive_in_the_import_lenient_program():

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from primsel.retrieval.encoders import EncoderLoadError
 from primsel.retrieval.finetune import (FinetunedRetriever, library_contrastive_loss, model_content_digest,
                                         pair_batches, training_fingerprint)
 from tests.retrieval.conftest import make_task
@@ -41,8 +42,12 @@ def test_model_digest_follows_the_files(tmp_path):
     first = model_content_digest(str(model))
     assert model_content_digest(str(model)) == first
     (model / "weights.bin").write_bytes(b"\x01" * 11)
-    assert model_content_digest(str(model)) != first
-    assert model_content_digest("org/hub-name") != model_content_digest("org/other")
+    second = model_content_digest(str(model))
+    assert second != first
+    (model / "README.md").write_text("documentation is not content")
+    assert model_content_digest(str(model)) == second
+    with pytest.raises(EncoderLoadError, match="org/not-downloaded"):
+        model_content_digest("org/not-downloaded")
 
 
 def test_training_fingerprint_is_the_fold_whatever_the_order():

@@ -156,6 +156,48 @@ def test_called_primitives_in_first_call_order(sandbox):
     assert result.called_primitives == ("time_utils.now_", "time_utils.date_by_mdy")
 
 
+def test_trace_records_class_instantiations_and_outcomes_per_call(sandbox):
+    program = (
+        "def answer():\n"
+        "    Duration(45, TimeUnits.Minutes)\n"
+        "    Event(subject='x', attendees=[])\n"
+        "    RepetitionSpec(frequency=EventFrequency.WEEKLY, period=2)\n"
+        "    now_()\n"
+        "    return 42\n"
+    )
+    task = make_task(pairs=2)
+    apps = ["exceptions", "time_utils", "company_directory", "work_calendar"]
+    result = run(sandbox, program, dataclasses.replace(task, scenario={**task.scenario, "apps": apps}))
+    assert result.status == "pass"
+    calls = [
+        ("time_utils.Duration", 2, "45, TimeUnits.Minutes"),
+        ("work_calendar.Event", 3, "subject='x', attendees=[]"),
+        ("time_utils.RepetitionSpec", 4, "frequency='weekly', period=2"),
+        ("time_utils.now_", 5, ""),
+    ]
+    assert result.trace == tuple(calls + calls)  # one program call per (SIP, EP) pair
+    assert result.outcomes == ((4, "return", "42"), (4, "return", "42"))
+
+
+def test_outcomes_record_what_the_program_raised(sandbox):
+    result = run(sandbox, "def answer():\n    raise RequiresUserInput('which one?')\n")
+    assert result.status == "requires_user_input"
+    assert result.trace == (("exceptions.RequiresUserInput", 2, "'which one?'"),)
+    assert result.outcomes == ((1, "raise", "RequiresUserInput: which one?"),)
+
+
+def test_summaries_are_short_and_deterministic():
+    from primsel.simulator.apps.work_calendar import Event, ShowAsStatus
+    from primsel.simulator.program import SUMMARY_ITEMS, summarise
+
+    assert summarise({"b", "a", 3}) == "{'a', 'b', 3}"  # sorted texts: the same in every process
+    assert summarise(list(range(20))) == "[" + ", ".join(map(str, range(SUMMARY_ITEMS))) + ", ...+12]"
+    assert summarise(Event(subject="s", show_as_status=ShowAsStatus.Free)) == "Event(subject='s', show_as_status='free')"
+    assert summarise("x" * 100) == repr("x" * 80) + "..."
+    assert summarise(object()) == "<object>"  # never a memory address
+    assert summarise([[[[[1]]]]]) == "[[[[...]]]]"
+
+
 def test_reference_import_paths_resolve_to_our_modules(sandbox):
     program = textwrap.dedent(
         """\

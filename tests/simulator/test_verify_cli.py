@@ -221,3 +221,28 @@ def test_do_nothing_program_passes_only_tasks_that_accept_no_change(asper_path, 
     rows = read_rows(out)
     assert [r["task_id"] for r in rows if r["status"] == "pass"] == NOOP_PASSES
     assert all(r["status"] in ("fail", "error") for r in rows if r["task_id"] not in NOOP_PASSES)
+
+
+def test_explain_adds_the_divergence_to_rows_that_did_not_pass(no_archive, tmp_path, capsys):
+    builtin = load_builtin_tasks()
+    reference = builtin[0].program  # "... combine(day, time_by_hm(2, 0, "pm")) ..."
+    assert 'time_by_hm(2, 0, "pm")' in reference
+    wrong_hour = reference.replace('time_by_hm(2, 0, "pm")', 'time_by_hm(3, 0, "pm")')
+    line = next(i for i, text in enumerate(wrong_hour.splitlines(), start=1) if "time_by_hm(3" in text)
+    programs = write_jsonl(tmp_path / "programs.jsonl", [
+        {"task_id": builtin[0].id, "program": wrong_hour},
+        {"task_id": builtin[0].id, "program": reference},
+        {"task_id": builtin[1].id, "program": None},
+        {"task_id": "no-such-task", "program": NOOP},
+    ])
+    out = tmp_path / "rows.jsonl"
+    assert verify.run(["--programs", programs, "--out", str(out), "--explain"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "passed 1/4"
+    wrong, right, missing, unknown = read_rows(out)
+    assert list(wrong) == [*verify.ROW_KEYS, *verify.EXPLAIN_KEYS]
+    assert (wrong["status"], wrong["divergence_line"], wrong["category"]) == ("fail", line, "wrong_arguments")
+    assert (wrong["expected_call"], wrong["actual_call"]) == (
+        "time_utils.time_by_hm(2, 0, 'pm')", "time_utils.time_by_hm(3, 0, 'pm')")
+    assert list(right) == list(verify.ROW_KEYS)  # pass rows are unchanged
+    assert (missing["status"], missing["category"], missing["divergence_line"]) == ("no_program", "no_program", None)
+    assert (unknown["error_type"], unknown["category"]) == ("UnknownTask", None)

@@ -1,0 +1,189 @@
+"""The run explorer: the site's files, and the site opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from primsel.cli import main
+from primsel.datasets import load_builtin_tasks
+from primsel.eval.faults import make_faults
+from primsel.experiments.config import load_config
+from primsel.experiments.runner import run_experiment
+from primsel.explore.browser import BrowserError, Chromium, find_chromium
+from primsel.explore.site import build_site
+from primsel.library import Library, with_gold
+from primsel.simulator.program import load_apps, star_exports
+
+READY = "!!(document.body && document.body.dataset.ready === '1')"
+#: A comment that must show as text, never as markup.
+MARKUP = "# <b id='injected'>bold</b>"
+
+
+def library_names() -> set[str]:
+    return {name for module in load_apps().values() for name, value in star_exports(module).items()
+            if callable(value) and getattr(value, "__module__", "").startswith("primsel.simulator.apps.")}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A two-cell run on the built-in tasks whose replayed programs fail in several ways."""
+    root = tmp_path_factory.mktemp("explore")
+    names = library_names()
+    rows = []
+    for i, task in enumerate(load_builtin_tasks()):
+        program = task.program
+        if i % 4 == 1:  # a changed constant or a flipped comparison
+            kind = "change_constant" if i % 8 == 1 else "flip_comparison"
+            faults = make_faults(task.id, task.program, names, kinds=[kind]) or make_faults(task.id, task.program, names)
+            program = faults[0].program
+        elif i == 2:
+            program = "def plan():\n    return find_meetings_with('Tomasz')\n"
+        elif i == 3:
+            continue  # absent from the file: no program
+        if i == 0:
+            program = program.replace("\n", f"  {MARKUP}\n", 1)
+        rows.append({"task_id": task.id, "program": program})
+    (root / "programs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "site.toml").write_text(
+        'name = "site"\nbaseline = "bm25"\n[generator]\ntype = "replay"\nprograms = "programs.jsonl"\n'
+        '[grid]\nretriever = ["bm25", "oracle"]\nk = [5]\n')
+    library = Library.from_simulator()
+    result = run_experiment(load_config(root / "site.toml"), root / "runs", tasks=with_gold(load_builtin_tasks(), library),
+                            library=library, progress=False, use_cache=False)
+    from primsel.experiments.report import write_report
+
+    write_report(result.directory, n_resamples=200)
+    return result.directory
+
+
+def rows_of(run_dir: Path, cell: str) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / cell / "tasks.jsonl").read_text().splitlines()]
+
+
+def loaded(path: Path) -> tuple[str, object]:
+    """(kind, data) of a data script ``PRIMSEL.load("kind",key,data);``."""
+    match = re.fullmatch(r'PRIMSEL\.load\("(\w+)",(null|"[^"]*"),(.*)\);\n', path.read_text(), re.S)
+    assert match, path
+    return match.group(1), json.loads(match.group(3))
+
+
+def test_site_files_hold_every_cell_and_task(run_dir, tmp_path):
+    index = build_site(run_dir, tmp_path / "site")
+    assert index == tmp_path / "site" / "index.html"
+    kind, data = loaded(tmp_path / "site" / "data" / "index.js")
+    manifest = json.loads((run_dir / "experiment.json").read_text())
+    assert kind == "index" and [c["id"] for c in data["cells"]] == [c["id"] for c in manifest["cells"]]
+    # a generator experiment has a success plot; every experiment the recall/tokens frontier
+    assert sorted(data["plots"]) == ["plots/site_frontier.png", "plots/site_recall_at_k.png",
+                                     "plots/site_recall_vs_tokens.png", "plots/site_success.png"]
+    assert all((tmp_path / "site" / p).is_file() for p in data["plots"])
+    assert "<table>" in data["summary_html"]
+    for cell in manifest["cells"]:
+        kind, rows = loaded(tmp_path / "site" / "data" / "cells" / f"{cell['id']}.js")
+        source = rows_of(run_dir, cell["id"])
+        assert [r["id"] for r in rows] == [r["task_id"] for r in source]
+        assert [r["status"] for r in rows] == [r["status"] for r in source]
+        assert [r["category"] for r in rows] == [(r["attribution"] or {}).get("category") for r in source]
+    kind, texts = loaded(tmp_path / "site" / "data" / "tasks.js")
+    assert {t: v["query"] for t, v in texts.items()} == {t.id: t.query for t in load_builtin_tasks()}
+    for name in ("explorer.js", "explorer.css"):
+        assert "http" not in (tmp_path / "site" / "assets" / name).read_text()  # nothing from the network
+
+
+def test_explore_command(run_dir, tmp_path, capsys):
+    assert main(["explore", str(run_dir), "--out", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "out" / "index.html")
+    assert main(["explore", str(tmp_path)]) == 2
+    assert "not an experiment directory" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if find_chromium() is None:
+        pytest.skip("no Chromium (Debian package 'chromium'; .ci/run installs it)")
+    pytest.importorskip("websocket", reason="websocket-client (the dev extra) drives Chromium")
+    try:
+        with Chromium() as chromium:
+            yield chromium
+    except BrowserError as exc:  # pragma: no cover - a broken browser install
+        pytest.skip(f"Chromium does not start here: {exc}")
+
+
+def count(browser, table: str) -> int:
+    return browser.evaluate(f"document.querySelectorAll('#{table} tbody tr').length")
+
+
+def choose(browser, select: str, value: str) -> None:
+    browser.evaluate(f"(() => {{ const s = document.getElementById('{select}'); s.value = {json.dumps(value)};"
+                     "s.dispatchEvent(new Event('change', {bubbles: true})); })()")
+
+
+def test_explorer_in_headless_chromium(run_dir, tmp_path, browser):
+    url = build_site(run_dir, tmp_path / "site").resolve().as_uri()
+    manifest = json.loads((run_dir / "experiment.json").read_text())
+    bm25 = next(c["id"] for c in manifest["cells"] if c["settings"]["retriever"] == "bm25")
+    oracle = next(c["id"] for c in manifest["cells"] if c["settings"]["retriever"] == "oracle")
+    rows = rows_of(run_dir, bm25)
+    browser.errors.clear()
+
+    # the index: both cells, a retriever filter that hides one
+    browser.open(url)
+    browser.wait_for(READY)
+    assert browser.evaluate("document.body.dataset.view") == "index"
+    assert count(browser, "cells") == 2
+    choose(browser, "filter-retriever", "oracle")
+    assert count(browser, "cells") == 1
+    assert browser.evaluate("document.querySelector('#cells tbody a').textContent").startswith("oracle")
+    assert browser.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+
+    # a cell: filters by status, category, module and primitive change the visible rows
+    browser.open(f"{url}#/cell/{bm25}")
+    browser.wait_for(READY)
+    assert count(browser, "tasks") == len(rows)
+    failed = [r for r in rows if r["status"] != "pass"]
+    assert 0 < len(failed) < len(rows)
+    choose(browser, "filter-status", "pass")
+    assert count(browser, "tasks") == len(rows) - len(failed)
+    choose(browser, "filter-status", "")
+    category = failed[0]["attribution"]["category"]
+    choose(browser, "filter-category", category)
+    assert count(browser, "tasks") == sum(1 for r in failed if r["attribution"]["category"] == category)
+    choose(browser, "filter-category", "")
+    choose(browser, "filter-module", "room_booking")
+    assert count(browser, "tasks") == sum(1 for r in rows if any(g.startswith("room_booking.") for g in r["gold"]))
+    choose(browser, "filter-module", "")
+    choose(browser, "filter-primitive", "work_calendar.delete_event")
+    assert count(browser, "tasks") == sum(1 for r in rows if "work_calendar.delete_event"
+                                          in r["gold"] + r["selection"] + r["called_primitives"])
+    choose(browser, "filter-primitive", "")
+    browser.evaluate("document.querySelector('#tasks th').click()")  # sort by task, then descending
+    browser.evaluate("document.querySelector('#tasks th').click()")
+    assert browser.evaluate("document.querySelector('#tasks tbody a').textContent") == max(r["task_id"] for r in rows)
+
+    # a failed task: its failing line is marked in the program
+    located = next(r for r in failed if (r["attribution"] or {}).get("divergence_line"))
+    browser.open(f"{url}#/task/{bm25}/{located['task_id']}")
+    browser.wait_for(READY)
+    assert browser.evaluate("document.body.dataset.view") == "task"
+    marked = browser.evaluate("Array.from(document.querySelectorAll('#program .failing')).map(e => +e.dataset.line)")
+    assert marked == [located["attribution"]["divergence_line"]]
+    missed = browser.evaluate("Array.from(document.querySelectorAll('#selection .missed')).map(e => e.textContent)")
+    assert missed == [g for g in located["gold"] if g not in located["selection"]]
+
+    # text from the run is shown as text
+    browser.open(f"{url}#/task/{bm25}/{rows[0]['task_id']}")
+    browser.wait_for(READY)
+    assert browser.evaluate("document.getElementById('injected') === null")
+    assert MARKUP in browser.evaluate("document.getElementById('program').textContent")
+
+    # two cells: the tasks that pass in one and fail in the other
+    other = {r["task_id"]: r["status"] for r in rows_of(run_dir, oracle)}
+    flips = sum(1 for r in rows if (r["status"] == "pass") != (other[r["task_id"]] == "pass"))
+    browser.open(f"{url}#/compare/{bm25}/{oracle}")
+    browser.wait_for(READY)
+    assert count(browser, "flips") == flips if flips else browser.evaluate("document.getElementById('flips') === null")
+    assert browser.errors == []
