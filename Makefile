@@ -39,6 +39,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/verify_speed.py
 	$(BIN)/python benchmarks/retrieval_speed.py
+	$(BIN)/python benchmarks/finetune_speed.py
 
 clean:
 	rm -rf $(VENV) runs

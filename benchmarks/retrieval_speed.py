@@ -1,4 +1,4 @@
-"""Fit and search time of every registered retriever (LLM-based ones excluded).
+"""Fit and search time of every registered retriever (LLM-based and fine-tuned ones excluded).
 
 Prints, per retriever, the seconds to ``fit`` (learned retrievers on 200 training tasks) and to
 ``search`` 250 queries ranking the whole library. Uses the Asper-Bench archive when
@@ -14,25 +14,15 @@ Targets: dense fit < 10 s; search of 250 queries < 2 s for every retriever.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
-import tempfile
 import time
 
 
 def main() -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    previous = os.environ.get("PRIMSEL_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="primsel-bench-") as cache:
-        os.environ["PRIMSEL_CACHE_DIR"] = cache
-        try:
-            return measure()
-        finally:
-            if previous is None:
-                os.environ.pop("PRIMSEL_CACHE_DIR", None)
-            else:
-                os.environ["PRIMSEL_CACHE_DIR"] = previous
+    from bench_env import fresh_cache
+
+    with fresh_cache():
+        return measure()
 
 
 def measure() -> int:
@@ -51,7 +41,11 @@ def measure() -> int:
     train, queries = tasks[:200], {t.id: t.query for t in tasks[:250]}
     print(f"{len(queries)} queries ({source}), library of {len(library)} primitives")
     print(f"{'retriever':12s} {'fit s':>8s} {'search s':>9s}")
-    specs = {name: name for name in available("retriever") if not callable(getattr(resolve(name), "usage", None))}
+    # LLM retrievers are excluded, and so are those that fine-tune a transformer (finetuned,
+    # rerank; benchmarks/finetune_speed.py times them per fold, cold and warm)
+    trains = ("finetuned", "rerank")
+    specs = {name: name for name in available("retriever")
+             if not callable(getattr(resolve(name), "usage", None)) and name not in trains}
     specs["default"] = DEFAULT_RETRIEVER
     for name, spec in specs.items():
         retriever = build(spec)

@@ -1,4 +1,4 @@
-"""Open registries of retrievers and generators.
+"""Open registries of retrievers, generators and selectors.
 
 A class registers itself with ``@register("bm25")``; :func:`build` turns a specification into an
 instance. A specification is
@@ -21,11 +21,12 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-KINDS = ("retriever", "generator")
-_BUILTIN_PACKAGES = {"retriever": "primsel.retrieval", "generator": "primsel.generation"}
+KINDS = ("retriever", "generator", "selector")
+_BUILTIN_PACKAGES = {"retriever": "primsel.retrieval", "generator": "primsel.generation",
+                     "selector": "primsel.retrieval"}
 _REGISTRY: dict[str, dict[str, type]] = {kind: {} for kind in KINDS}
 #: Methods a class of each kind must have (the required protocols of :mod:`primsel.types`).
-_REQUIRED_METHODS = {"retriever": ("fit", "search"), "generator": ("generate",)}
+_REQUIRED_METHODS = {"retriever": ("fit", "search"), "generator": ("generate",), "selector": ("select",)}
 
 
 class UnknownComponentError(ValueError):
@@ -155,7 +156,7 @@ def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: A
     Parameters
     ----------
     spec : name, ``"module:Class"`` path, or table with a ``type`` key.
-    kind : ``"retriever"`` or ``"generator"``.
+    kind : ``"retriever"``, ``"generator"`` or ``"selector"``.
     overrides : extra constructor arguments (override the table's).
 
     Raises

@@ -92,12 +92,15 @@ def type_name(spec: Any) -> str | None:
 
 
 def short(value: Any) -> str:
-    """A setting value in a label: specifications by :func:`label`, lists joined by ``+``,
-    floats in ``%g`` form."""
+    """A setting value in a label: specifications by :func:`label`, other tables as
+    ``{key=value, ...}``, lists joined by ``+`` (a nested list in parentheses), floats in ``%g``
+    form."""
     if isinstance(value, Mapping):
+        if not isinstance(value.get("type"), str):
+            return "{" + ", ".join(f"{k}={short(v)}" for k, v in sorted(value.items())) + "}"
         return label(value)
     if isinstance(value, (list, tuple)):
-        return "+".join(short(v) for v in value)
+        return "+".join(f"({short(v)})" if isinstance(v, (list, tuple)) else short(v) for v in value)
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
@@ -300,7 +303,7 @@ def with_seed(spec: Any, seed: int, kind: str = "retriever") -> Any:
     ----------
     spec : name, ``"module:Class"`` path, table with ``type``, or an instance.
     seed : the experiment's seed.
-    kind : ``"retriever"`` or ``"generator"``.
+    kind : ``"retriever"``, ``"generator"`` or ``"selector"``.
 
     Returns
     -------

@@ -6,7 +6,8 @@ and ``primsel retrieve`` (one cell, printed) go through:
 1. the retrieval (:class:`primsel.experiments.store.Retrieval`: the whole library ranked for
    every task, cross-validated where the retriever learns from tasks);
 2. the selection of every task (:func:`primsel.retrieval.selector.select`: threshold, top-k,
-   closure);
+   closure; or the cell's ``selector`` class, fitted per fold on the other folds' rankings when
+   it learns);
 3. with a generator: a program per task (the generator fitted per fold when it can be,
    :class:`primsel.types.FitsOnTasks`), run in the sandbox, failures attributed;
 4. the metrics: ranking metrics of the retrieval (in primitive-id order of tied scores and
@@ -130,9 +131,10 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     tasks = dataset.tasks
     gold = {t.id: t.gold for t in tasks}
     run = retrieval.run()
+    selectors = _selectors(settings.selector, retrieval, tasks, library)
     selections = {}
     for t in tasks:
-        selections[t.id] = _selection(settings, retrieval, library, t.id, name)
+        selections[t.id] = _selection(settings, retrieval, library, t.id, name, selectors)
         if task_bar is not None:
             task_bar.update(1)
     selected = {t: tuple(sel.ids) for t, sel in selections.items()}
@@ -182,7 +184,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     if settings.generator:
         gen_rows, failures, gen_report = _generate_and_execute(settings, dataset, library, selections,
                                                                retrieval.folds, workers, base_dir, task_bar,
-                                                               _reselector(settings, library, name, requery))
+                                                               _reselector(settings, library, name, requery, selectors))
         for row in rows:
             row.update(gen_rows[row["task_id"]])
         report.update(gen_report)
@@ -197,6 +199,27 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     report["incomplete_tasks"] = float(len(incomplete))
     report["complete"] = not incomplete
     return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
+
+
+def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: Library) -> dict[int, Any]:
+    """The selector of every fold (fold -> selector), or {} for the fixed rules (no ``selector``).
+
+    A selector that learns (``learns_from_tasks``) is fitted per fold on the rankings and gold
+    sets of the other folds' tasks, never on the fold it selects for; one that does not is
+    built once and serves every fold.
+    """
+    if spec is None:
+        return {}
+    folds = sorted({retrieval.folds.get(t.id, 0) for t in tasks})
+    probe = registry.build(spec, "selector")
+    if not getattr(probe, "learns_from_tasks", False):
+        return dict.fromkeys(folds, probe)
+    out = {}
+    for i, fold in enumerate(folds):
+        chooser = probe if i == 0 else registry.build(spec, "selector")
+        examples = [(retrieval.ranked[t.id], t.gold) for t in tasks if retrieval.folds.get(t.id, 0) != fold]
+        out[fold] = chooser.fit(library, examples)
+    return out
 
 
 def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
@@ -335,25 +358,29 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
 
 
 def _reselector(settings: CellSettings, library: Library, name: str,
-                requery: Callable[[Mapping[str, str]], Retrieval] | None
+                requery: Callable[[Mapping[str, str]], Retrieval] | None, selectors: Mapping[int, Any]
                 ) -> Callable[[Mapping[str, str]], dict[str, Selection]] | None:
     """``{task id: text}`` -> the selections of those tasks ranked with those texts (reflection's
-    ``reselect``), or None without ``requery``."""
+    ``reselect``) by the cell's selector of each task's fold, or None without ``requery``."""
     if requery is None:
         return None
 
     def reselect(texts: Mapping[str, str]) -> dict[str, Selection]:
         retrieval = requery(texts)
-        return {task_id: _selection(settings, retrieval, library, task_id, name) for task_id in texts}
+        return {task_id: _selection(settings, retrieval, library, task_id, name, selectors) for task_id in texts}
 
     return reselect
 
 
-def _selection(settings: CellSettings, retrieval: Retrieval, library: Library, task_id: str, name: str) -> Selection:
-    """The selection of one task from a retrieval, with the cell's k, threshold and closure."""
+def _selection(settings: CellSettings, retrieval: Retrieval, library: Library, task_id: str, name: str,
+               selectors: Mapping[int, Any]) -> Selection:
+    """The selection of one task from a retrieval: by the selector of the task's fold
+    (:func:`_selectors`) when the cell has one, else by the cell's k, threshold and closure."""
     from primsel.retrieval.selector import select
 
-    return select(retrieval.ranked[task_id], library, k=settings.k, threshold=settings.threshold,
+    chooser = selectors.get(retrieval.folds.get(task_id, 0)) if selectors else None
+    choose = select if chooser is None else chooser.select
+    return choose(retrieval.ranked[task_id], library, k=settings.k, threshold=settings.threshold,
                   closure=settings.closure, task_id=task_id, retriever=name, usage=retrieval.usage.get(task_id))
 
 

@@ -16,6 +16,9 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
                 first k of them (k wins when more pass). The LLM selector scores its picks 1
                 and the rest 0, so ``threshold = 0.5`` with ``k = 65`` selects exactly its picks
 ``closure``     add the library types the selection depends on (bool, default false)
+``selector``    selector class: ``"topk"`` or a table such as ``{type = "calibrated",
+                target_recall = 0.95}`` (k per task from calibrated scores, fitted on the
+                training folds); ``k`` is then its cap (default: the fixed rules above)
 ``folds``       cross-validation folds for anything learned from tasks (int >= 2, default 5)
 ``seed``        seed of the folds and of randomised components (int, default 0)
 ``[generator]`` table with ``type`` = openai | reference | replay and its parameters; a relative
@@ -66,11 +69,12 @@ from primsel.files import canonical_json, digest
 from primsel.types import Revises
 
 #: Keys that define a cell (and can be varied by the grid).
-CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics")
+CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics",
+             "selector")
 #: Every key accepted at the top level of an experiment file.
 TOP_KEYS = ("name", "description", "data", "baseline", "pair_on", "grid") + CELL_KEYS
 #: Tables the grid may reach into with dotted keys.
-TABLE_KEYS = ("retriever", "generator")
+TABLE_KEYS = ("retriever", "generator", "selector")
 #: Length of a cell id (hex characters of the sha256).
 CELL_ID_LENGTH = 12
 
@@ -323,7 +327,7 @@ def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any]) -> dict[str,
         top = key.split(".", 1)[0]
         if key not in CELL_KEYS and not (top in TABLE_KEYS and "." in key):
             raise _fail(where, gkey, f"unknown grid key; expected one of {', '.join(CELL_KEYS)} "
-                                     "or a dotted key into 'retriever' or 'generator'")
+                                     "or a dotted key into 'retriever', 'generator' or 'selector'")
         if not isinstance(values, list):
             raise _fail(where, gkey, f"expected an array of values, got {specs.toml_type(values)} {values!r}")
         if not values:

@@ -18,6 +18,8 @@
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
 * ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected
   (tokens on a log scale when the whole library is among the selections);
+* ``<name>_frontier.png`` and a table: the recall/tokens frontier of every ranking (top k for
+  every k, from ``run.trec``), with the cells of selector classes as points;
 * ``<name>_success.png``: with a generator, the task success of every cell;
 * ``<name>_success_by_round.png``: with reflection rounds, success against round, one line per cell.
 
@@ -341,7 +343,7 @@ def _other_columns(cells: Sequence[CellResult]) -> list[str]:
 
 def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]],
                     images: Sequence[tuple[str, str]] = (), n_resamples: int = N_RESAMPLES,
-                    seed: int = 0) -> str:
+                    seed: int = 0, frontier: Sequence[str] = ()) -> str:
     """The report text.
 
     Parameters
@@ -350,6 +352,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     tests : :func:`significance` of it.
     images : (title, relative file name) of the plots to link.
     n_resamples, seed : of the randomisation test (stated in the notes).
+    frontier : Markdown lines of the frontier table (:func:`frontier_table`), placed before the plots.
     """
     cells = [c for c in experiment.cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in cells)
@@ -470,6 +473,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     lines.append("")
     lines += tie_table(cells)
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
+    lines += list(frontier)
     from primsel.experiments.report_rounds import rounds_table  # it uses this module's style
 
     lines += rounds_table(cells, n_resamples=n_resamples, seed=seed)
@@ -664,6 +668,122 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
     return True
 
 
+#: Recall levels of the frontier table: the fewest tokens at which top-k recall reaches them.
+FRONTIER_LEVELS = (0.9, 0.95)
+
+
+def ranking_frontier(cell: CellResult, tokens: Mapping[str, int]) -> tuple[list[float], list[float]] | None:
+    """The recall/tokens frontier of a cell's ranking: for k = 1 .. library size, the mean
+    documentation tokens and the mean recall of the top k, over the tasks.
+
+    Parameters
+    ----------
+    cell : a finished cell with ``run.trec`` and ``tasks.jsonl`` (its gold sets).
+    tokens : estimated tokens per primitive id.
+
+    Returns
+    -------
+    (mean tokens per k, mean recall per k), or None when the files are missing or a ranked id
+    has no token count.
+    """
+    from primsel.retrieval.trec import read_run
+    from primsel.types import ranking
+
+    try:
+        run = read_run(cell.directory / "run.trec")
+        gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    tasks = [t for t in gold if gold[t] and t in run]
+    if not tasks:
+        return None
+    orders = {t: ranking(run[t]) for t in tasks}
+    if any(p not in tokens for order in orders.values() for p in order):
+        return None
+    depth = max(len(o) for o in orders.values())
+    mean_tokens, mean_recall = [], []
+    for k in range(1, depth + 1):
+        mean_tokens.append(math.fsum(sum(tokens[p] for p in orders[t][:k]) for t in tasks) / len(tasks))
+        mean_recall.append(math.fsum(len(gold[t] & set(orders[t][:k])) / len(gold[t]) for t in tasks) / len(tasks))
+    return mean_tokens, mean_recall
+
+
+def _frontiers(experiment: Experiment) -> dict[str, tuple[list[float], list[float]]]:
+    """One frontier per ranking (series of cells without a selector class), by series label."""
+    from primsel.library import Library
+    from primsel.retrieval.selector import estimate_tokens
+
+    library = Library.from_simulator()
+    tokens = {p: estimate_tokens(library[p].text("full")) for p in library}
+    cells = [c for c in experiment.cells if c.finished and not c.settings.get("selector")]
+    labels = _series_labels(cells)
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for c in cells:
+        label = labels[_series_key(c)]
+        if label not in out and (curve := ranking_frontier(c, tokens)) is not None:
+            out[label] = curve
+    return out
+
+
+def frontier_table(frontiers: Mapping[str, tuple[list[float], list[float]]]) -> list[str]:
+    """Markdown lines: per ranking, the smallest k whose mean recall@k reaches each of
+    :data:`FRONTIER_LEVELS` and the mean documentation tokens of that top k."""
+    if not frontiers:
+        return []
+    head = " | ".join(f"k for R {level:g} | tokens for R {level:g}" for level in FRONTIER_LEVELS)
+    lines = ["Recall/tokens frontier of each ranking (top k, k = 1 .. all): the smallest k whose mean "
+             "recall@k reaches the level, and the mean documentation tokens of that top k.", "",
+             f"| ranking | {head} |", "|---|" + "--:|" * (2 * len(FRONTIER_LEVELS))]
+    for label, (tokens, recall) in frontiers.items():
+        row = [label]
+        for level in FRONTIER_LEVELS:
+            k = next((i for i, r in enumerate(recall) if r >= level - 1e-12), None)
+            row += ["–", "–"] if k is None else [str(k + 1), f"{tokens[k]:.0f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
+
+
+def plot_frontier(experiment: Experiment, path: Path,
+                  frontiers: Mapping[str, tuple[list[float], list[float]]] | None = None) -> bool:
+    """Recall against documentation tokens: one line per ranking (its top k for every k) and one
+    point per cell with a selector class (its selection's macro recall and tokens).
+
+    Returns
+    -------
+    False (and no file) when there is nothing to draw.
+    """
+    frontiers = _frontiers(experiment) if frontiers is None else frontiers
+    chosen = [c for c in experiment.cells if c.finished and c.settings.get("selector")
+              and "docs_tokens" in c.report and "set_recall_macro" in c.report]
+    if not frontiers and not chosen:
+        return False
+    plt = _pyplot()
+    n = len(frontiers) + len(chosen)
+    fig, ax = plt.subplots(figsize=(9, 4.8 + 0.2 * n))
+    colours = _palette(n)
+    right = 0.0
+    for (label, (tokens, recall)), colour in zip(frontiers.items(), colours):
+        ax.plot(tokens, recall, linewidth=1.2, label=label, color=colour)
+        # the interesting part ends where the curve is near 1
+        right = max(right, next((t for t, r in zip(tokens, recall) if r >= 0.995), tokens[-1]))
+    labels = _series_labels(chosen)
+    for c, colour in zip(chosen, colours[len(frontiers):]):
+        ax.plot([c.report["docs_tokens"]], [c.report["set_recall_macro"]], marker="*", markersize=10,
+                linestyle="none", color=colour, label=f"{labels[_series_key(c)]} k<={c.settings.get('k')}")
+        right = max(right, c.report["docs_tokens"])
+    ax.set_xlim(0, right * 1.05 if right else None)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("documentation tokens selected per task (mean)")
+    ax.set_ylabel("recall (macro)")
+    ax.set_title(_title(experiment, "recall/tokens frontier"), loc="left")
+    ax.grid(True, alpha=0.3)
+    # under the axes: the labels of selector cells are long
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, borderaxespad=0)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
 def plot_success(experiment: Experiment, path: Path) -> bool:
     """Task success of every finished cell that ran a generator, one horizontal bar each (in
     grid order, the value written at its end).
@@ -762,9 +882,12 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
 
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
+    frontiers = _frontiers(experiment)
     images = []
     for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
                                 ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
+                                ("frontier", "recall/tokens frontier",
+                                 lambda e, p: plot_frontier(e, p, frontiers)),
                                 ("success", "task success", plot_success),
                                 ("success_by_round", "success by round", plot_success_by_round)):
         file = f"{experiment.name}_{suffix}.png"
@@ -773,7 +896,8 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
                 images.append((title, file))
         except OSError as exc:
             raise ReportError(f"cannot write {experiment.directory / file}: {exc.strerror or exc}") from None
-    text = render_markdown(experiment, tests, images, n_resamples=n_resamples, seed=seed)
+    text = render_markdown(experiment, tests, images, n_resamples=n_resamples, seed=seed,
+                           frontier=frontier_table(frontiers))
     target = experiment.directory / "report.md"
     try:
         write_atomic(target, text)

@@ -3,8 +3,8 @@
 The command runs one cell of the pipeline ``primsel run`` uses (:mod:`primsel.experiments.cell`),
 without a generator and without the disk cache: retrievers that learn from tasks are
 cross-validated (``--folds``, ``--seed``); the TREC run (``--out``) ranks the whole library for
-every task. The selection scored by the set metrics is the top ``--k`` primitives, plus their
-type dependencies with ``--closure``.
+every task. The selection scored by the set metrics is the top ``--k`` primitives (or what the
+``--selector`` class chooses, at most ``--k``), plus their type dependencies with ``--closure``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=15,
                         help="selection size for the set metrics (default 15; above the library size, "
                              "the whole library)")
+    parser.add_argument("--selector", metavar="SPEC", default=None,
+                        help="a selector class instead of the plain top-k: 'topk', or a JSON table such as "
+                             '\'{"type": "calibrated", "target_recall": 0.95}\' (k per task from calibrated '
+                             "scores, fitted on the training folds; --k is then its cap)")
     parser.add_argument("--closure", action="store_true",
                         help="add the library types the selected primitives depend on")
     parser.add_argument("--folds", type=int, default=5,
@@ -98,6 +102,21 @@ def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
         raise UsageError(f"--retriever: {exc}") from exc
 
 
+def _selector(text: str | None) -> Any:
+    """The ``--selector`` specification (None: plain top-k), checked before any data is read."""
+    if text is None:
+        return None
+    from primsel import spec as specs
+    from primsel.cli import UsageError
+
+    try:
+        spec = specs.parse(text)
+        specs.check(spec, "selector")
+        return spec
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--selector: {exc}") from exc
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
     UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
@@ -123,7 +142,9 @@ def main(args: argparse.Namespace) -> int:
     if args.out:
         check_output_path(args.out)
     spec, probe = _retriever(args.retriever, args.seed)
-    settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed)
+    selector = _selector(args.selector)
+    settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed,
+                            selector=selector)
 
     library = Library.from_simulator()
     try:
@@ -181,10 +202,12 @@ def main(args: argparse.Namespace) -> int:
     report = outcome.report
     added = sum(len(s.added_by_closure) for s in outcome.selections.values())
     print(f"retriever {json.dumps(spec) if not isinstance(spec, str) else spec}  k={args.k}"
-          f"{'  closure' if args.closure else ''}  tasks={len(tasks)}")
+          f"{'  closure' if args.closure else ''}"
+          f"{'  selector ' + json.dumps(selector) if selector is not None else ''}  tasks={len(tasks)}")
     for name in (*RANKING_METRICS, *SET_METRIC_KEYS):
         print(f"{name:22s} {report[name]:.4f}")
     print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
+    print(f"{'docs_tokens':22s} {report['docs_tokens']:.1f}")
     # the same ranking metrics as the mean over every order of tied scores, and the tasks whose
     # selection a tie across --k decides
     for name in RANKING_METRICS:

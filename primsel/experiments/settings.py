@@ -1,7 +1,7 @@
 """The settings of one cell: a frozen, typed object, checked once where it is built.
 
 A cell is one pipeline over every task: a retriever ranks the library, the selector keeps the
-first ``k`` (with ``threshold`` and type ``closure``), learned retrievers are cross-validated
+first ``k`` (with ``threshold`` and type ``closure``; or a ``selector`` class decides), learned retrievers are cross-validated
 over ``folds`` with ``seed``, and an optional generator writes programs that the sandbox runs
 within ``timeout`` seconds per task. ``primsel run`` builds one :class:`CellSettings` per grid
 cell, ``primsel retrieve`` one from its flags.
@@ -82,8 +82,8 @@ def check_setting(key: str, value: Any) -> Any:
     SettingError : unknown key, or a value of the wrong type or out of its bounds.
     """
     problem: str | None
-    if key in ("retriever", "generator"):
-        if key == "generator" and value is None:
+    if key in ("retriever", "generator", "selector"):
+        if key in ("generator", "selector") and value is None:
             return None
         problem = _spec_form(value)
         value = dict(value) if isinstance(value, Mapping) else value
@@ -137,6 +137,9 @@ class CellSettings:
     timeout : seconds per task in the sandbox when a generator runs, in (0, MAX_TIMEOUT].
     metrics : extra ranx metric names reported, sorted.
     threshold : minimum retriever score of a selected primitive, or None.
+    selector : selector specification (kind ``"selector"``: ``"topk"``, ``{"type":
+        "calibrated", "target_recall": 0.95}``, ...), or None for the fixed rules (threshold,
+        top-k, closure) of :func:`primsel.retrieval.selector.select`.
     dataset : fingerprint of the tasks the cell runs on (part of its identity).
 
     Raises
@@ -153,6 +156,7 @@ class CellSettings:
     timeout: float = DEFAULT_TIMEOUT
     metrics: tuple[str, ...] = ()
     threshold: float | None = None
+    selector: Any = None
     dataset: str = ""
 
     def __post_init__(self) -> None:
@@ -161,6 +165,8 @@ class CellSettings:
         object.__setattr__(self, "retriever", specs.canonical(self.retriever))
         if self.generator is not None:
             object.__setattr__(self, "generator", specs.canonical(self.generator, table=True))
+        if self.selector is not None:
+            object.__setattr__(self, "selector", specs.canonical(self.selector))
         object.__setattr__(self, "metrics", tuple(self.metrics))
 
     @classmethod
@@ -191,8 +197,8 @@ class CellSettings:
 
     def to_json(self) -> dict[str, Any]:
         """The resolved settings as JSON data: ``timeout`` only with a generator, ``metrics``
-        only when non-empty and ``threshold`` only when set (so cells without them keep their
-        ids)."""
+        only when non-empty, ``threshold`` and ``selector`` only when set (so cells without them
+        keep their ids)."""
         out: dict[str, Any] = {"retriever": self.retriever, "k": self.k, "closure": self.closure,
                                "folds": self.folds, "seed": self.seed,
                                "generator": dict(self.generator) if self.generator is not None else None}
@@ -202,6 +208,8 @@ class CellSettings:
             out["metrics"] = list(self.metrics)
         if self.threshold is not None:
             out["threshold"] = self.threshold
+        if self.selector is not None:
+            out["selector"] = self.selector
         out["dataset"] = self.dataset
         return out
 

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from primsel.checks import check_k
-from primsel.types import Run, Task, top_k
+from primsel.registry import build, error_context
+from primsel.types import LearnsFromTasks, Run, SeesGold, Task, top_k
 
 _WORD = re.compile(r"\w+")
 
@@ -173,3 +174,22 @@ class BaseRetriever:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+def fit_nested(spec: Any, key: str, library: Mapping[str, Any], train_tasks: Sequence[Task] = ()) -> Any:
+    """Build the retriever specification nested under ``key`` of a composite (``"base"``,
+    ``"first_stage"``) and fit it, on ``train_tasks`` when it learns from tasks.
+
+    Raises
+    ------
+    ValueError, TypeError : the specification is rejected; the message and ``key_path`` name ``key``.
+    """
+    with error_context(key, key=True):
+        retriever = build(spec, "retriever")
+    return retriever.fit(library, train_tasks if isinstance(retriever, LearnsFromTasks) else ())
+
+
+def pass_gold(retriever: Any, gold: Mapping[str, Any]) -> None:
+    """Hand the gold sets to a nested retriever that sees gold (only bounds do)."""
+    if isinstance(retriever, SeesGold):
+        retriever.set_gold(gold)

@@ -82,6 +82,9 @@ class HybridRetriever(BaseRetriever):
         take the parameters given.
     """
 
+    #: Parameters that change scoring only (no refit needed; :class:`primsel.retrieval.tuned.TunedRetriever`).
+    score_parameters = ("weights", "method", "rrf_k")
+
     def __init__(self, members: Sequence[Any] = ("bm25", "dense"), method: str = "rrf",
                  weights: Sequence[float] | None = None, rrf_k: float = 60) -> None:
         if isinstance(members, (str, Mapping)) or not isinstance(members, Sequence):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from primsel.experiments.config import expand, load_config
 from primsel.spec import canonical as canonical_spec
+from primsel.spec import type_name
 from primsel.retrieval import DEFAULT_RETRIEVER
 
 ABLATION = Path(__file__).resolve().parents[2] / "experiments" / "retrieval_ablation.toml"
@@ -22,7 +23,7 @@ def test_ablation_covers_every_retriever_at_every_k_with_and_without_closure():
     assert {str(canonical_spec(w)) for w in wanted} <= specs
     for spec in wanted:
         grid = {(c.settings.k, c.settings.closure) for c in cells
-                if canonical_spec(c.settings.retriever) == canonical_spec(spec)}
+                if canonical_spec(c.settings.retriever) == canonical_spec(spec) and c.settings.selector is None}
         assert grid == {(k, closure) for k in (5, 10, 15, 20) for closure in (False, True)}
     assert [c.settings.k for c in cells if c.settings.retriever == "all"] == [65]
 
@@ -60,3 +61,27 @@ def test_ps_reproduction_tests_each_cell_against_the_ps_cell_of_its_seed(tmp_pat
     seed = {c.id: c.settings.generator["seed"] for c in cells}
     ps = {seed[c.id]: c.id for c in cells if canonical_spec(c.settings.retriever)["type"] == "llm_selector"}
     assert {cid: pairs[cid] for cid in seed} == {cid: ps[s] for cid, s in seed.items()}
+
+
+def test_ablation_has_the_calibrated_selector_on_the_default():
+    cells = expand(load_config(ABLATION), dataset="d")
+    chosen = [c for c in cells if c.settings.selector is not None]
+    assert {canonical_spec(c.settings.retriever) == canonical_spec(DEFAULT_RETRIEVER) for c in chosen} == {True}
+    assert sorted(c.settings.selector["target_recall"] for c in chosen) == [0.9, 0.95]
+    assert {c.settings.k for c in chosen} == {65}
+
+
+HEAVY = ABLATION.with_name("retrieval_finetuning.toml")
+
+
+def test_heavier_variants_run_the_default_at_five_seeds_and_its_nested_cross_validation():
+    cfg = load_config(HEAVY)
+    cells = expand(cfg, dataset="d")
+    default = canonical_spec(DEFAULT_RETRIEVER)
+    assert sorted(c.settings.seed for c in cells
+                  if canonical_spec(c.settings.retriever) == default and c.settings.k == 15) == [0, 1, 2, 3, 4]
+    tuned = [c.settings.retriever for c in cells if type_name(c.settings.retriever) == "tuned"]
+    assert any(t["base"]["members"] == DEFAULT_RETRIEVER["members"] and DEFAULT_RETRIEVER["weights"] in t["grid"]["weights"]
+               for t in tuned)
+    assert {type_name(c.settings.retriever) for c in cells} == {"hybrid", "tuned", "cooccurrence", "rerank",
+                                                                 "finetuned"}

@@ -184,6 +184,11 @@ def test_data_path_is_relative_to_the_file(tmp_path):
      "matches 2 baseline cells"),
     ('baseline = "hybrid"\n[grid]\nretriever = [{type = "hybrid", method = "rrf"}, {type = "hybrid", method = "wsum"}]\n',
      "baseline", "names several retrievers"),
+    ('retriever = "bm25"\nselector = {type = "calibrated", target = 0.9}\n', "selector.target",
+     "unknown selector parameter for 'calibrated'"),
+    ('retriever = "bm25"\n[grid]\nselector = ["topk", "best"]\n', "grid.selector[1]", "unknown selector 'best'"),
+    ('retriever = "bm25"\nselector = {type = "calibrated"}\n[grid]\n"selector.target_recall" = [0.9, 2.0]\n',
+     "grid.selector", "target_recall must be a number <= 1"),
 ])
 def test_bad_input_names_the_file_and_the_key(tmp_path, text, key, words):
     path = write(tmp_path, text)
@@ -285,3 +290,23 @@ def test_baseline_may_name_a_retriever_type_and_pair_on_selects_the_partner():
     })
     assert cfg.baseline == "llm_selector" and cfg.pair_on == ("generator.seed",)
     assert len(expand(cfg, "d")) == 4
+
+
+def test_selector_top_level_in_grids_and_dotted(tmp_path):
+    cfg = load_config(write(tmp_path, """
+retriever = "bm25"
+k = 65
+selector = {type = "calibrated"}
+[grid]
+"selector.target_recall" = [0.9, 0.95]
+"""))
+    cells = expand(cfg, "d")
+    assert [c.settings.selector for c in cells] == [{"type": "calibrated", "target_recall": 0.9},
+                                                    {"type": "calibrated", "target_recall": 0.95}]
+    assert [c.label for c in cells] == ["bm25 k=65 selector.target_recall=0.9",
+                                        "bm25 k=65 selector.target_recall=0.95"]
+    whole = expand(parse_config({"retriever": "bm25", "grid": {"selector": ["topk", {"type": "calibrated"}]}}), "d")
+    assert [c.label for c in whole] == ["bm25 k=10 selector=topk", "bm25 k=10 selector=calibrated"]
+    (plain,) = expand(parse_config({"retriever": "bm25", "selector": {"type": "topk"}}), "d")
+    assert plain.settings.selector == "topk"  # canonical form
+    assert "selector" not in expand(parse_config({"retriever": "bm25"}), "d")[0].settings.to_json()

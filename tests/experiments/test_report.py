@@ -248,6 +248,36 @@ def test_unwritable_export_directory_is_a_report_error(experiment, tmp_path, cap
     assert f"cannot export to {blocker / 'sub'}" in capsys.readouterr().err
 
 
+def test_frontier_of_a_ranking_and_selector_cells_as_points(tmp_path):
+    from primsel.experiments.report import frontier_table, load_experiment, ranking_frontier
+    from primsel.library import Library
+    from primsel.retrieval.selector import estimate_tokens
+
+    library = Library.from_simulator()
+    a, b, c = "work_calendar.add_event", "work_calendar.Event", "time_utils.now_"
+    tokens = {p: estimate_tokens(library[p].text("full")) for p in (a, b, c)}
+    root = tmp_path / "runs" / "demo"
+    root.mkdir(parents=True)
+    cells = [make_cell(root, "c_rank", "bm25", 5, False, (1.0, 1.0, 1.0)),
+             make_cell(root, "c_sel", "bm25", 5, False, (1.0, 1.0, 1.0), {"docs_tokens": 50.0})]
+    cells[1]["settings"]["selector"] = {"type": "calibrated", "target_recall": 0.9}
+    (root / "c_rank" / "run.trec").write_text(
+        f"t1 Q0 {a} 1 3 x\nt1 Q0 {b} 2 2 x\nt1 Q0 {c} 3 1 x\n"
+        f"t2 Q0 {c} 1 3 x\nt2 Q0 {a} 2 2 x\nt2 Q0 {b} 3 1 x\n")
+    (root / "c_rank" / "tasks.jsonl").write_text(
+        json.dumps({"task_id": "t1", "gold": [a, b]}) + "\n" + json.dumps({"task_id": "t2", "gold": [a]}) + "\n")
+    exp = load_experiment(make_experiment(tmp_path / "runs", cells))
+    spent, recall = ranking_frontier(exp.cells[0], tokens)
+    # k=1: t1 has a (recall 1/2), t2 has c (0); k=2: t1 a, b (1), t2 c, a (1); k=3: both 1
+    assert recall == pytest.approx([0.25, 1.0, 1.0])
+    assert spent == pytest.approx([(tokens[a] + tokens[c]) / 2, (tokens[a] + tokens[b] + tokens[c] + tokens[a]) / 2,
+                                   sum(tokens.values())])
+    table = frontier_table({"bm25": (spent, recall)})
+    assert f"| bm25 | 2 | {spent[1]:.0f} | 2 | {spent[1]:.0f} |" in table
+    text = write_report(exp.directory).read_text()
+    assert "![recall/tokens frontier](demo_frontier.png)" in text and (exp.directory / "demo_frontier.png").is_file()
+
+
 def test_tie_aware_values_and_tie_counts_are_reported_beside_the_id_order_ones(tmp_path):
     root = tmp_path / "runs" / "ties"
     root.mkdir(parents=True)

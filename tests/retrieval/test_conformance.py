@@ -27,7 +27,16 @@ OFFLINE_PARAMS = {
     "classifier": {"features": "tfidf"},
     "knn": {"features": "tfidf"},
     "hybrid": {"members": ["bm25", "prior"], "method": "rrf"},
+    "cooccurrence": {"base": "prior"},
+    "tuned": {"base": "bm25", "grid": {"k1": [0.9, 1.5]}, "inner_folds": 2},
 }
+#: Retrievers that train a transformer: a tiny training keeps them fast (the base model is loaded
+#: from the offline package; they are skipped without sentence-transformers).
+TRAINED = {
+    "finetuned": {"epochs": 1, "frozen_layers": 5, "max_seq_length": 16},
+    "rerank": {"first_stage": "bm25", "top_n": 3, "epochs": 1, "frozen_layers": 5, "max_seq_length": 32},
+}
+OFFLINE_PARAMS.update(TRAINED)
 
 
 def fake_encoder(texts):
@@ -80,6 +89,8 @@ def server_params(server):
 
 @pytest.fixture(params=available("retriever"))
 def name(request, monkeypatch):
+    if request.param in TRAINED:
+        pytest.importorskip("sentence_transformers")
     if "base_url" in inspect.signature(resolve(request.param)).parameters:  # it calls an LLM
         monkeypatch.setitem(OFFLINE_PARAMS, request.param, server_params(request.getfixturevalue("llm_server")))
     return request.param
@@ -87,8 +98,9 @@ def name(request, monkeypatch):
 
 def test_only_the_built_in_retrievers_are_registered_here():
     # classes other test modules register are unregistered after their tests
-    assert set(available("retriever")) == {"all", "bm25", "classifier", "dense", "expansion", "hybrid", "knn",
-                                           "llm_selector", "oracle", "prior", "random", "tfidf"}
+    assert set(available("retriever")) == {"all", "bm25", "classifier", "cooccurrence", "dense", "expansion",
+                                           "finetuned", "hybrid", "knn", "llm_selector", "oracle", "prior",
+                                           "random", "rerank", "tfidf", "tuned"}
 
 
 def test_constructor_parameters_are_json(name):
@@ -108,7 +120,7 @@ def test_learning_from_tasks_is_declared_by_a_true_flag_only():
     offline = {"llm_selector": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}}  # built, never asked
     built = {n: build({"type": n, **offline.get(n, {})}) for n in available("retriever")}
     learners = {n for n, retriever in built.items() if isinstance(retriever, LearnsFromTasks)}
-    assert learners == {"prior", "knn", "expansion", "classifier"}
+    assert learners == {"prior", "knn", "expansion", "classifier", "cooccurrence", "finetuned", "rerank", "tuned"}
     assert isinstance(build({"type": "hybrid", "members": ["bm25", "prior"]}), LearnsFromTasks)
     assert not isinstance(build({"type": "hybrid", "members": ["bm25", "tfidf"]}), LearnsFromTasks)
 

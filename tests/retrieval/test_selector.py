@@ -62,3 +62,68 @@ def test_bad_rules_are_errors(small_library, kwargs):
 def test_select_run_covers_every_task(small_library):
     sels = select_run({"a": RANKED, "b": {}}, small_library, k=1, retriever="r")
     assert sels["a"].ids == ("calendar.add_event",) and sels["b"].ids == ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Selector classes
+# ---------------------------------------------------------------------------------------------
+from primsel import registry  # noqa: E402
+from primsel.retrieval.selector import CalibratedSelector, TopKSelector  # noqa: E402
+
+# pooled over both examples: score 0.9 is gold 2 of 2 times, 0.5 once of 2, 0.1 never
+EXAMPLES = [({"x.a": 0.9, "x.b": 0.5, "x.c": 0.1}, {"x.a", "x.b"}),
+            ({"x.a": 0.9, "x.b": 0.5, "x.c": 0.1}, {"x.a"})]
+TASK = {"calendar.add_event": 0.9, "rooms.book_room": 0.5, "rooms.Slot": 0.1}
+
+
+def test_selectors_are_registered_under_their_kind():
+    assert registry.available("selector") == ["calibrated", "topk"]
+    assert isinstance(registry.build({"type": "calibrated", "target_recall": 0.8}, "selector"), CalibratedSelector)
+
+
+def test_topk_selector_applies_the_fixed_rules(small_library):
+    assert TopKSelector().select(RANKED, small_library, k=2).ids == select(RANKED, small_library, k=2).ids
+    budget = estimate_tokens(small_library["calendar.add_event"].text("full"))
+    assert TopKSelector(budget=budget).select(RANKED, small_library).ids == ("calendar.add_event",)
+
+
+def test_calibration_is_the_gold_rate_per_score(small_library):
+    chooser = CalibratedSelector().fit({"x.a": 1, "x.b": 1, "x.c": 1}, EXAMPLES)
+    assert chooser.probabilities([0.9, 0.5, 0.1]) == pytest.approx([1.0, 0.5, 0.0])
+
+
+@pytest.mark.parametrize("target, expected", [
+    # p = 1, 0.5, 0 (sum 1.5): the first alone gives 1/1.5 = 0.667 of the expected recall
+    (0.6, ("calendar.add_event",)),
+    (0.67, ("calendar.add_event", "rooms.book_room")),
+    (1.0, ("calendar.add_event", "rooms.book_room")),
+])
+def test_calibrated_selector_stops_at_the_target_expected_recall(small_library, target, expected):
+    library = {**{p: small_library[p] for p in small_library}, "x.a": 1, "x.b": 1, "x.c": 1}
+    chooser = CalibratedSelector(target_recall=target).fit(library, EXAMPLES)
+    assert chooser.select(TASK, small_library).ids == expected
+
+
+def test_calibrated_selector_k_caps_min_k_floors_closure_follows(small_library):
+    chooser = CalibratedSelector(target_recall=1.0).fit({"x.a": 1, "x.b": 1, "x.c": 1}, EXAMPLES)
+    assert chooser.select(TASK, small_library, k=1).ids == ("calendar.add_event",)
+    floor = CalibratedSelector(target_recall=0.1, min_k=3).fit({"x.a": 1, "x.b": 1, "x.c": 1}, EXAMPLES)
+    assert floor.select(TASK, small_library).ids == ("calendar.add_event", "rooms.book_room", "rooms.Slot")
+    sel = chooser.select(TASK, small_library, closure=True)
+    assert sel.added_by_closure == ("calendar.Event", "rooms.Room", "rooms.Slot")  # Room needs Slot
+
+
+def test_density_order_prefers_cheap_documentation_at_equal_probability(small_library):
+    ranked = {"rooms.Room": 0.5, "rooms.Slot": 0.5}
+    cost = {p: estimate_tokens(small_library[p].text("full")) for p in ranked}
+    assert cost["rooms.Slot"] < cost["rooms.Room"]
+    chooser = CalibratedSelector(target_recall=0.5, order="density")  # unfitted: scores as probabilities
+    assert chooser.select(ranked, small_library).ids == ("rooms.Slot",)
+    assert CalibratedSelector(target_recall=0.5).select(ranked, small_library).ids == ("rooms.Room",)
+
+
+@pytest.mark.parametrize("kwargs", [{"target_recall": 0}, {"target_recall": 1.5}, {"order": "tokens"},
+                                    {"min_k": 0}])
+def test_bad_calibrated_parameters_are_errors(kwargs):
+    with pytest.raises(ValueError):
+        CalibratedSelector(**kwargs)
