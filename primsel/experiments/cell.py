@@ -329,7 +329,8 @@ class CellContext:
 
 
 def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None) -> dict[str, Any]:
-    """Compute one cell (:func:`compute_cell`) and write its files (report.json last).
+    """Compute one cell (its retrieval from ``ctx.store``, then :func:`compute_cell`) and write
+    its files (:func:`write_cell`, report.json last).
 
     Returns
     -------
@@ -341,15 +342,27 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     Whatever a retriever, the selector, a generator or the sandbox raises; the cell's
     report.json is then not written, so a re-run recomputes it.
     """
-    from primsel.retrieval.trec import format_run
-
     start = time.perf_counter()
     s = cell.settings
-    retrieval = ctx.store.get(s.retriever, s.folds, s.seed)
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, s.depth)
     outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
                            base_dir=ctx.base_dir, task_bar=task_bar)
-    report = {**outcome.report, "seconds": time.perf_counter() - start}
+    return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start)
 
+
+def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float) -> dict[str, Any]:
+    """Write a computed cell's files (config.json, run.trec, tasks.jsonl, failures.jsonl with a
+    generator, then report.json with ``seconds``, the cell's wall time). Every backend of the
+    runner writes through here, so their files are the same.
+
+    Returns
+    -------
+    The cell's report.
+    """
+    from primsel.retrieval.trec import format_run
+
+    s = cell.settings
+    report = {**outcome.report, "seconds": seconds}
     directory.mkdir(parents=True, exist_ok=True)
     # an earlier (incomplete) report.json must not outlive a run killed before the new one
     (directory / "report.json").unlink(missing_ok=True)
@@ -358,11 +371,10 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
         "label": cell.label,
         "experiment": ctx.experiment,
         "settings": s.to_json(),
-        "data": {"source": ctx.dataset.source, "n_tasks": len(ctx.dataset.tasks),
-                 "fingerprint": ctx.dataset.fingerprint},
+        "data": ctx.dataset.summary(),
         "effective_folds": ctx.store.effective_folds(s.folds),
         **({"extraction": report.get("extraction")} if s.generator else {}),
-        "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.library.fingerprint()},
+        "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
         "versions": ctx.versions,
     }))
     write_atomic(directory / "run.trec", format_run(outcome.run, cell.id))

@@ -7,8 +7,10 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
 ==============  ==========================================================================
 ``name``        experiment name (default: the file stem); the output directory ``<out>/<name>``
 ``description`` free text shown at the top of the report
-``data``        path of the Asper-Bench archive, relative to the TOML file (default: the
-                ``--data`` flag, else env ``PRIMSEL_ASPER_BENCH``, else the built-in tasks)
+``data``        path of the Asper-Bench archive or of retrieval-only data (a string, or an
+                array of them: the grid runs on each dataset), relative to the TOML file
+                (default: the ``--data`` flag, else env ``PRIMSEL_ASPER_BENCH``, else the
+                built-in tasks)
 ``retriever``   registered name, ``"package.module:Class"``, or a table with ``type``
 ``k``           selection size (int >= 1, default 10)
 ``threshold``   minimum retriever score of a selected primitive (number; default none). With
@@ -24,6 +26,7 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
 ``timeout``     seconds per task in the sandbox when a generator runs (default 10; at most
                 the sandbox's cap, one day)
 ``metrics``     extra ranx metric names added to every cell's report.json
+``depth``       primitives kept of each task's ranking (int >= 20; default: the whole library)
 ``baseline``    the retriever every cell is tested against: its label (``hybrid(bm25+dense)``),
                 its type when one retriever of the grid has it (``llm_selector``), or a cell
                 id (default: the first retriever of the grid); see
@@ -60,7 +63,7 @@ from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, c
 from primsel.files import canonical_json, digest
 
 #: Keys that define a cell (and can be varied by the grid).
-CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics")
+CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics", "depth")
 #: Every key accepted at the top level of an experiment file.
 TOP_KEYS = ("name", "description", "data", "baseline", "pair_on", "grid") + CELL_KEYS
 #: Tables the grid may reach into with dotted keys.
@@ -101,7 +104,8 @@ class ExperimentConfig:
     base : the top-level cell settings with defaults filled.
     grids : one or more grids (``[grid]`` or ``[[grid]]``), each dotted key -> list of values,
         in file order; the cells are the union of each grid's product.
-    data : the ``data`` path resolved against the file's directory, or None.
+    data : the ``data`` path resolved against the file's directory (a tuple of them for an
+        array), or None.
     description : free text.
     baseline : retriever label, retriever type or cell id to test against, or None (first retriever).
     base_dir : the file's directory, against which the runner resolves a relative generator
@@ -114,7 +118,7 @@ class ExperimentConfig:
     path: Path | None
     base: Mapping[str, Any]
     grids: tuple[Mapping[str, Sequence[Any]], ...] = ({},)
-    data: Path | None = None
+    data: Path | tuple[Path, ...] | None = None
     description: str = ""
     baseline: str | None = None
     base_dir: Path | None = None
@@ -184,7 +188,11 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
     exp_name = raw.get("name", name or "experiment")
     if not isinstance(exp_name, str) or not exp_name or exp_name in (".", "..") or "/" in exp_name or "\\" in exp_name:
         raise _fail(where, "name", f"expected a non-empty name without path separators, got {exp_name!r}")
-    for key in ("description", "data", "baseline"):
+    data = raw.get("data")
+    if data is not None and not (isinstance(data, str) or (isinstance(data, list) and data
+                                                             and all(isinstance(d, str) and d for d in data))):
+        raise _fail(where, "data", f"expected a path or an array of paths, got {specs.toml_type(data)} {data!r}")
+    for key in ("description", "baseline"):
         if key in raw and not isinstance(raw[key], str):
             raise _fail(where, key, f"expected a string, got {specs.toml_type(raw[key])} {raw[key]!r}")
     pair_on = raw.get("pair_on")
@@ -218,7 +226,8 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
         path=None,
         base=base,
         grids=tuple(grids),
-        data=_data_path(raw.get("data"), base_dir),
+        data=(tuple(_data_path(d, base_dir) for d in data) if isinstance(data, list)
+              else _data_path(data, base_dir)),
         description=raw.get("description", ""),
         baseline=raw.get("baseline"),
         base_dir=base_dir,
@@ -322,8 +331,12 @@ def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any]) -> dict[str,
 
 
 def _data_path(value: str | None, base_dir: Path | None) -> Path | None:
+    from primsel.datasets.pydoc import is_pydoc_spec
+
     if value is None:
         return None
+    if is_pydoc_spec(value):  # a dataset specification, not a path
+        return Path(value)
     path = Path(value).expanduser()
     return path if path.is_absolute() or base_dir is None else base_dir / path
 

@@ -44,7 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed of the fold split, also passed to retrievers that take a 'seed' "
                              "parameter (random) unless the JSON table sets one (default 0)")
     parser.add_argument("--data", metavar="PATH", default=None,
-                        help="Asper-Bench archive (default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+                        help="Asper-Bench archive, or retrieval-only data: a BEIR directory, the MetaTool or "
+                             "Gorilla APIBench folder (every dataset in it) or one of their subsets "
+                             "(metatool/single, gorilla-apibench/torchhub, ...), pydoc[:1k|10k|full] "
+                             "(default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+    parser.add_argument("--depth", type=int, default=None, metavar="N",
+                        help="keep the first N (>= 20) of each ranking (default: the whole library)")
     parser.add_argument("--out", metavar="RUN.trec", default=None,
                         help="write the TREC run here (its directory must exist)")
 
@@ -99,18 +104,10 @@ def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``primsel retrieve``; returns the exit status (2 on bad arguments via UsageError)."""
-    from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError
-    from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import compute_cell
-    from primsel.experiments.dataset import load_dataset
+    from primsel.experiments.dataset import load_datasets
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
-    from primsel.experiments.store import RetrievalStore
-    from primsel.library import Library
-    from primsel.retrieval.encoders import EncoderLoadError
-    from primsel.retrieval.trec import write_run
-    from primsel.types import LearnsFromTasks
 
     for key in ("k", "folds", "seed"):
         try:
@@ -119,16 +116,45 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--{key} {exc.problem}") from None
     if args.out:
         check_output_path(args.out)
+    if args.depth is not None:
+        try:
+            check_setting("depth", args.depth)
+        except SettingError as exc:
+            raise UsageError(f"--depth {exc.problem}") from None
     spec, probe = _retriever(args.retriever, args.seed)
-    settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed)
-
-    library = Library.from_simulator()
+    settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed,
+                            depth=args.depth)
     try:
-        dataset = load_dataset(args.data, library)
+        datasets = load_datasets(args.data)
     except DatasetError as exc:
         raise UsageError(str(exc)) from exc
+    if args.out and len(datasets) > 1:
+        raise UsageError(f"--out: {args.data} holds {len(datasets)} datasets "
+                         f"({', '.join(d.source for d in datasets)}); give one of them to write its run")
+    for dataset in datasets:
+        if len(datasets) > 1:
+            print(f"== {dataset.source}")
+        _retrieve_one(args, spec, probe, settings, dataset)
+    return 0
+
+
+def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any, dataset: Any) -> None:
+    """Rank, score and print one dataset (and write its run with ``--out``)."""
+    from primsel import spec as specs
+    from primsel.cli import UsageError
+    from primsel.eval.metrics import SET_METRIC_KEYS
+    from primsel.experiments.cell import compute_cell
+    from primsel.experiments.store import RetrievalStore
+    from primsel.retrieval.encoders import EncoderLoadError
+    from primsel.retrieval.trec import write_run
+    from primsel.types import LearnsFromTasks
+
+    library = dataset.library
     tasks = dataset.tasks
-    print(f"{len(tasks)} tasks ({dataset.source})", file=sys.stderr)
+    kind = "" if dataset.executable else f", {len(library)} documents"
+    print(f"{len(tasks)} tasks ({dataset.source}{kind})", file=sys.stderr)
+    for note in dataset.notes:
+        print(f"  {note}", file=sys.stderr)
     learned = isinstance(probe, LearnsFromTasks)
     if learned and len(tasks) < 2:
         raise UsageError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
@@ -140,7 +166,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
     try:
-        retrieval = store.get(spec, args.folds, args.seed)
+        retrieval = store.get(spec, args.folds, args.seed, args.depth)
     except EncoderLoadError as exc:
         raise UsageError(f"--retriever: {exc}") from exc
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
@@ -164,4 +190,3 @@ def main(args: argparse.Namespace) -> int:
     print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
     if args.closure:
         print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
-    return 0

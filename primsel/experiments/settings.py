@@ -33,6 +33,8 @@ from primsel.simulator.sandbox import MAX_TIMEOUT
 DEFAULT_K = 10
 DEFAULT_FOLDS = 5
 DEFAULT_TIMEOUT = 10.0
+#: Smallest ranking depth: the report's curves and complete@k read the first 20 of a ranking.
+DEPTH_MINIMUM = 20
 #: Bounds of ``timeout`` (seconds per task in the sandbox).
 TIMEOUT_BOUNDS: dict[str, Any] = {"above": 0, "maximum": MAX_TIMEOUT}
 
@@ -98,6 +100,10 @@ def check_setting(key: str, value: Any) -> Any:
     elif key == "timeout":
         problem = number_problem(value, **TIMEOUT_BOUNDS)
         value = value if problem else float(value)
+    elif key == "depth":
+        if value is None:
+            return None
+        problem = number_problem(value, integer=True, minimum=DEPTH_MINIMUM)
     elif key == "threshold":
         if value is None:
             return None
@@ -130,6 +136,10 @@ class CellSettings:
     timeout : seconds per task in the sandbox when a generator runs, in (0, MAX_TIMEOUT].
     metrics : extra ranx metric names reported, sorted.
     threshold : minimum retriever score of a selected primitive, or None.
+    depth : how many primitives of each task's ranking are kept (run.trec, the retrieval
+        cache, the metrics: ``mrr`` is then MRR at that depth), >= 20, or None for the whole
+        library. For large corpora with many queries (20k MetaTool queries, a library of
+        tens of thousands of callables), where whole rankings would take gigabytes.
     dataset : fingerprint of the tasks the cell runs on (part of its identity).
 
     Raises
@@ -146,6 +156,7 @@ class CellSettings:
     timeout: float = DEFAULT_TIMEOUT
     metrics: tuple[str, ...] = ()
     threshold: float | None = None
+    depth: int | None = None
     dataset: str = ""
 
     def __post_init__(self) -> None:
@@ -173,7 +184,7 @@ class CellSettings:
 
     def to_json(self) -> dict[str, Any]:
         """The resolved settings as JSON data: ``timeout`` only with a generator, ``metrics``
-        only when non-empty and ``threshold`` only when set (so cells without them keep their
+        only when non-empty and ``threshold`` and ``depth`` only when set (so cells without them keep their
         ids)."""
         out: dict[str, Any] = {"retriever": self.retriever, "k": self.k, "closure": self.closure,
                                "folds": self.folds, "seed": self.seed,
@@ -184,6 +195,8 @@ class CellSettings:
             out["metrics"] = list(self.metrics)
         if self.threshold is not None:
             out["threshold"] = self.threshold
+        if self.depth is not None:
+            out["depth"] = self.depth
         out["dataset"] = self.dataset
         return out
 
