@@ -46,7 +46,7 @@ from primsel.types import Task
 
 #: Packages whose versions are recorded in every config.json.
 VERSIONED_PACKAGES = (
-    "primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "faiss-cpu", "torch",
+    "primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "bm25s", "faiss-cpu", "torch",
     "sentence-transformers", "openai",
 )
 #: Backends of :func:`run_experiment`.
