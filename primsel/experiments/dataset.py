@@ -131,11 +131,12 @@ def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any]
     return make_dataset(tasks)
 
 
-def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None) -> list[Dataset]:
+def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None,
+                  library: Any = None) -> list[Dataset]:
     """The datasets a data path names, each with its library: retrieval-only data
     (:func:`primsel.datasets.load_retrieval_data`: one or several datasets, each ranked against
-    its own corpus), else the executable tasks of :func:`load_dataset` against the assistant
-    library.
+    its own corpus), else the executable tasks of :func:`load_dataset` against ``library``
+    (default: the assistant library).
 
     Raises
     ------
@@ -146,7 +147,7 @@ def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None
     from primsel.library import Library
 
     if not is_retrieval_data(path):
-        library = Library.from_simulator()
+        library = Library.from_simulator() if library is None else library
         dataset = load_dataset(path, library, log)
         return [dataclasses.replace(dataset, library=library)]
     out = []

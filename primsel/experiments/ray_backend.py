@@ -84,12 +84,12 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                  configure_logging=False)
         started = True
+    pending: dict[Any, Cell] = {}
     try:
         retrieve = ray.remote(_retrieve)
         compute = ray.remote(_compute)
         shared: dict[int, tuple[Any, Any]] = {}
         retrievals: dict[str, Any] = {}
-        pending: dict[Any, Cell] = {}
         for cell in todo:
             ctx = contexts[cell.id]
             if id(ctx.dataset) not in shared:
@@ -113,7 +113,7 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
                     bar.update(1)
                     finished(cell, report)
     except BaseException:
-        for ref in list(locals().get("pending", {})):
+        for ref in pending:
             ray.cancel(ref, force=True)
         raise
     finally:

@@ -111,10 +111,7 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
     paths = data if data is not None else config.data
     out: list[Dataset] = []
     for path in (paths if isinstance(paths, tuple) else (paths,)):
-        loaded = load_datasets(path, log)
-        if library is not None:
-            loaded = [dataclasses.replace(d, library=library) if d.executable else d for d in loaded]
-        out.extend(loaded)
+        out.extend(load_datasets(path, log, library))
     names = [d.fingerprint for d in out]
     if len(set(names)) != len(names):
         from primsel.datasets import DatasetError
