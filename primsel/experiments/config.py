@@ -35,7 +35,8 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
                 be equal between a cell and the baseline cell it is tested against (default:
                 every setting except the retriever). Each cell must then find at most one
                 baseline cell
-``[grid]``      lists of values; a key is a top-level key above (``k``, ``retriever``, ...) or
+``[grid]``      lists of values (and optionally ``data``, the paths of the datasets, among the
+                experiment's, that the grid's cells run on); a key is a top-level key above (``k``, ``retriever``, ...) or
                 a dotted key into a table (``"generator.model"``, ``"retriever.weights"``).
                 Several grids (``[[grid]]``, an array of tables) give the union of their cells,
                 e.g. one grid over k and another with ``retriever = ["all"]`` and ``k = [65]``
@@ -212,9 +213,9 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
             base[key] = _check_value(where, key, raw[key])
     grid_raw = raw.get("grid", {})
     if isinstance(grid_raw, Mapping):
-        grids = [_check_grid(where, "grid", grid_raw)]
+        grids = [_check_grid(where, "grid", grid_raw, base_dir)]
     elif isinstance(grid_raw, list) and grid_raw and all(isinstance(g, Mapping) for g in grid_raw):
-        grids = [_check_grid(where, f"grid[{i}]", g) for i, g in enumerate(grid_raw)]
+        grids = [_check_grid(where, f"grid[{i}]", g, base_dir) for i, g in enumerate(grid_raw)]
     else:
         raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
     for i, grid in enumerate(grids):
@@ -311,11 +312,17 @@ def _check_programs(where: str, config: ExperimentConfig, cells: Sequence[Cell])
             raise _fail(where, "generator.programs", f"no such file: {spec['programs']}")
 
 
-def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """The grid as dotted key -> checked list of values; errors name ``<name>.<key>[i]``."""
+def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, list[Any]]:
+    """The grid as dotted key -> checked list of values; errors name ``<name>.<key>[i]``. A
+    ``data`` list (the datasets the grid's cells run on) is kept as resolved paths."""
     grid: dict[str, list[Any]] = {}
     for key, values in _flatten_grid(grid_raw):
         gkey = f"{name}.{key}"
+        if key == "data":
+            if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
+                raise _fail(where, gkey, f"expected a non-empty array of paths, got {values!r}")
+            grid[key] = [_data_path(v, base_dir) for v in values]
+            continue
         top = key.split(".", 1)[0]
         if key not in CELL_KEYS and not (top in TABLE_KEYS and "." in key):
             raise _fail(where, gkey, f"unknown grid key; expected one of {', '.join(CELL_KEYS)} "
@@ -376,7 +383,17 @@ def load_config(path: str | Path) -> ExperimentConfig:
 # ---------------------------------------------------------------------------------------------
 # Grid expansion
 # ---------------------------------------------------------------------------------------------
-def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None) -> list[Cell]:
+def same_data(path: Any, paths: Sequence[Any]) -> bool:
+    """True when ``path`` names the same data as one of ``paths`` (files compared resolved)."""
+    def key(p: Any) -> str:
+        text = str(p)
+        return text if text.startswith("pydoc") else str(Path(text).expanduser().resolve())
+
+    return key(path) in {key(p) for p in paths}
+
+
+def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None,
+           data: Any = None) -> list[Cell]:
     """The cells of an experiment: the Cartesian product of its grid lists over the base settings.
 
     Parameters
@@ -384,6 +401,8 @@ def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None
     config : the experiment.
     dataset : fingerprint of the tasks the cells run on (part of every cell's settings, so of
         its id; the runner passes :func:`primsel.experiments.dataset.dataset_fingerprint`).
+    data : the data path the dataset came from; a grid with a ``data`` list that does not name
+        it gives no cells (None: every grid).
     where : how errors name the source (default: the config's path).
 
     Returns
@@ -399,6 +418,9 @@ def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None
     resolved: list[CellSettings] = []
     seen: set[str] = set()
     for grid in config.grids:
+        if data is not None and "data" in grid and not same_data(data, grid["data"]):
+            continue
+        grid = {k: v for k, v in grid.items() if k != "data"}
         plain = [k for k in grid if "." not in k]
         dotted = [k for k in grid if "." in k]
         for combo in itertools.product(*(grid[k] for k in grid)):
@@ -416,7 +438,7 @@ def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None
             if cid not in seen:
                 seen.add(cid)
                 resolved.append(cell_settings)
-    keys = list(dict.fromkeys(k for grid in config.grids for k in grid))
+    keys = list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
     data = [s.to_json() for s in resolved]
     varied = varied_keys(data, keys)
     return [Cell(id=cell_id(s), settings=s, label=cell_label(d, varied)) for s, d in zip(resolved, data)]

@@ -105,14 +105,15 @@ class ExperimentResult:
 
 
 def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: Sequence[Task] | None,
-          library: Library | None, log: TextIO) -> list[Dataset]:
+          library: Library | None, log: TextIO) -> list[tuple[Any, Dataset]]:
+    """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
     if tasks is not None:
-        return [make_dataset(tasks, library if library is not None else Library.from_simulator())]
+        return [(None, make_dataset(tasks, library if library is not None else Library.from_simulator()))]
     paths = data if data is not None else config.data
-    out: list[Dataset] = []
+    out: list[tuple[Any, Dataset]] = []
     for path in (paths if isinstance(paths, tuple) else (paths,)):
-        out.extend(load_datasets(path, log, library))
-    names = [d.fingerprint for d in out]
+        out.extend((path, d) for d in load_datasets(path, log, library))
+    names = [d.fingerprint for _, d in out]
     if len(set(names)) != len(names):
         from primsel.datasets import DatasetError
 
@@ -143,7 +144,7 @@ def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequ
         "description": config.description,
         "baseline": config.baseline,
         "data": data,
-        "grids": [{k: list(v) for k, v in g.items()} for g in config.grids],
+        "grids": [{k: [str(x) if isinstance(x, Path) else x for x in v] for k, v in g.items()} for g in config.grids],
         "cells": [{"id": c.id, "label": c.label, "settings": c.settings.to_json()} for c in cells],
     }
     if len(datasets) > 1:
@@ -207,8 +208,9 @@ def run_experiment(
         raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     log = sys.stderr if log is None else log
     begin = time.perf_counter()
-    datasets = _load(config, data, tasks, library, log)
-    per_dataset = [(d, expand(config, dataset=d.fingerprint)) for d in datasets]
+    loaded = _load(config, data, tasks, library, log)
+    datasets = [d for _, d in loaded]
+    per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
     cells = [c for _, group in per_dataset for c in group]
     _check_executable(datasets, cells)
     directory = Path(out) / config.name
@@ -234,6 +236,8 @@ def run_experiment(
         print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
               "cached answers are reused", file=log)
     for d, group in per_dataset:
+        if not group:
+            continue
         store = contexts[group[0].id].store
         capped = sorted({c.settings.folds for c in group if c in todo
                          and store.effective_folds(c.settings.folds) != c.settings.folds})

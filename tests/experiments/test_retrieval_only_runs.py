@@ -147,3 +147,16 @@ def test_the_ray_backend_writes_the_files_and_report_of_the_serial_backend(tmp_p
 def test_address_needs_the_ray_backend(tmp_path, capsys):
     assert main(["run", str(_grid(tmp_path, [_toy(tmp_path)])), "--address", "auto", "--quiet"]) == 2
     assert "--address needs --backend ray" in capsys.readouterr().err
+
+
+def test_a_grid_with_data_runs_only_on_those_datasets(tmp_path):
+    one, two = _toy(tmp_path, "one"), _toy(tmp_path, "two")
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(f'name = "exp"\ndata = ["{one}", "{two}"]\nfolds = 2\n'
+                   f'[[grid]]\ndata = ["{one}"]\nretriever = ["bm25"]\n[[grid]]\nretriever = ["prior"]\n',
+                   encoding="utf-8")
+    result = run_experiment(load_config(cfg), tmp_path / "runs", progress=False)
+    manifest = json.loads((result.directory / "experiment.json").read_text())
+    source = {d["fingerprint"]: d["source"] for d in manifest["datasets"]}
+    cells = sorted((source[c.settings.dataset], c.settings.retriever) for c in result.cells)
+    assert cells == [("beir-one", "bm25"), ("beir-one", "prior"), ("beir-two", "prior")]
