@@ -39,12 +39,19 @@ def number_problem(value: Any, *, minimum: float | None = None, maximum: float |
     if not math.isfinite(value):
         return f"must be a finite number, got {value!r}"
     if above is not None and not value > above:
-        return f"must be {kind} > {above}, got {value!r}"
+        return f"must be {kind} > {_bound(above)}, got {value!r}"
     if minimum is not None and value < minimum:
-        return f"must be {kind} >= {minimum}, got {value!r}"
+        return f"must be {kind} >= {_bound(minimum)}, got {value!r}"
     if maximum is not None and value > maximum:
-        return f"must be {kind} <= {maximum:g}, got {value!r}"
+        return f"must be {kind} <= {_bound(maximum)}, got {value!r}"
     return None
+
+
+def _bound(value: float) -> str:
+    """A bound as written in a message: integers in full (``4294967295``, ``86400``)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def flag_problem(value: Any) -> str | None:

@@ -211,14 +211,28 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(args._module)
         with log_to_stderr(args.verbose):
             try:
-                return int(module.main(args) or 0)
+                status = int(module.main(args) or 0)
             except UsageError as exc:
                 print(f"{command}: error: {exc}", file=sys.stderr)
                 return 2
     except KeyboardInterrupt:
         newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C"
         print(f"{newline}{command}: interrupted", file=sys.stderr)
-        return 130
+        status = 130
+    if status == 130:
+        _end_quickly()
+    return status
+
+
+def _end_quickly() -> None:
+    """After an interrupt, let the process end without the interpreter's final garbage
+    collection, which takes seconds over the scientific libraries loaded (0.3 s instead of 2.7 s
+    on a busy 2-core machine) while nothing in them needs finalising: primsel's files are written
+    atomically and closed. Exit handlers still run; a caller that goes on is not affected."""
+    import atexit
+    import gc
+
+    atexit.register(gc.freeze)
 
 
 if __name__ == "__main__":  # pragma: no cover

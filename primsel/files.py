@@ -1,8 +1,10 @@
 """Files primsel writes: the cache directory, atomic writes, canonical JSON and JSONL.
 
 Every cache lives below :func:`cache_dir` (``llm/`` answers, ``embeddings/`` vectors,
-``experiments/retrieval/`` rankings). Every file primsel writes goes through
-:func:`write_atomic`, so a reader (or a run killed midway) never sees part of a file.
+``experiments/retrieval/`` rankings, ``digests/`` file digests), and every cache asks
+:func:`caches_enabled` before it reads or writes: inside :func:`caches_disabled` (``primsel run
+--no-cache``) nothing is read from or written to any of them. Every file primsel writes goes
+through :func:`write_atomic`, so a reader (or a run killed midway) never sees part of a file.
 
 JSON text written here keeps any Python string: UTF-8 cannot encode a lone surrogate (it can come
 from a program's exception message), so such a character is written as its ``\\udXXXX`` escape,
@@ -11,10 +13,13 @@ which a JSON reader turns back into the same string.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,93 @@ def cache_dir() -> Path:
     """
     value = os.environ.get(CACHE_ENV)
     return Path(value).expanduser() if value else Path.home() / ".cache" / "primsel"
+
+
+_disabled = 0
+_disabled_lock = threading.Lock()
+
+
+def caches_enabled() -> bool:
+    """False while a :func:`caches_disabled` block is active (in any thread), else True."""
+    return _disabled == 0
+
+
+@contextlib.contextmanager
+def caches_disabled() -> Iterator[None]:
+    """Bypass every on-disk cache of primsel while the block runs: LLM answers, embeddings,
+    retrieval rankings and file digests are neither read nor written. Process-wide (every
+    thread), nestable; ``primsel run --no-cache`` runs inside it."""
+    global _disabled
+    with _disabled_lock:
+        _disabled += 1
+    try:
+        yield
+    finally:
+        with _disabled_lock:
+            _disabled -= 1
+
+
+#: A digest remembered for a file whose modification time is less than this many seconds old
+#: could miss a change made within the file system's timestamp resolution, so such files are
+#: hashed again at every call (git's "racily clean" rule).
+RACY_SECONDS = 2.0
+
+_file_digests: dict[str, tuple[tuple[int, ...], str]] = {}
+_file_digests_lock = threading.Lock()
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 (hex) of a file's bytes, remembered by path, size, modification and change time.
+
+    The digest is kept in memory and, while caches are enabled, below ``digests/`` of
+    :func:`cache_dir`; it is read again from the file whenever its size, ``mtime``, ``ctime``
+    or inode differs from the remembered ones, or its ``mtime`` is less than
+    :data:`RACY_SECONDS` old (a change within the timestamp resolution would keep every stat
+    field). Symbolic links are followed.
+
+    Raises
+    ------
+    OSError : the file cannot be read.
+    """
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    stamp = _stamp(st)
+    settled = time.time() - st.st_mtime >= RACY_SECONDS
+    entry_path = cache_dir() / "digests" / f"{hashlib.sha256(real.encode('utf-8', 'surrogatepass')).hexdigest()}.json"
+    if settled:
+        with _file_digests_lock:
+            known = _file_digests.get(real)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        if caches_enabled():
+            try:
+                entry = json.loads(entry_path.read_text(encoding="utf-8"))
+                if entry.get("path") == real and tuple(entry.get("stamp", ())) == stamp:
+                    sha = str(entry["sha256"])
+                    with _file_digests_lock:
+                        _file_digests[real] = (stamp, sha)
+                    return sha
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+    sha = hashlib.sha256()
+    with open(real, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            sha.update(block)
+    value = sha.hexdigest()
+    if settled and _stamp(os.stat(real)) == stamp:  # unchanged while it was read
+        with _file_digests_lock:
+            _file_digests[real] = (stamp, value)
+        if caches_enabled():
+            try:
+                write_atomic(entry_path, json.dumps({"path": real, "stamp": list(stamp), "sha256": value}),
+                             durable=False)
+            except OSError:
+                pass
+    return value
+
+
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bool = True) -> None:

@@ -25,6 +25,7 @@ import json
 import re
 import sys
 import sysconfig
+import types
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -38,6 +39,7 @@ Spec = str | Mapping[str, Any]
 GENERATOR_KEYS = (
     "type", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "temperature", "seed",
     "max_tokens", "concurrency", "examples", "template", "programs", "cache_namespace", "extraction",
+    "reflect_template",
 )
 
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -195,19 +197,20 @@ def names(spec: Any, kind: str = "retriever") -> list[str]:
 
 
 def sources(spec: Any, kind: str = "retriever") -> dict[str, str]:
-    """Content digests of the source files defining the classes a specification names.
+    """Content digests of the source files behind the classes a specification names.
 
     Each name (:func:`names`, nested specifications included) is resolved with
-    :func:`primsel.registry.resolve`; the files of the modules defining the class and its base
-    classes (the standard library aside) are hashed, so editing a plug-in retriever
-    (``"my_retrievers:KeywordRetriever"``) changes the result.
+    :func:`primsel.registry.resolve`. The files hashed are those of the modules defining the
+    class and its base classes (the standard library aside), and of every module they use, at
+    any depth, from the same package (for a module outside any package, such as a plug-in
+    ``my_retrievers.py``, from the same directory): so editing a plug-in retriever, or a helper
+    module it imports, changes the result (:func:`module_files`).
 
     Returns
     -------
     ``{name as written: sha256 prefix of those files}``; ``"?"`` for a class without a source
     file (defined interactively) or that cannot be resolved.
     """
-    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     out: dict[str, str] = {}
     for name in names(spec, kind):
         try:
@@ -215,14 +218,7 @@ def sources(spec: Any, kind: str = "retriever") -> dict[str, str]:
         except (ValueError, TypeError):
             out[name] = "?"
             continue
-        files: list[Path] = []
-        for klass in getattr(cls, "__mro__", (cls,)):
-            file = getattr(sys.modules.get(getattr(klass, "__module__", "") or ""), "__file__", None)
-            if file is None:
-                continue
-            path = Path(file).resolve()
-            if (stdlib not in path.parents or "site-packages" in path.parts) and path not in files:
-                files.append(path)
+        files = module_files(cls)
         if not files:
             out[name] = "?"
             continue
@@ -234,6 +230,63 @@ def sources(spec: Any, kind: str = "retriever") -> dict[str, str]:
                 h.update(path.name.encode() + b"\0?")
         out[name] = h.hexdigest()[:16]
     return out
+
+
+def module_files(cls: type) -> list[Path]:
+    """The source files a class's behaviour depends on, as far as it can be told without
+    running it: the modules defining the class and its base classes (not the standard
+    library's), then, breadth first, the modules those use (imported as modules, or as
+    functions and classes defined there) that lie under the same root: the top-level package
+    directory of the using module, or its directory for a module outside any package.
+
+    Returns
+    -------
+    resolved paths, without repeats, in the order found (empty for a class defined
+    interactively).
+    """
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    files: list[Path] = []
+    queue: list[Any] = []
+    for klass in getattr(cls, "__mro__", (cls,)):
+        module = sys.modules.get(getattr(klass, "__module__", "") or "")
+        path = _module_path(module)
+        if path is not None and (stdlib not in path.parents or "site-packages" in path.parts) \
+                and path not in files:
+            files.append(path)
+            queue.append(module)
+    while queue:
+        module = queue.pop(0)
+        root = _module_root(module)
+        if root is None:
+            continue
+        for value in list(vars(module).values()):
+            used = value if isinstance(value, types.ModuleType) else \
+                sys.modules.get(getattr(value, "__module__", None) or "") if callable(value) else None
+            path = _module_path(used)
+            if path is not None and path not in files and root in path.parents:
+                files.append(path)
+                queue.append(used)
+    return files
+
+
+def _module_path(module: Any) -> Path | None:
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str) or not file.endswith(".py"):
+        return None
+    return Path(file).resolve()
+
+
+def _module_root(module: Any) -> Path | None:
+    """The directory under which the modules a module uses count as its own code."""
+    path = _module_path(module)
+    if path is None:
+        return None
+    top = sys.modules.get(module.__name__.partition(".")[0])
+    if top is not module and getattr(top, "__path__", None):
+        return Path(list(top.__path__)[0]).resolve()
+    if getattr(module, "__path__", None):  # a top-level package's __init__
+        return path.parent
+    return path.parent
 
 
 def with_seed(spec: Any, seed: int, kind: str = "retriever") -> Any:

@@ -19,8 +19,8 @@ Abilities
 The required protocols (:class:`Retriever`, :class:`Generator`) never grow. Anything optional
 is a separate protocol here, checked with ``isinstance``: a component has an ability when it
 has the ability's methods (:class:`SeesGold`, :class:`ReportsUsage`, :class:`FitsOnTasks`,
-:class:`GeneratesMany`, :class:`SummarisesUsage`) or, for :class:`LearnsFromTasks`, when its
-flag is true.
+:class:`GeneratesMany`, :class:`Revises`, :class:`SummarisesUsage`) or, for
+:class:`LearnsFromTasks`, when its flag is true.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+import numbers
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ Qrels = dict[str, dict[str, int]]
 
 #: Statuses of one executed task (DESIGN.md, Interfaces).
 STATUSES = ("pass", "fail", "error", "timeout", "requires_user_input", "no_program")
+#: Values of :attr:`ExecutionResult.raised_by` (besides None).
+RAISED_BY = ("program", "sandbox", "task")
 #: Views accepted by :meth:`Primitive.text`.
 TEXT_VIEWS = ("name", "signature", "full")
 #: Kind of a primitive that is a document of a retrieval-only corpus (a tool description, an API
@@ -275,6 +278,13 @@ class ExecutionResult:
         "raise", summary of the returned value or "Type: message" of the exception)``.
     paths : for each entry of ``outcomes``, the program lines that call executed, in order, with
         ``0`` where each library call of the trace was made (at most 20,000 entries per call).
+    raised_by : who raised what ended the task (see :data:`RAISED_BY`): ``"program"`` (the
+        program's own code, or a verdict on its text: a syntax error, no function, ...),
+        ``"sandbox"`` (a verdict of the sandbox on the program's process or answer: time limit,
+        unsupported value, dead process, ...), ``"task"`` (the task's setup or evaluation
+        program, or a fault of the judge); None when the task passed or it is not known. Only
+        ``error_type``/``message`` of the first two describe the program alone; those of
+        ``"task"`` may hold what an evaluation program expected.
     """
 
     task_id: str
@@ -289,6 +299,7 @@ class ExecutionResult:
     trace: tuple[tuple[str, int | None, str], ...] = ()
     outcomes: tuple[tuple[int, str, str], ...] = ()
     paths: tuple[tuple[int, ...], ...] = ()
+    raised_by: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -306,6 +317,68 @@ def ranking(scores: Mapping[str, float] | None) -> list[str]:
     if not scores:
         return []
     return [p for p, _ in sorted(scores.items(), key=lambda item: (-float(item[1]), item[0]))]
+
+
+def tie_groups(scores: Mapping[str, float] | None) -> list[tuple[str, ...]]:
+    """The ranking of one run entry (:func:`ranking`) cut into groups of equal score.
+
+    Within a group the ids are in primitive-id order, the order :func:`ranking` gives them; any
+    other order of a group is as justified by the scores.
+
+    Parameters
+    ----------
+    scores : ``{primitive_id: score}`` (None or empty gives ``[]``).
+
+    Returns
+    -------
+    groups of primitive ids, best score first; their concatenation is ``ranking(scores)``.
+    """
+    groups: list[tuple[str, ...]] = []
+    current: list[str] = []
+    last: float | None = None
+    for pid in ranking(scores):
+        value = float(scores[pid])  # type: ignore[index]
+        if current and value != last:
+            groups.append(tuple(current))
+            current = []
+        current.append(pid)
+        last = value
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def check_run(run: Any, what: str = "run") -> None:
+    """Check the shape of a :data:`Run`: a mapping of string task ids to mappings of string
+    primitive ids to real-number scores.
+
+    An id of another type (an ``int`` read from a data frame, say) would never match the string
+    ids of the gold sets and score 0 without a word; it is refused instead.
+
+    Parameters
+    ----------
+    run : the value to check.
+    what : how the message names it (``"run"``, ``"run file x.trec"``).
+
+    Raises
+    ------
+    TypeError : naming the first task id, primitive id or score of the wrong type.
+    """
+    if not isinstance(run, Mapping):
+        raise TypeError(f"{what} must be a mapping {{task_id: {{primitive_id: score}}}}, got {type(run).__name__}")
+    for task_id, scores in run.items():
+        if not isinstance(task_id, str):
+            raise TypeError(f"{what}: task id {task_id!r} is {type(task_id).__name__}; ids must be strings")
+        if not isinstance(scores, Mapping):
+            raise TypeError(f"{what}: task {task_id!r} maps to {type(scores).__name__}; expected "
+                            "{primitive_id: score}")
+        for pid, score in scores.items():
+            if not isinstance(pid, str):
+                raise TypeError(f"{what}: task {task_id!r}: primitive id {pid!r} is {type(pid).__name__}; "
+                                "ids must be strings")
+            if isinstance(score, bool) or not isinstance(score, numbers.Real):
+                raise TypeError(f"{what}: task {task_id!r}: score of {pid!r} is {type(score).__name__} "
+                                f"{score!r}; expected a number")
 
 
 def top_k(ids: Sequence[str], scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:
@@ -408,6 +481,18 @@ class GeneratesMany(Protocol):
     programs in input order (e.g. with requests in flight concurrently)."""
 
     def generate_many(self, items: Sequence[tuple[Task, Sequence[Primitive]]]) -> list[Program]: ...
+
+
+@runtime_checkable
+class Revises(Protocol):
+    """Optional ability of a generator: ``revise_many([(task, docs, turns), ...])`` continues
+    each task's conversation and returns the corrected programs in input order. ``turns`` are
+    the task's earlier rounds, ``((program, feedback text), ...)`` oldest first: the request
+    for ``docs`` is followed, for each turn, by the program's answer and the feedback on it
+    (reflection rounds, :mod:`primsel.experiments.reflection`)."""
+
+    def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
+                    ) -> list[Program]: ...
 
 
 @runtime_checkable

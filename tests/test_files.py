@@ -28,7 +28,9 @@ def test_every_cache_lives_below_the_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path))
     client = ChatClient(model="m", base_url="http://127.0.0.1:9/v1")
     assert client._cache_path("ab" * 32).parent.parent == tmp_path / "llm"
-    assert SentenceEncoder("some-model").cache_path.parent == tmp_path / "embeddings"
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert SentenceEncoder(str(tmp_path / "model")).cache_path.parent == tmp_path / "embeddings"
 
 
 def test_write_atomic_round_trips_lone_surrogates(tmp_path):

@@ -54,12 +54,14 @@ __all__ = [
 ]
 
 
-def resolve_dataset(path: str | os.PathLike[str] | None = None) -> Path | None:
+def resolve_dataset(path: str | os.PathLike[str] | None = None, origin: str = "--data") -> Path | None:
     """The Asper-Bench archive to use, or None for the built-in tasks.
 
     Parameters
     ----------
     path : an explicit path (the ``--data`` flag); None or "" falls back to ``$PRIMSEL_ASPER_BENCH``.
+    origin : where an explicit ``path`` came from, for messages (``"--data"``, ``"the 'data'
+        key of exp.toml"``).
 
     Returns
     -------
@@ -71,7 +73,6 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None) -> Path | None:
         is a directory or another non-regular file, or it holds retrieval-only data (which has
         no programs to generate for or execute).
     """
-    origin = "--data"
     if path is None or str(path) == "":
         path = os.environ.get(ENV_VAR) or None
         origin = f"${ENV_VAR}"

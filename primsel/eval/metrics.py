@@ -20,6 +20,19 @@ Conventions (the same for every function here)
 
 The values agree with ranx (``ranx.evaluate``) for runs without tied scores; this module does
 not call ranx, so evaluating needs no JIT compilation and never mutates its inputs.
+
+Ties
+----
+Breaking ties by primitive id is deterministic but not neutral: a retriever that gives many
+primitives the same score (0 where it has no signal, 1 for every primitive of ``all``) is
+scored on whichever of them sort first by name. ranx and trec_eval break ties in yet other
+ways, so the same run gets other values there. With ``ties="expected"`` every ranking metric
+is instead its *tie-aware* value: the mean of the metric over every order of the tied
+primitives (McSherry and Najork, "Computing information retrieval performance measures
+efficiently in the presence of tied scores", ECIR 2008), computed exactly in closed form per
+group of tied scores (:func:`tie_aware`), so it does not depend on the primitive ids at all.
+:func:`tied_tasks` counts the tasks whose ranking has a tie across a cut-off k (the tasks
+where the two differ at k).
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from primsel.types import ranking
+from primsel.types import check_run, ranking, tie_groups
 
 #: Ranking metrics understood by :func:`evaluate` (``name@k``; ``mrr`` also without cut-off).
 RANKING_METRICS = ("recall", "precision", "ndcg", "mrr", "complete")
@@ -37,6 +50,8 @@ SET_METRIC_KEYS = (
     "set_precision_micro", "set_recall_micro", "set_f1_micro",
     "set_precision_macro", "set_recall_macro", "set_f1_macro",
 )
+#: How :func:`per_task` orders tied scores: by primitive id, or the expectation over tie orders.
+TIE_MODES = ("id", "expected")
 _METRIC = re.compile(r"^(recall|precision|ndcg|mrr|complete)(?:@(\d+))?$")
 
 
@@ -114,18 +129,96 @@ def _value(base: str, k: int | None, ranked: Sequence[str], gold: frozenset[str]
     raise ValueError(f"unknown metric {base!r}")  # pragma: no cover (parse_metric guards)
 
 
+def tie_aware(base: str, k: int | None, groups: Sequence[Sequence[str]], gold: frozenset[str]) -> float:
+    """Expected value of a ranking metric over every order of the tied primitives.
+
+    McSherry and Najork (ECIR 2008): each order of each group of tied scores is equally likely,
+    independently of the other groups. For a group of ``n`` primitives of which ``r`` are gold,
+    occupying ranks ``s + 1 .. s + n``, every one of those ranks holds a gold primitive with
+    probability ``r / n``; so
+
+    * recall@k, precision@k and DCG@k (hence nDCG@k, the ideal DCG not depending on the order)
+      add ``r / n`` times the gain of each rank of the group within the cut-off;
+    * complete@k is 0 when a gold primitive is unranked or in a group starting at or below k,
+      else ``C(m, r) / C(n, r)`` for the group crossing the cut-off with ``m = k - s`` of its
+      ranks inside (1 when no group crosses it);
+    * the reciprocal rank depends on the first group holding gold only: the first gold
+      primitive is at rank ``s + j`` with probability ``C(n - j, r - 1) / C(n, r)``,
+      ``j = 1 .. n - r + 1`` (and contributes 0 below the cut-off of ``mrr@k``).
+
+    Parameters
+    ----------
+    base : ``"recall"``, ``"precision"``, ``"ndcg"``, ``"mrr"`` or ``"complete"``.
+    k : cut-off (>= 1), or None for ``mrr`` over the whole ranking.
+    groups : the ranking cut into groups of equal score, best first (:func:`primsel.types.tie_groups`).
+    gold : the gold primitive ids, non-empty.
+
+    Returns
+    -------
+    float in [0, 1]; equal to the id-order value when no group crosses the ranks that matter.
+    """
+    cut = math.inf if k is None else k
+    if base == "mrr":
+        start = 0
+        for group in groups:
+            n, r = len(group), sum(1 for p in group if p in gold)
+            if r:
+                total = math.comb(n, r)
+                return math.fsum(math.comb(n - j, r - 1) / total / (start + j)
+                                 for j in range(1, n - r + 2) if start + j <= cut)
+            start += n
+        return 0.0
+    if base == "complete":
+        if sum(1 for group in groups for p in group if p in gold) < len(gold):
+            return 0.0  # a gold primitive is not ranked at all
+        value, start = 1.0, 0
+        for group in groups:
+            n, r = len(group), sum(1 for p in group if p in gold)
+            inside = max(0, min(n, cut - start))
+            if r:
+                value *= math.comb(int(inside), r) / math.comb(n, r)
+            start += n
+        return value
+    gains = []  # (probability a rank holds gold) x (gain of the rank), over ranks within the cut-off
+    start = 0
+    for group in groups:
+        n, r = len(group), sum(1 for p in group if p in gold)
+        if start >= cut:
+            break
+        if r:
+            last = int(min(start + n, cut))
+            if base == "ndcg":
+                gains.extend(r / n / math.log2(i + 1) for i in range(start + 1, last + 1))
+            else:
+                gains.append(r / n * (last - start))
+        start += n
+    if base == "recall":
+        return math.fsum(gains) / len(gold)
+    if base == "precision":
+        return math.fsum(gains) / k  # type: ignore[operator]
+    if base == "ndcg":
+        ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), k) + 1))  # type: ignore[type-var]
+        return math.fsum(gains) / ideal
+    raise ValueError(f"unknown metric {base!r}")  # pragma: no cover (parse_metric guards)
+
+
 def per_task(
     run: Mapping[str, Mapping[str, float]],
     qrels: Mapping[str, Mapping[str, float] | Iterable[str]],
     metrics: Sequence[str],
+    *,
+    ties: str = "id",
 ) -> dict[str, dict[str, float]]:
     """Metric values of every task of ``qrels``.
 
     Parameters
     ----------
-    run : ``{task_id: {primitive_id: score}}``.
+    run : ``{task_id: {primitive_id: score}}`` with string ids.
     qrels : ``{task_id: {primitive_id: relevance}}`` or ``{task_id: gold ids}``.
     metrics : metric names (see :func:`parse_metric`).
+    ties : ``"id"``: tied scores ranked by primitive id (:func:`primsel.types.ranking`);
+        ``"expected"``: the tie-aware value, the mean over every order of the tied primitives
+        (:func:`tie_aware`).
 
     Returns
     -------
@@ -134,8 +227,12 @@ def per_task(
 
     Raises
     ------
-    ValueError : unknown metric, or a task with an empty gold set.
+    ValueError : unknown metric or tie mode, or a task with an empty gold set.
+    TypeError : a run whose ids are not strings (:func:`primsel.types.check_run`).
     """
+    if ties not in TIE_MODES:
+        raise ValueError(f"ties must be one of {', '.join(TIE_MODES)}, got {ties!r}")
+    check_run(run)
     parsed = [(name, *parse_metric(name)) for name in metrics]
     gold = gold_sets(qrels)
     empty = [t for t, g in gold.items() if not g]
@@ -143,17 +240,55 @@ def per_task(
         raise ValueError(f"ranking metrics are undefined for tasks without gold primitives: {empty[:10]}")
     out: dict[str, dict[str, float]] = {}
     for task_id, g in gold.items():
-        ranked = ranking(run.get(task_id))
-        out[task_id] = {name: _value(base, k, ranked, g) for name, base, k in parsed}
+        if ties == "id":
+            ranked = ranking(run.get(task_id))
+            out[task_id] = {name: _value(base, k, ranked, g) for name, base, k in parsed}
+        else:
+            groups = tie_groups(run.get(task_id))
+            out[task_id] = {name: tie_aware(base, k, groups, g) for name, base, k in parsed}
     return out
+
+
+def tied_tasks(run: Mapping[str, Mapping[str, float]], tasks: Iterable[str], k: int) -> int:
+    """The number of ``tasks`` whose ranking has a tie across the cut-off ``k``: the primitives
+    at ranks k and k + 1 have equal scores, so which of them the first k hold is decided by
+    primitive id, not by the retriever.
+
+    Parameters
+    ----------
+    run : ``{task_id: {primitive_id: score}}``.
+    tasks : the task ids to count over (a task missing from the run has no tie).
+    k : cut-off, >= 1.
+
+    Raises
+    ------
+    ValueError : k < 1.
+    TypeError : a run whose ids are not strings.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    check_run(run)
+    count = 0
+    for task_id in tasks:
+        start = 0
+        for group in tie_groups(run.get(task_id)):
+            if start < k < start + len(group):
+                count += 1
+                break
+            start += len(group)
+            if start >= k:
+                break
+    return count
 
 
 def evaluate(
     run: Mapping[str, Mapping[str, float]],
     qrels: Mapping[str, Mapping[str, float] | Iterable[str]],
     metrics: Sequence[str],
+    *,
+    ties: str = "id",
 ) -> dict[str, float]:
-    """Mean of each metric over every task of ``qrels`` (see :func:`per_task`).
+    """Mean of each metric over every task of ``qrels`` (see :func:`per_task`, also for ``ties``).
 
     Returns
     -------
@@ -161,9 +296,10 @@ def evaluate(
 
     Raises
     ------
-    ValueError : unknown metric, or a task with an empty gold set.
+    ValueError : unknown metric or tie mode, or a task with an empty gold set.
+    TypeError : a run whose ids are not strings.
     """
-    rows = per_task(run, qrels, metrics)
+    rows = per_task(run, qrels, metrics, ties=ties)
     n = len(rows)
     return {name: (sum(r[name] for r in rows.values()) / n if n else 0.0) for name in metrics}
 

@@ -9,7 +9,8 @@ and ``primsel retrieve`` (one cell, printed) go through:
    closure);
 3. with a generator: a program per task (the generator fitted per fold when it can be,
    :class:`primsel.types.FitsOnTasks`), run in the sandbox, failures attributed;
-4. the metrics: ranking metrics of the retrieval, set metrics of the selection, task success.
+4. the metrics: ranking metrics of the retrieval (in primitive-id order of tied scores and
+   tie-aware), set metrics of the selection, task success.
 
 A generated program whose status is not ``ok`` (``truncated``, ``llm_error``, ``no_program``) is
 not executed: the task's status is the program's status (:data:`TASK_STATUSES`), and its
@@ -21,11 +22,14 @@ selection had a failed module request.
 
 Files of a cell directory (written by :func:`run_cell`, report.json last)::
 
-    config.json     resolved settings, dataset and library fingerprints, package versions
+    config.json     resolved settings, dataset and library fingerprints, digests of the
+                    source of every component the settings name, package versions
     run.trec        the whole library ranked for every task
     tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
     failures.jsonl  with a generator: one attribution row per task that did not pass
-    report.json     metric name -> value, plus ``complete`` (true/false)
+    report.json     metric name -> value (every ranking metric also tie-aware, as
+                    ``tie_aware_<metric>``, and ``tied_tasks@k``; with an LLM, ``llm_answers``
+                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``
 """
 
 from __future__ import annotations
@@ -33,13 +37,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from primsel import registry
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
+from primsel.experiments.reflection import split_generator
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
@@ -57,6 +62,9 @@ BASE_METRICS = (
 )
 #: Per-task ranking metrics kept in tasks.jsonl (the cell's ``recall@k`` / ``complete@k`` too).
 TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
+#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``);
+#: ``tied_tasks@k`` counts the tasks with a tie across the cut-off k.
+TIE_AWARE = "tie_aware_"
 #: Statuses of a task in a cell with a generator: the execution statuses, plus the statuses of a
 #: program that was not executed (it is not ``ok``; ``no_program`` is in both).
 TASK_STATUSES = tuple(dict.fromkeys((*STATUSES, "truncated", "llm_error")))
@@ -92,7 +100,8 @@ def _mean(values: Iterable[float]) -> float:
 
 def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *,
                  name: str = "", workers: int | None = None, base_dir: Path | None = None,
-                 task_bar: Any = None) -> CellOutcome:
+                 task_bar: Any = None, requery: Callable[[Mapping[str, str]], Retrieval] | None = None
+                 ) -> CellOutcome:
     """Select, (generate, execute,) and score one cell over every task of ``dataset``.
 
     Parameters
@@ -105,13 +114,17 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     workers : sandbox worker processes when a generator runs (default: the sandbox's).
     base_dir : directory a relative generator ``programs`` path is resolved against.
     task_bar : a tqdm bar advanced per task and step, or None.
+    requery : ``{task id: text}`` -> the retrieval of those tasks ranked with those texts by
+        the cell's retriever, folds and seed (:meth:`RetrievalStore.rerank`); needed by a
+        generator with ``reselect = true`` (reflection rounds).
 
     Raises
     ------
+    ValueError : ``reselect`` without ``requery``.
     Whatever the selector, a generator or the sandbox raises.
     """
-    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task
-    from primsel.retrieval.selector import select, tokens_of
+    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
+    from primsel.retrieval.selector import tokens_of
 
     k = settings.k
     tasks = dataset.tasks
@@ -119,9 +132,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     run = retrieval.run()
     selections = {}
     for t in tasks:
-        selections[t.id] = select(retrieval.ranked[t.id], library, k=k, threshold=settings.threshold,
-                                  closure=settings.closure, task_id=t.id, retriever=name,
-                                  usage=retrieval.usage.get(t.id))
+        selections[t.id] = _selection(settings, retrieval, library, t.id, name)
         if task_bar is not None:
             task_bar.update(1)
     selected = {t: tuple(sel.ids) for t, sel in selections.items()}
@@ -134,6 +145,12 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     tokens = {t: tokens_of(sel, library) for t, sel in selections.items()}
 
     report: dict[str, Any] = {name: _mean(r[name] for r in rows_rank.values()) for name in names}
+    # beside every ranking metric its tie-aware value, and how many tasks a tie across each
+    # cut-off touches (primsel.eval.metrics, "Ties")
+    rows_expected = per_task(run, gold, names, ties="expected")
+    report.update({f"{TIE_AWARE}{name}": _mean(r[name] for r in rows_expected.values()) for name in names})
+    for cut in sorted({*REPORT_KS, k}):
+        report[f"tied_tasks@{cut}"] = float(tied_tasks(run, gold, cut))
     report.update(set_metrics(selected, gold))
     report["n_tasks"] = len(tasks)
     report["selected"] = _mean(len(ids) for ids in selected.values())
@@ -164,13 +181,15 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     failures: list[dict[str, Any]] | None = None
     if settings.generator:
         gen_rows, failures, gen_report = _generate_and_execute(settings, dataset, library, selections,
-                                                               retrieval.folds, workers, base_dir, task_bar)
+                                                               retrieval.folds, workers, base_dir, task_bar,
+                                                               _reselector(settings, library, name, requery))
         for row in rows:
             row.update(gen_rows[row["task_id"]])
         report.update(gen_report)
 
     report["retrieval_seconds"] = retrieval.seconds
     report["retrieval_cached"] = float(retrieval.cached)
+    report.update(llm_answers(report, retrieval.cached))
     # a task whose LLM request (selection or generation) failed after its retries makes the cell
     # incomplete: it is written, and recomputed by the next run
     incomplete = set(retrieval_errors(retrieval))
@@ -180,19 +199,48 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
 
 
+def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
+    """How many LLM answers a cell's results rest on, and how many of them came from a cache.
+
+    Answers are the LLM calls that did not end in an error: the LLM selector's
+    (``selector_calls - selector_errors``) and the generator's (``generator_calls -
+    generator_errors``). Cached are the answers taken from the answer cache
+    (``selector_cache_hits``, ``generator_cache_hits``), and every selector answer when the
+    ranking itself was read from the retrieval cache (``ranking_cached``).
+
+    Returns
+    -------
+    ``{"llm_answers": M, "llm_answers_cached": N}``, or ``{}`` when the cell used no LLM.
+    """
+    def total(key: str) -> float:
+        return float(report.get(key, 0.0) or 0.0)
+
+    selector = total("selector_calls") - total("selector_errors")
+    generator = total("generator_calls") - total("generator_errors")
+    if selector + generator <= 0:
+        return {}
+    cached = (selector if ranking_cached else total("selector_cache_hits")) + total("generator_cache_hits")
+    return {"llm_answers": selector + generator, "llm_answers_cached": cached}
+
+
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
                           selections: Mapping[str, Selection], folds: Mapping[str, int], workers: int | None,
-                          base_dir: Path | None, task_bar: Any) -> tuple[dict[str, dict], list[dict], dict]:
+                          base_dir: Path | None, task_bar: Any,
+                          reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None
+                          ) -> tuple[dict[str, dict], list[dict], dict]:
     """Generate a program per task (per fold when the generator learns from training folds),
-    run them in the sandbox, attribute failures. Returns (row updates, failures, report part)."""
+    run them in the sandbox, give the failed ones their reflection rounds
+    (:mod:`primsel.experiments.reflection`), attribute failures. Returns (row updates, failures,
+    report part)."""
     from primsel.eval.attribution import attribute, count_categories
-    from primsel.generation.extract import entry_point_error
+    from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
     from primsel.simulator.sandbox import Sandbox
 
-    spec = generator_spec(settings.generator, base_dir)
+    reflection, spec = split_generator(generator_spec(settings.generator, base_dir))
     tasks = dataset.tasks
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     programs: dict[str, Any] = {}
+    owners: dict[str, Any] = {}
     generators = []
     probe = registry.build(spec, "generator")
     if isinstance(probe, FitsOnTasks):
@@ -204,34 +252,32 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
             gen.fit(library, [t for t in tasks if folds.get(t.id, 0) != fold])
             generators.append(gen)
             programs.update(_generate(gen, [(t, docs[t.id]) for t in groups[fold]]))
+            owners.update((t.id, gen) for t in groups[fold])
             if task_bar is not None:
                 task_bar.update(len(groups[fold]))
     else:
         generators.append(probe)
         programs.update(_generate(probe, [(t, docs[t.id]) for t in tasks]))
+        owners.update((t.id, probe) for t in tasks)
         if task_bar is not None:
             task_bar.update(len(tasks))
 
     # only programs with status "ok" run; the others (truncated, llm_error, no_program) keep
-    # their program status as the task's status. Under ASPERA's rules, an entry point that is not
-    # a top-level function gets ASPERA's verdict without running.
-    results = {t.id: r for t in tasks if (r := entry_point_error(programs[t.id])) is not None}
-    jobs = [(t, programs[t.id].code, programs[t.id].entry_point) for t in tasks
-            if programs[t.id].status == "ok" and t.id not in results]
-    if task_bar is not None:
-        task_bar.update(len(tasks) - len(jobs))
+    # their program status as the task's status
+    advance = (lambda: task_bar.update(1)) if task_bar is not None else None
+    rounds = None
     lenient: dict[str, str] = {}
     references: dict[str, Any] = {}
-    if jobs:
-        with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
-            for result in sandbox.execute_many(jobs):
-                results[result.task_id] = result
-                if task_bar is not None:
-                    task_bar.update(1)
-            lenient = _import_lenient(sandbox, tasks, programs, results)
-            # the reference program of every failed task, on the same initial state, for localisation
-            failed = [t for t in tasks if t.id in results and not results[t.id].passed]
-            references = {r.task_id: r for r in sandbox.execute_many((t, t.program, None) for t in failed)}
+    with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
+        results = execute_programs(sandbox, tasks, programs, advance)
+        if reflection.configured:
+            rounds = run_rounds(reflection, tasks, owners, selections, programs, results, sandbox, library,
+                                timeout=settings.timeout, reselect=reselect, task_bar=task_bar)
+            programs, results, selections = rounds.programs, rounds.results, rounds.selections
+            references = rounds.references
+        lenient = _import_lenient(sandbox, tasks, programs, results)
+        # the reference program of every failed task, on the same initial state, for localisation
+        reference_runs(sandbox, [t for t in tasks if t.id in results and not results[t.id].passed], references)
 
     rows: dict[str, dict] = {}
     failures = []
@@ -261,6 +307,13 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
             "parse_failure": prog.extraction.get("parse_failure"),
             "import_lenient_status": lenient.get(t.id),
         }
+        if rounds is not None:
+            entries = rounds.rounds[t.id]
+            if attribution is not None:
+                entries[-1]["category"] = attribution["category"]
+            rows[t.id]["rounds"] = entries
+            # the task's cost over its rounds; its last program's tokens are in its last round
+            rows[t.id]["tokens"] = {part: sum(e["tokens"][part] for e in entries) for part in ("prompt", "completion")}
     report: dict[str, float] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
     for name in TASK_STATUSES:
         report[f"status_{name}"] = _mean(1.0 if status[t.id] == name else 0.0 for t in tasks)
@@ -275,8 +328,33 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     report.update({f"generator_{k}": v for k, v in usage_total.items()})
     if "cache_hits" in usage_total:
         report["cache_hits"] = usage_total["cache_hits"]
+    if rounds is not None:
+        report.update(round_figures(reflection, rounds.rounds, rounds.usage))
     report.update(_aspera_part(generators, tasks, selections, rows))
     return rows, failures, report
+
+
+def _reselector(settings: CellSettings, library: Library, name: str,
+                requery: Callable[[Mapping[str, str]], Retrieval] | None
+                ) -> Callable[[Mapping[str, str]], dict[str, Selection]] | None:
+    """``{task id: text}`` -> the selections of those tasks ranked with those texts (reflection's
+    ``reselect``), or None without ``requery``."""
+    if requery is None:
+        return None
+
+    def reselect(texts: Mapping[str, str]) -> dict[str, Selection]:
+        retrieval = requery(texts)
+        return {task_id: _selection(settings, retrieval, library, task_id, name) for task_id in texts}
+
+    return reselect
+
+
+def _selection(settings: CellSettings, retrieval: Retrieval, library: Library, task_id: str, name: str) -> Selection:
+    """The selection of one task from a retrieval, with the cell's k, threshold and closure."""
+    from primsel.retrieval.selector import select
+
+    return select(retrieval.ranked[task_id], library, k=settings.k, threshold=settings.threshold,
+                  closure=settings.closure, task_id=task_id, retriever=name, usage=retrieval.usage.get(task_id))
 
 
 def _import_lenient(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Any],
@@ -328,9 +406,26 @@ class CellContext:
     base_dir: Path | None = None
 
 
-def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None) -> dict[str, Any]:
+def stage_messages(bar: Any) -> Any:
+    """A ``progress(stage, i, n)`` callback (:func:`primsel.retrieval.cv.cross_validated_run`)
+    that shows the retrieval stage (``"fitting fold 2/5"``) as the description of a tqdm bar;
+    None without a bar."""
+    if bar is None:
+        return None
+
+    def show(stage: str, i: int, n: int) -> None:
+        bar.set_description_str(f"  {stage}" + (f" fold {i}/{n}" if n > 1 else ""), refresh=True)
+
+    return show
+
+
+def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
+             sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Compute one cell (its retrieval from ``ctx.store``, then :func:`compute_cell`) and write
     its files (:func:`write_cell`, report.json last).
+
+    ``sources`` (default: computed, :meth:`CellSettings.sources`) are the digests of the
+    component sources recorded in config.json, by which a later run tells a stale cell.
 
     Returns
     -------
@@ -344,16 +439,22 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     """
     start = time.perf_counter()
     s = cell.settings
-    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, s.depth)
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, s.depth, progress=stage_messages(task_bar))
+    if task_bar is not None:
+        # the task steps start now: the time spent fitting must not feed their ETA
+        task_bar.set_description_str("  tasks", refresh=False)
+        task_bar.reset(total=task_bar.total)
     outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
-                           base_dir=ctx.base_dir, task_bar=task_bar)
-    return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start)
+                           base_dir=ctx.base_dir, task_bar=task_bar,
+                           requery=lambda queries: ctx.store.rerank(s.retriever, s.folds, s.seed, queries))
+    return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start, sources)
 
 
-def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float) -> dict[str, Any]:
+def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float,
+               sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Write a computed cell's files (config.json, run.trec, tasks.jsonl, failures.jsonl with a
     generator, then report.json with ``seconds``, the cell's wall time). Every backend of the
-    runner writes through here, so their files are the same.
+    runner writes through here, so their files are the same. ``sources``: as :func:`run_cell`.
 
     Returns
     -------
@@ -375,6 +476,7 @@ def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutco
         "effective_folds": ctx.store.effective_folds(s.folds),
         **({"extraction": report.get("extraction")} if s.generator else {}),
         "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
+        "sources": sources if sources is not None else s.sources(),
         "versions": ctx.versions,
     }))
     write_atomic(directory / "run.trec", format_run(outcome.run, cell.id))

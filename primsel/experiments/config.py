@@ -22,7 +22,10 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
 ``seed``        seed of the folds and of randomised components (int, default 0)
 ``[generator]`` table with ``type`` = openai | reference | replay and its parameters; a relative
                 ``programs`` path (replay) is relative to the TOML file, like ``data``;
-                ``extraction`` = ``"primsel"`` (default) or ``"aspera"`` (openai, replay)
+                ``extraction`` = ``"primsel"`` (default) or ``"aspera"`` (openai, replay);
+                ``rounds``, ``feedback``, ``reselect``: reflection rounds
+                (:mod:`primsel.experiments.reflection`; rounds > 1 needs a generator that
+                can revise, e.g. openai)
 ``timeout``     seconds per task in the sandbox when a generator runs (default 10; at most
                 the sandbox's cap, one day)
 ``metrics``     extra ranx metric names added to every cell's report.json
@@ -58,10 +61,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from primsel import registry
 from primsel import spec as specs
 from primsel.experiments.labels import baseline_label, cell_label, pair_key, varied_keys
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
+from primsel.experiments.reflection import split_generator
 from primsel.files import canonical_json, digest
+from primsel.types import Revises
 
 #: Keys that define a cell (and can be varied by the grid).
 CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics", "depth")
@@ -273,10 +279,17 @@ def _check_components(where: str, config: ExperimentConfig, cells: Sequence[Cell
         text = kind + canonical_json(specs.canonical(spec))
         if text not in checked:
             checked.add(text)
+            reflection = None
+            if kind == "generator":  # the reflection keys belong to the rounds, not the generator
+                reflection, spec = split_generator(spec)
             try:
                 specs.check(spec, kind)
             except specs.SpecError as exc:
                 raise _fail(where, ".".join(k for k in (key, exc.key) if k), exc.problem) from None
+            if reflection is not None and reflection.rounds > 1 and \
+                    not isinstance(registry.build(spec, kind), Revises):
+                raise _fail(where, f"{key}.rounds", f"generator {specs.type_name(spec)!r} cannot revise a program; "
+                                                   "rounds > 1 needs a generator that can (e.g. openai)")
 
     single = len(config.grids) == 1
     for kind in TABLE_KEYS:

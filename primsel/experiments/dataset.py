@@ -105,9 +105,10 @@ def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str
 
 
 def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any],
-                 log: TextIO | None = None) -> Dataset:
+                 log: TextIO | None = None, origin: str = "--data") -> Dataset:
     """Load the tasks of ``path`` (else ``$PRIMSEL_ASPER_BENCH``, else the built-in tasks, which
-    is said on ``log``) and fill their gold primitives.
+    is said on ``log``) and fill their gold primitives. ``origin`` says where ``path`` came from
+    in messages (:func:`primsel.datasets.resolve_dataset`).
 
     Raises
     ------
@@ -118,7 +119,7 @@ def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any]
     from primsel.datasets import DatasetError, load_tasks, resolve_dataset
     from primsel.library import with_gold
 
-    archive = resolve_dataset(path)
+    archive = resolve_dataset(path, origin)
     if archive is None and log is not None:
         print("primsel run: no Asper-Bench archive (no 'data' key, --data or $PRIMSEL_ASPER_BENCH): "
               "running on the built-in tasks", file=log)
@@ -132,11 +133,11 @@ def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any]
 
 
 def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None,
-                  library: Any = None) -> list[Dataset]:
+                  library: Any = None, origin: str = "--data") -> list[Dataset]:
     """The datasets a data path names, each with its library: retrieval-only data
     (:func:`primsel.datasets.load_retrieval_data`: one or several datasets, each ranked against
     its own corpus), else the executable tasks of :func:`load_dataset` against ``library``
-    (default: the assistant library).
+    (default: the assistant library). ``origin``: as :func:`load_dataset`.
 
     Raises
     ------
@@ -148,7 +149,7 @@ def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None
 
     if not is_retrieval_data(path):
         library = Library.from_simulator() if library is None else library
-        dataset = load_dataset(path, library, log)
+        dataset = load_dataset(path, library, log, origin)
         return [dataclasses.replace(dataset, library=library)]
     out = []
     for data in load_retrieval_data(path):  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ after it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any, TextIO
 
 from primsel.experiments.cell import CellContext, compute_cell, write_cell
 from primsel.experiments.config import Cell
-from primsel.files import digest
+from primsel.files import caches_disabled, digest
 
 
 def _ray() -> Any:
@@ -37,27 +38,40 @@ def _ray() -> Any:
     return ray
 
 
+def _caches(use_disk: bool) -> Any:
+    """Inside a Ray task (another process): every cache bypassed when the run was started with
+    ``use_cache=False`` (:func:`primsel.files.caches_disabled` is per process)."""
+    return contextlib.nullcontext() if use_disk else caches_disabled()
+
+
 def _retrieve(dataset: Any, library: Any, spec: Any, folds: int, seed: int, depth: int | None,
               use_disk: bool) -> Any:
     """A Ray task: the retrieval of one specification on one dataset (see the module docstring)."""
     from primsel.experiments.store import RetrievalStore
 
-    return RetrievalStore(library, dataset, use_disk=use_disk).get(spec, folds, seed, depth)
+    with _caches(use_disk):
+        return RetrievalStore(library, dataset, use_disk=use_disk).get(spec, folds, seed, depth)
 
 
 def _compute(cell: Cell, retrieval: Any, dataset: Any, library: Any, workers: int | None,
-             base_dir: Path | None) -> tuple[Any, float]:
-    """A Ray task: one cell computed from its retrieval; ``(CellOutcome, seconds)``."""
+             base_dir: Path | None, use_disk: bool) -> tuple[Any, float]:
+    """A Ray task: one cell computed from its retrieval; ``(CellOutcome, seconds)``. Reflection's
+    ``reselect`` ranks again through a store of its own (same folds and training tasks)."""
+    from primsel.experiments.store import RetrievalStore
+
     start = time.perf_counter()
-    outcome = compute_cell(cell.settings, retrieval, dataset, library, name=cell.id, workers=workers,
-                           base_dir=base_dir)
+    s = cell.settings
+    store = RetrievalStore(library, dataset, use_disk=use_disk)
+    with _caches(use_disk):
+        outcome = compute_cell(s, retrieval, dataset, library, name=cell.id, workers=workers, base_dir=base_dir,
+                               requery=lambda queries: store.rerank(s.retriever, s.folds, s.seed, queries))
     return outcome, time.perf_counter() - start
 
 
 def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directory: Path,
               finished: Callable[[Cell, Mapping[str, Any]], None], *, address: str | None = None,
               progress: bool = True, log: TextIO | None = None, total: int = 0, initial: int = 0,
-              name: str = "") -> None:
+              name: str = "", sources: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Compute ``todo`` as Ray tasks and write each cell as it finishes.
 
     Parameters
@@ -68,6 +82,8 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
     finished : called with each cell and its report once its files are written.
     address : Ray cluster address, or None for a local Ray started (and stopped) here.
     progress, log, total, initial, name : the progress bar (as the serial backend's).
+    sources : cell id -> the source digests its config.json records (default: computed,
+        :func:`primsel.experiments.cell.write_cell`).
 
     Raises
     ------
@@ -100,7 +116,8 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
             if key not in retrievals:
                 retrievals[key] = retrieve.remote(data_ref, library_ref, s.retriever, s.folds, s.seed, s.depth,
                                                   ctx.store.use_disk)
-            ref = compute.remote(cell, retrievals[key], data_ref, library_ref, ctx.workers, ctx.base_dir)
+            ref = compute.remote(cell, retrievals[key], data_ref, library_ref, ctx.workers, ctx.base_dir,
+                                 ctx.store.use_disk)
             pending[ref] = cell
         with tqdm(total=total, initial=initial, desc=name, unit="cell", file=log, disable=not progress,
                   dynamic_ncols=True) as bar:
@@ -109,7 +126,8 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
                 for ref in ready:
                     cell = pending.pop(ref)
                     outcome, seconds = ray.get(ref)
-                    report = write_cell(cell, contexts[cell.id], directory / cell.id, outcome, seconds)
+                    report = write_cell(cell, contexts[cell.id], directory / cell.id, outcome, seconds,
+                                        None if sources is None else sources[cell.id])
                     bar.update(1)
                     finished(cell, report)
     except BaseException:

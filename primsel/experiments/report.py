@@ -7,12 +7,22 @@
 * ``report.md``: the data the cells ran on (and how many cells of other data the directory
   holds, which it does not show), a row per finished cell (retriever, k, closure,
   recall@5/10/15/20, complete@10/15/20, nDCG@10, MRR, set precision / recall / F1 micro and
-  macro, documentation tokens selected, task success when a generator ran; an incomplete cell,
+  macro, documentation tokens selected, task success when a generator ran, the LLM answers
+  taken from the answer cache when an LLM was used; an incomplete cell,
   whose LLM requests failed, is marked) and the p-values of paired tests of the cell against
   its baseline cell on per-task recall (and on per-task success when a generator ran); with a
-  generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`);
+  generator, a second table of ASPERA's own figures (:mod:`primsel.eval.aspera`); a table of
+  ties: every ranking metric in primitive-id order and tie-aware, per ranking, with the tasks
+  whose ranking has a tie across k; with reflection rounds, a table of success, gain and cost by
+  round (:mod:`primsel.experiments.report_rounds`);
 * ``<name>_recall_at_k.png``: recall@k curves, one per retriever;
-* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected.
+* ``<name>_recall_vs_tokens.png``: selection recall against documentation tokens selected
+  (tokens on a log scale when the whole library is among the selections);
+* ``<name>_success.png``: with a generator, the task success of every cell;
+* ``<name>_success_by_round.png``: with reflection rounds, success against round, one line per cell.
+
+Plots name the data in their title, keep their legends outside the axes and give every
+ranking a distinct colour.
 
 The report holds aggregates only (never per-task rows), so it can be exported
 (``export=...``) next to the experiment declaration and committed.
@@ -40,6 +50,7 @@ from typing import Any
 from primsel import spec as specs
 from primsel.eval.aspera import markdown_table as aspera_table
 from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.experiments.cell import TIE_AWARE
 from primsel.experiments.labels import baseline_label, generator_label, get_dotted, pair_key, varied_keys
 from primsel.files import canonical_json, read_jsonl, write_atomic
 from primsel.types import LearnsFromTasks
@@ -53,6 +64,12 @@ COLUMNS = (
     ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"), ("set_f1_macro", "F1 ma"),
     ("docs_tokens", "tokens"),
 )
+
+
+#: The ranking metrics shown in primitive-id order and tie-aware in the table of ties.
+RANKED_COLUMNS = COLUMNS[:9]
+#: Cut-offs at which the table of ties counts the tasks with a tie across the cut-off.
+TIE_KS = (5, 10, 15, 20)
 
 
 class ReportError(ValueError):
@@ -343,6 +360,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     """
     cells = [c for c in experiment.cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in cells)
+    has_llm = any(c.report.get("llm_answers") for c in cells)
     others = _other_columns(cells)
     by_id = {c.id: c for c in experiment.cells}
     lines = [f"# {experiment.name}", ""]
@@ -367,7 +385,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
 
     groups = dataset_groups(experiment)
     if len(groups) == 1:
-        lines += _table(cells, tests, others, has_gen, by_id)
+        lines += _table(cells, tests, others, has_gen, has_llm, by_id)
     else:
         lines += _summary(experiment, groups)
         for data, group in groups:
@@ -379,7 +397,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
             if notes:
                 lines += [f"Data: {'; '.join(notes)}.", ""]
             group_cells = [c for c in group if c.finished]
-            lines += _table(group_cells, tests, others, has_gen, by_id)
+            lines += _table(group_cells, tests, others, has_gen, has_llm, by_id)
             for title, file in images:
                 if file.startswith(f"{experiment.name}_{_slug(data.get('source', ''))}_"):
                     lines += [f"![{title}]({file})", ""]
@@ -393,7 +411,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         "recall and F1 of the selection (the top k, plus the library types it depends on when "
         "closure is on), micro (mi: pooled over tasks) and macro (ma: mean over tasks). tokens: mean "
         "documentation tokens of the selected primitives per task (estimated as characters / 4 "
-        "of the stubs a prompt shows).",
+        "of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k "
+        "(equal scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what "
+        "is selected); the table of ties below gives the ranking metrics averaged over tie orders.",
         f"Significance: each cell against the cell of the baseline retriever "
         f"({', '.join(baselines) or 'none'}) with "
         + ("the same other settings" if experiment.pair_on is None else
@@ -409,6 +429,15 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     if has_gen:
         notes.append("success: fraction of tasks whose generated program passed every evaluation "
                      "program; Δsucc and its p-values compare per-task success with the baseline cell.")
+    if has_llm:
+        cached = sum(int(c.report.get("llm_answers_cached", 0)) for c in cells)
+        total = sum(int(c.report.get("llm_answers", 0)) for c in cells)
+        offline = sum(1 for c in cells if c.report.get("llm_answers") and
+                      c.report.get("llm_answers_cached") == c.report.get("llm_answers"))
+        notes.append(f"cached: LLM answers (selection and generation) taken from the answer cache, of all "
+                     f"the cell's answers; {cached} of {total} answers from the cache in all"
+                     + (f"; {offline} cells contacted no endpoint at all (the cache is keyed by model name, "
+                        "messages and sampling parameters, not by URL)" if offline else "") + ".")
     if learning:
         notes.append(f"Retrievers that learn from tasks ({', '.join(learning)}) are scored by "
                      f"{'/'.join(map(str, folds))}-fold cross-validation (scikit-learn KFold, "
@@ -419,7 +448,15 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                      "(used by retrievers that learn from tasks; none here).")
     lines += [f"- {n}" for n in notes]
     lines.append("")
+    if len(groups) == 1:
+        lines += tie_table(cells)
+    else:  # one table per dataset: the same retriever ranks each differently
+        for data, group in groups:
+            lines += tie_table([c for c in group if c.finished], title=f"Ties: {data.get('source', '?')}")
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
+    from primsel.experiments.report_rounds import rounds_table  # it uses this module's style
+
+    lines += rounds_table(cells, n_resamples=n_resamples, seed=seed)
     for title, file in images:
         if len(groups) == 1 or not any(file.startswith(f"{experiment.name}_{_slug(d.get('source', ''))}_")
                                        for d, _ in groups):
@@ -428,13 +465,16 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
 
 
 def _table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any]], others: Sequence[str],
-           has_gen: bool, by_id: Mapping[str, CellResult]) -> list[str]:
+           has_gen: bool, has_llm: bool, by_id: Mapping[str, CellResult]) -> list[str]:
     """The table of ``cells``: one row per cell, its metrics and its test against the baseline."""
     lines: list[str] = []
     header = ["configuration", "k", "closure", *others]
     header += [h for _, h in COLUMNS]
+    header += ["ties@k"]
     if has_gen:
         header += ["success"]
+    if has_llm:
+        header += ["cached"]
     header += ["ΔR@k", "p t", "p rand"]
     if has_gen:
         header += ["Δsucc", "p t succ", "p rand succ"]
@@ -448,8 +488,12 @@ def _table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any]], 
             value = get_dotted(c.settings, key)
             row.append(generator_label(value) if key == "generator" else _short_value(value))
         row += [_num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
+        tied = r.get(f"tied_tasks@{c.settings.get('k')}")
+        row.append("–" if tied is None else str(int(tied)))
         if has_gen:
             row.append(_num(r.get("success")) if c.settings.get("generator") else "–")
+        if has_llm:
+            row.append(f"{int(r['llm_answers_cached'])}/{int(r['llm_answers'])}" if r.get("llm_answers") else "–")
         t = tests.get(c.id, {})
         if t.get("baseline") == c.id:
             row += ["baseline", "–", "–"]
@@ -466,6 +510,48 @@ def _table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any]], 
             else:
                 row += ["–", "–", "–"]
         row.append(f"`{c.id}`" + ("" if c.complete else " *incomplete*"))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    return lines
+
+
+def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
+    """Markdown lines of the table of ties: one row per ranking (cells that differ only in k
+    and closure share one), each ranking metric in primitive-id order and tie-aware (the mean
+    over every order of tied scores, :func:`primsel.eval.metrics.tie_aware`) side by side, and
+    the number of tasks with a tie across k = 5, 10, 15, 20. Empty when no cell has tie-aware
+    values (cells computed before they existed). ``title``: the section heading."""
+    series: dict[tuple[str, str], CellResult] = {}
+    for c in cells:
+        if any(key.startswith(TIE_AWARE) for key in c.report):
+            series.setdefault(_series_key(c), c)
+    if not series:
+        return []
+    labels = _series_labels(list(series.values()))
+    n_tasks = {int(c.report.get("n_tasks", 0)) for c in series.values()}
+    header = ["ranking"]
+    for _, h in RANKED_COLUMNS:
+        header += [h, f"{h} ta"]
+    header += [f"ties@{k}" for k in TIE_KS]
+    lines = [
+        f"## {title}",
+        "",
+        "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
+        "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
+        "McSherry and Najork, ECIR 2008). ties@k: tasks (of "
+        f"{'/'.join(str(n) for n in sorted(n_tasks))}) whose ranking has a tie across rank k.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|" + "|".join("--:" for _ in header[1:]) + "|",
+    ]
+    for key, c in series.items():
+        r = c.report
+        row = [labels[key]]
+        for metric, _ in RANKED_COLUMNS:
+            row += [_num(r.get(metric)), _num(r.get(TIE_AWARE + metric))]
+        for k in TIE_KS:
+            tied = r.get(f"tied_tasks@{k}")
+            row.append("–" if tied is None else str(int(tied)))
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     return lines
@@ -510,6 +596,63 @@ def _summary(experiment: Experiment, groups: Sequence[tuple[Mapping[str, Any], S
                 row.append(_num(found.report.get(key)) if found is not None else "–")
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+    return lines
+
+
+#: Columns of the summary :func:`best_cells` prints: (report.json key, header).
+SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20", "C@20"), ("mrr", "MRR"),
+                   ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
+
+
+def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
+    """A short table (plain text lines) of the best cell of each ranking, best first: the cell
+    of the highest task success when a generator ran, else of the highest set F1 (macro),
+    ties broken by fewer documentation tokens. At most ``limit`` rows; the full table is the
+    report's. Empty when no cell is finished. An experiment on several datasets gets one such
+    table per dataset, under a line naming it."""
+    groups = dataset_groups(experiment)
+    if len(groups) > 1:
+        out: list[str] = []
+        for data, group in groups:
+            block = _best_of(group, limit)
+            if block:
+                out += [f"== {_data_text(data)}", *block]
+        return out
+    return _best_of(experiment.cells, limit)
+
+
+def _best_of(cells: Sequence[CellResult], limit: int) -> list[str]:
+    """:func:`best_cells` of one dataset's cells."""
+    cells = [c for c in cells if c.finished]
+    if not cells:
+        return []
+    has_gen = any(c.settings.get("generator") for c in cells)
+
+    def merit(c: CellResult) -> tuple[float, float, float]:
+        r = c.report
+        return (float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get("set_f1_macro", 0.0)),
+                -float(r.get("docs_tokens", 0.0)))
+
+    best: dict[tuple[str, str], CellResult] = {}
+    for c in cells:
+        key = _series_key(c)
+        if key not in best or merit(c) > merit(best[key]):
+            best[key] = c
+    labels = _series_labels(cells)
+    ranked = sorted(best.items(), key=lambda item: merit(item[1]), reverse=True)[:limit]
+    header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
+    rows = []
+    for key, c in ranked:
+        r = c.report
+        rows.append([labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
+                     *([_num(r.get("success"))] if has_gen else []),
+                     *(_num(r.get(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    fmt = [str.ljust if i < 3 else str.rjust for i in range(len(header))]
+    lines = [f"best cell of each ranking, by {'task success, then ' if has_gen else ''}set F1 (macro):"]
+    lines += ["  ".join(f(v, w) for f, v, w in zip(fmt, row, widths)).rstrip() for row in [header, *rows]]
+    if len(best) > limit:
+        lines.append(f"... {len(best) - limit} more rankings")
     return lines
 
 
@@ -561,12 +704,13 @@ def plot_recall_curves(experiment: Experiment, path: Path) -> bool:
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    palette = _palette(plt, len(curves))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    palette = _palette(len(curves))
     for (label, (ks, values)), colour in zip(curves.items(), palette):
         ax.plot(ks, values, marker=".", label=label, color=colour)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _finish(plt, fig, ax, path, f"{experiment.name}: recall@k", "k (primitives selected)", "recall@k")
+    ax.set_ylim(0, 1.02)
+    _finish(plt, fig, ax, path, _title(experiment, "recall@k"), "k (primitives selected)", "recall@k")
     return True
 
 
@@ -584,9 +728,9 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
         return False
     labels = _series_labels(cells)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9, 4.8))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
     colours: dict[str, Any] = {}
-    cycle = _palette(plt, len(set(labels.values())))
+    cycle = _palette(len(set(labels.values())))
     for closure, marker, style in ((False, "o", "-"), (True, "^", "--")):
         groups: dict[str, list[CellResult]] = {}
         for c in cells:
@@ -598,8 +742,18 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path) -> bool:
             ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
                     marker=marker, linestyle=style, color=colour,
                     label=label + (" +closure" if closure else ""))
-    _finish(plt, fig, ax, path, f"{experiment.name}: recall against documentation size",
-            "documentation tokens selected per task (mean)", "selection recall (macro)")
+    tokens = [c.report["docs_tokens"] for c in cells if c.report["docs_tokens"] > 0]
+    if tokens and max(tokens) > LOG_AXIS_RATIO * min(tokens):
+        # the whole library (`all`, ~11k tokens) would squeeze every other point to the left
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if f"{x:.0e}"[0] in "25" else ""))
+    ax.set_ylim(0, 1.02)
+    _finish(plt, fig, ax, path, _title(experiment, "recall against documentation size"),
+            "documentation tokens selected per task (mean"
+            + (", log scale)" if ax.get_xscale() == "log" else ")"), "selection recall (macro)")
     return True
 
 
@@ -618,7 +772,7 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "nd
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 4.8))
     width = 0.8 / len(labels)
-    palette = _palette(plt, len(labels))
+    palette = _palette(len(labels))
     for i, (label, colour) in enumerate(zip(labels, palette)):
         values = []
         for _, cells in groups:
@@ -628,27 +782,74 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "nd
                label=label, color=colour)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([str(d.get("source", "?")) for d, _ in groups], fontsize=8)
+    ax.set_ylim(0, 1.02)
     _finish(plt, fig, ax, path, f"{experiment.name}: {metric} by dataset", "dataset", metric)
     return True
 
 
+def plot_success(experiment: Experiment, path: Path) -> bool:
+    """Task success of every finished cell that ran a generator, one horizontal bar each (in
+    grid order, the value written at its end).
+
+    Returns
+    -------
+    False (and no file) when no finished cell ran a generator.
+    """
+    cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and "success" in c.report]
+    if not cells:
+        return False
+    others = _other_columns(cells)
+    labels = [" ".join([c.retriever, f"k={c.settings.get('k')}", *(["+closure"] if c.settings.get("closure") else []),
+                        *(f"{k}={_short_value(get_dotted(c.settings, k))}" for k in others)]) for c in cells]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.32 * len(cells)))
+    series = list(dict.fromkeys(_series_key(c) for c in cells))
+    palette = dict(zip(series, _palette(len(series))))
+    positions = list(range(len(cells)))[::-1]
+    values = [float(c.report["success"]) for c in cells]
+    ax.barh(positions, values, color=[palette[_series_key(c)] for c in cells], height=0.7)
+    for y, value in zip(positions, values):
+        ax.text(min(value, 1.0) + 0.01, y, f"{value:.3f}", va="center", fontsize=7)
+    ax.set_yticks(positions, labels, fontsize=7)
+    ax.set_xlim(0, 1.1)
+    ax.set_xlabel("task success (fraction of tasks whose program passed)")
+    ax.set_title(_title(experiment, "task success"), loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+#: The recall-against-tokens plot takes a log scale when the largest mean is more than this
+#: many times the smallest.
+LOG_AXIS_RATIO = 4.0
+
+
+def _title(experiment: Experiment, what: str) -> str:
+    """``"<name> on <data> (<n> tasks): <what>"``."""
+    return f"{experiment.name} on {_data_text(experiment.data)}: {what}"
+
+
 def _finish(plt: Any, fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
-    """Label a recall plot (y in [0, 1]), put the legend outside on the right, save it as PNG."""
+    """Label a plot, put the legend outside the axes on the right and save it as PNG with every
+    artist inside the image (so a long legend or title is never cut off)."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_ylim(0, 1.02)
-    ax.set_title(title)
+    ax.set_title(title, loc="left")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
 
 
-def _palette(plt: Any, n: int) -> list[Any]:
-    """``n`` distinct colours (tab10 up to 10 series, tab20 up to 20, then repeating)."""
-    cmap = plt.get_cmap("tab10" if n <= 10 else "tab20")
-    return [cmap(i % cmap.N) for i in range(max(n, 1))]
+def _palette(n: int) -> list[Any]:
+    """``n`` distinct colours: colorcet's Glasbey palette that extends matplotlib's tab10 with
+    colours chosen to differ as much as possible from those before (Glasbey et al., Journal of
+    Applied Statistics 2007), so no two series share a hue as tab20's light/dark pairs do."""
+    import colorcet
+
+    palette = colorcet.glasbey_category10
+    return [palette[i % len(palette)] for i in range(max(n, 1))]
 
 
 def _pyplot() -> Any:
@@ -680,6 +881,8 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     ReportError : see :func:`load_experiment` and :func:`baseline_pairs`; or the report or the
         export directory cannot be written (the message names it).
     """
+    from primsel.experiments.report_rounds import plot_success_by_round  # it uses this module's style
+
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
     images = []
@@ -687,12 +890,14 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     plots: list[tuple[str, str, Any, Experiment]] = []
     if len(groups) == 1:
         plots += [("recall_at_k", "recall@k", plot_recall_curves, experiment),
-                  ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens, experiment)]
+                  ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens, experiment),
+                  ("success", "task success", plot_success, experiment),
+                  ("success_by_round", "success by round", plot_success_by_round, experiment)]
     else:
         plots.append(("ndcg_by_dataset", "nDCG@10 by dataset", plot_metric_by_dataset, experiment))
         for data, cells in groups:
             source = str(data.get("source", "?"))
-            sub = dataclasses.replace(experiment, name=f"{experiment.name}: {source}", cells=tuple(cells))
+            sub = dataclasses.replace(experiment, data=data, cells=tuple(cells), datasets=())
             plots.append((f"{_slug(source)}_recall_at_k", f"recall@k, {source}", plot_recall_curves, sub))
     for suffix, title, plot, target in plots:
         file = f"{experiment.name}_{suffix}.png"

@@ -52,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the first N (>= 20) of each ranking (default: the whole library)")
     parser.add_argument("--out", metavar="RUN.trec", default=None,
                         help="write the TREC run here (its directory must exist)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
 
 def check_output_path(path: str) -> None:
@@ -103,7 +104,8 @@ def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``primsel retrieve``; returns the exit status (2 on bad arguments via UsageError)."""
+    """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
+    UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError
     from primsel.experiments.dataset import load_datasets
@@ -134,17 +136,21 @@ def main(args: argparse.Namespace) -> int:
     for dataset in datasets:
         if len(datasets) > 1:
             print(f"== {dataset.source}")
-        _retrieve_one(args, spec, probe, settings, dataset)
+        status = _retrieve_one(args, spec, probe, settings, dataset)
+        if status:
+            return status
     return 0
 
 
-def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any, dataset: Any) -> None:
-    """Rank, score and print one dataset (and write its run with ``--out``)."""
+def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any, dataset: Any) -> int:
+    """Rank, score and print one dataset (and write its run with ``--out``); returns the exit
+    status (0, or 1 when an LLM selector's endpoint fails, see :func:`main`)."""
     from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import compute_cell
+    from primsel.experiments.cell import TIE_AWARE, compute_cell
     from primsel.experiments.store import RetrievalStore
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError
     from primsel.retrieval.trec import write_run
     from primsel.types import LearnsFromTasks
@@ -165,15 +171,35 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    try:
-        retrieval = store.get(spec, args.folds, args.seed, args.depth)
-    except EncoderLoadError as exc:
-        raise UsageError(f"--retriever: {exc}") from exc
+    from tqdm import tqdm
+
+    # a bar over the fits (one per fold for a retriever that learns from tasks), its description
+    # naming the stage, so a long fit is not silence
+    with tqdm(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
+              file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0, disable=args.quiet) as bar:
+        def stage(what: str, i: int, n: int) -> None:
+            bar.update(i - 1 - bar.n)  # the folds before this one are done
+            bar.set_description_str(what, refresh=True)
+
+        try:
+            retrieval = store.get(spec, args.folds, args.seed, args.depth, progress=stage)
+        except EncoderLoadError as exc:
+            raise UsageError(f"--retriever: {exc}") from exc
+        except LLMFatalError as exc:  # an LLM selector whose endpoint refuses or cannot be reached
+            what = "cannot be reached" if isinstance(exc, EndpointUnreachableError) else "refuses the requests"
+            print(f"primsel retrieve: error: the LLM endpoint {what}, stopping: {exc}", file=sys.stderr)
+            return 1
+        bar.update(bar.total - bar.n)
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
 
     tag = specs.tag(spec)
     outcome = compute_cell(settings, retrieval, dataset, library, name=tag)
+    if outcome.report.get("llm_answers"):
+        from primsel.experiments.runner import report_answers
+
+        answers = (int(outcome.report["llm_answers"]), int(outcome.report["llm_answers_cached"]))
+        report_answers({specs.label(spec): answers}, {}, sys.stderr, command="primsel retrieve")
     if args.out:
         try:
             write_run(outcome.run, args.out, tag)
@@ -188,5 +214,11 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     for name in (*RANKING_METRICS, *SET_METRIC_KEYS):
         print(f"{name:22s} {report[name]:.4f}")
     print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
+    # the same ranking metrics as the mean over every order of tied scores, and the tasks whose
+    # selection a tie across --k decides
+    for name in RANKING_METRICS:
+        print(f"{TIE_AWARE + name:22s} {report[TIE_AWARE + name]:.4f}")
+    print(f"{f'tied_tasks@{args.k}':22s} {int(report[f'tied_tasks@{args.k}'])} of {len(tasks)}")
     if args.closure:
         print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
+    return 0

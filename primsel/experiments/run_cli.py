@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="sandbox worker processes when a generator runs (default: CPUs)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
-    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the retrieval cache")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="read and write no cache: retrieval rankings, embeddings, LLM answers")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--backend", choices=("serial", "ray"), default="serial",
                         help="serial (default): cells one after the other here; ray: cells as Ray tasks "
@@ -90,9 +91,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"primsel run: warning: {len(result.incomplete)} cells are incomplete (LLM requests failed "
               f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
               "recompute them (answers already received are cached)", file=sys.stderr)
-    if not args.no_report:
-        from primsel.experiments.report import ReportError, write_report
+    from primsel.experiments.report import ReportError, best_cells, load_experiment, write_report
 
+    if not args.no_report:
         try:
             path = write_report(result.directory)
         except ReportError as exc:
@@ -102,5 +103,12 @@ def main(args: argparse.Namespace) -> int:
             print(f"{newline}primsel run: interrupted while writing the report; every cell stays in {directory}; "
                   f"`primsel report {directory}` writes it", file=sys.stderr)
             return 130
+    try:  # a short summary on stdout; the full table is the report's
+        summary = best_cells(load_experiment(result.directory))
+    except ReportError:
+        summary = []
+    if summary:
+        print("\n".join(summary))
+    if not args.no_report:
         print(path)
     return 0

@@ -6,7 +6,10 @@ Layout of the outputs (DESIGN.md, Interfaces, "Experiments")::
     <out>/<name>/<cell_id>/...            the cell's files (:mod:`primsel.experiments.cell`)
 
 A cell whose ``report.json`` exists and says ``"complete": true`` is finished and skipped on a
-re-run. Any other cell is recomputed, so a killed run loses at most the cell in flight; an
+re-run, unless the source of a component its settings name (a plug-in retriever, a member of a
+hybrid, a stage of a composite: at any depth, under any key) has changed since it ran: its
+``config.json`` records their digests (:func:`primsel.spec.sources`), and a stale cell is
+recomputed. Any other cell is recomputed, so a killed run loses at most the cell in flight; an
 incomplete cell (LLM requests that failed after their retries) is written, to be inspected, and
 the next run recomputes it, the LLM answer cache making the requests that succeeded free. Every
 file is written through :func:`primsel.files.write_atomic`.
@@ -26,7 +29,9 @@ Ray or a cluster (``address``), and writes every file here through the same
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -40,7 +45,7 @@ from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset
 from primsel.experiments.store import RetrievalStore
-from primsel.files import dumps_json, write_atomic
+from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
 from primsel.types import Task
 
@@ -78,6 +83,70 @@ def is_finished(directory: Path) -> bool:
     return isinstance(report, dict) and report.get("complete", True) is not False
 
 
+def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The component names whose source digest recorded in the cell's ``config.json`` differs
+    from ``sources`` (:meth:`primsel.experiments.settings.CellSettings.sources`); every name
+    when config.json records none (a cell written before sources were recorded) or cannot be
+    read. An empty list: the cell was computed by the code that would compute it now."""
+    try:
+        recorded = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("sources")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if not isinstance(recorded, Mapping):
+        recorded = {}
+    out = []
+    for kind, digests in sources.items():
+        old = recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {}
+        out.extend(name for name, value in digests.items() if old.get(name) != value)
+    return out
+
+
+def check_output(directory: Path) -> None:
+    """Fail before anything is computed or written when the experiment directory
+    ``<out>/<name>`` cannot be one: it, or a folder above it, is a file.
+
+    Raises
+    ------
+    OutputError : naming the file in the way.
+    """
+    for path in (directory, *directory.parents):
+        if path.exists() and not path.is_dir():
+            if path == directory:
+                raise OutputError(f"{directory} is a file, not a directory: the experiment writes its cells "
+                                  f"into {directory}/; move the file away or give another --out")
+            raise OutputError(f"{path} is a file, not a directory: cannot create {directory} under it; "
+                              "give another --out")
+
+
+def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, str], log: TextIO,
+                   command: str = "primsel run") -> None:
+    """Say on ``log`` how many of the LLM answers the computed cells rest on came from the
+    answer cache (``"N of M LLM answers from the cache"``), and warn about the cells that
+    contacted no endpoint at all: their results say nothing about the endpoint now configured
+    (answers are cached by model name, messages and sampling parameters, not by URL).
+
+    Parameters
+    ----------
+    answers : cell id -> (answers, answers from a cache) of the cells computed
+        (:func:`primsel.experiments.cell.llm_answers`).
+    labels : cell id -> label, for the warning.
+    log : where to write.
+    command : the prefix of the lines.
+    """
+    total = sum(n for n, _ in answers.values())
+    if not total:
+        return
+    cached = sum(c for _, c in answers.values())
+    print(f"{command}: {cached} of {total} LLM answers from the cache", file=log)
+    offline = [cid for cid, (n, c) in answers.items() if n and c == n]
+    if offline:
+        names = ", ".join(labels.get(cid, cid) + (f" ({cid})" if labels.get(cid, cid) != cid else "")
+                          for cid in offline)
+        print(f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
+              "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
+              "cache_namespace to keep the answers of different endpoints apart)", file=log)
+
+
 # ---------------------------------------------------------------------------------------------
 # The whole grid
 # ---------------------------------------------------------------------------------------------
@@ -109,10 +178,14 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
     """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
     if tasks is not None:
         return [(None, make_dataset(tasks, library if library is not None else Library.from_simulator()))]
-    paths = data if data is not None else config.data
+    if data is not None:
+        paths, origin = data, "--data"
+    else:
+        paths = config.data
+        origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
     out: list[tuple[Any, Dataset]] = []
     for path in (paths if isinstance(paths, tuple) else (paths,)):
-        out.extend((path, d) for d in load_datasets(path, log, library))
+        out.extend((path, d) for d in load_datasets(path, log, library, origin=origin))
     names = [d.fingerprint for _, d in out]
     if len(set(names)) != len(names):
         from primsel.datasets import DatasetError
@@ -156,6 +229,18 @@ def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequ
     return manifest
 
 
+def _bypassing_caches_unless_use_cache(function: Callable[..., ExperimentResult]) -> Callable[..., ExperimentResult]:
+    """Runs ``function`` inside :func:`primsel.files.caches_disabled` when called with
+    ``use_cache=False``, so that no cache is read or written (rankings, embeddings, LLM answers)."""
+    @functools.wraps(function)
+    def wrapper(*args: object, use_cache: bool = True, **kwargs: object) -> ExperimentResult:
+        with contextlib.nullcontext() if use_cache else caches_disabled():
+            return function(*args, use_cache=use_cache, **kwargs)
+
+    return wrapper
+
+
+@_bypassing_caches_unless_use_cache
 def run_experiment(
     config: ExperimentConfig,
     out: str | os.PathLike[str] = "runs",
@@ -185,7 +270,8 @@ def run_experiment(
         :meth:`primsel.library.Library.from_simulator`); retrieval-only data brings its own.
     workers : sandbox worker processes when a generator runs (default: the sandbox's).
     progress : show tqdm progress bars on stderr.
-    use_cache : read and write the on-disk retrieval cache.
+    use_cache : read and write the on-disk caches; False bypasses every one of them (rankings,
+        embeddings, LLM answers: see :func:`primsel.files.caches_disabled`).
     log : stream for messages (default stderr).
     on_cell : called after each computed cell with the cell and its report.
     backend : ``"serial"`` or ``"ray"`` (see the module docstring; Ray is an optional extra).
@@ -199,7 +285,8 @@ def run_experiment(
     ------
     primsel.datasets.DatasetError : missing or malformed dataset, or a generator on
         retrieval-only data.
-    OutputError : ``<out>/<name>`` cannot be created or written.
+    OutputError : ``<out>/<name>`` is a file, or cannot be created or written (checked
+        before the dataset is loaded).
     ValueError : an unknown backend.
     ImportError : the ray backend without Ray installed (the message says how to install it).
     Anything a component raises while computing a cell (finished cells stay written).
@@ -208,12 +295,13 @@ def run_experiment(
         raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     log = sys.stderr if log is None else log
     begin = time.perf_counter()
+    directory = Path(out) / config.name
+    check_output(directory)
     loaded = _load(config, data, tasks, library, log)
     datasets = [d for _, d in loaded]
     per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
     cells = [c for _, group in per_dataset for c in group]
     _check_executable(datasets, cells)
-    directory = Path(out) / config.name
     try:
         directory.mkdir(parents=True, exist_ok=True)
         write_atomic(directory / "experiment.json", dumps_json(_manifest(config, datasets, cells)))
@@ -227,11 +315,32 @@ def run_experiment(
                           store=RetrievalStore(d.library, d, use_disk=use_cache), workers=workers,
                           progress=progress, versions=versions, base_dir=config.base_dir)
         contexts.update({c.id: ctx for c in group})
-    done = [c.id for c in cells if is_finished(directory / c.id)]
+    # a finished cell counts only if the components it names have the source they had when it
+    # ran: editing a retriever (at any depth of the specification) makes its cells stale
+    by_components: dict[str, dict[str, dict[str, str]]] = {}
+    sources = {}
+    for c in cells:  # cells differing only in k, closure, ... share their components
+        key = canonical_json([c.settings.retriever, c.settings.generator])
+        if key not in by_components:
+            by_components[key] = c.settings.sources()
+        sources[c.id] = by_components[key]
+    stale: dict[str, list[str]] = {}
+    done = []
+    for c in cells:
+        if is_finished(directory / c.id):
+            changed = changed_sources(directory / c.id, sources[c.id])
+            if changed:
+                stale[c.id] = changed
+            else:
+                done.append(c.id)
     todo = [c for c in cells if c.id not in set(done)]
     if done:
         print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
-    redo = [c.id for c in todo if (directory / c.id / "report.json").is_file()]
+    if stale:
+        names = sorted({n for changed in stale.values() for n in changed})
+        print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
+              f"{', '.join(names)} changed since they ran", file=log)
+    redo = [c.id for c in todo if (directory / c.id / "report.json").is_file() and c.id not in stale]
     if redo:
         print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
               "cached answers are reused", file=log)
@@ -246,11 +355,13 @@ def run_experiment(
                   f"{store.effective_folds(max(capped))}", file=log)
     computed: list[str] = []
     incomplete: list[str] = []
+    answers: dict[str, tuple[int, int]] = {}
 
     def finished(cell: Cell, report: Mapping[str, Any]) -> None:
         computed.append(cell.id)
         if report.get("complete") is False:
             incomplete.append(cell.id)
+        answers[cell.id] = (int(report.get("llm_answers", 0)), int(report.get("llm_answers_cached", 0)))
         if on_cell is not None:
             on_cell(cell, report)
 
@@ -258,9 +369,11 @@ def run_experiment(
         from primsel.experiments.ray_backend import run_cells
 
         run_cells(todo, contexts, directory, finished, address=address, progress=progress, log=log,
-                  total=len(cells), initial=len(done), name=config.name)
+                  total=len(cells), initial=len(done), name=config.name, sources=sources)
     else:
-        _run_serial(todo, contexts, directory, finished, progress, log, len(cells), len(done), config.name)
+        _run_serial(todo, contexts, directory, finished, progress, log, len(cells), len(done), config.name,
+                    sources)
+    report_answers(answers, {c.id: c.label for c in cells}, log)
     return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
                             skipped=tuple(done), seconds=time.perf_counter() - begin,
                             incomplete=tuple(incomplete))
@@ -268,8 +381,9 @@ def run_experiment(
 
 def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directory: Path,
                 finished: Callable[[Cell, Mapping[str, Any]], None], progress: bool, log: TextIO,
-                total: int, initial: int, name: str) -> None:
-    """Compute and write the cells one after the other, in grid order."""
+                total: int, initial: int, name: str, sources: Mapping[str, Mapping[str, Any]]) -> None:
+    """Compute and write the cells one after the other, in grid order (``sources``: cell id ->
+    the source digests its config.json records, :func:`primsel.experiments.cell.run_cell`)."""
     from tqdm import tqdm
 
     with tqdm(total=total, initial=initial, desc=name, unit="cell", file=log,
@@ -281,6 +395,6 @@ def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], direc
             steps = len(ctx.dataset.tasks) * (3 if cell.settings.generator else 1)
             with tqdm(total=steps, desc="  tasks", unit="task", file=log, leave=False,
                       disable=not progress, position=1, dynamic_ncols=True) as task_bar:
-                report = run_cell(cell, ctx, directory / cell.id, task_bar)
+                report = run_cell(cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id])
             cell_bar.update(1)
             finished(cell, report)

@@ -89,6 +89,11 @@ def check_setting(key: str, value: Any) -> Any:
             return None
         problem = _spec_form(value)
         value = dict(value) if isinstance(value, Mapping) else value
+        if problem is None and key == "generator" and isinstance(value, Mapping):
+            from primsel.experiments.reflection import reflection_problem
+
+            found = reflection_problem(value)
+            problem = f"{found[0]} {found[1]}" if found is not None else None
     elif key == "k":
         problem = number_problem(value, **K_BOUNDS)
     elif key == "folds":
@@ -132,7 +137,9 @@ class CellSettings:
     folds : cross-validation folds for retrievers that learn from tasks, >= 2 (capped at the
         number of tasks).
     seed : seed of the folds and of randomised components, >= 0.
-    generator : generator table (``{"type": ..., ...}``) or None (retrieval only).
+    generator : generator table (``{"type": ..., ...}``) or None (retrieval only); it may hold
+        the reflection keys ``rounds``, ``feedback`` and ``reselect``
+        (:mod:`primsel.experiments.reflection`), checked here.
     timeout : seconds per task in the sandbox when a generator runs, in (0, MAX_TIMEOUT].
     metrics : extra ranx metric names reported, sorted.
     threshold : minimum retriever score of a selected primitive, or None.
@@ -181,6 +188,17 @@ class CellSettings:
         if "retriever" not in settings:
             raise SettingError("retriever", "is missing")
         return cls(**dict(settings))
+
+    def sources(self) -> dict[str, dict[str, str]]:
+        """Digests of the source of every component class the settings name, nested
+        specifications included (:func:`primsel.spec.sources`): ``{"retriever": {name: digest},
+        "generator": {name: digest}}`` (no ``generator`` key without one). Together with the
+        cell id they identify what a cell computed: a finished cell whose recorded sources differ
+        is stale (an edited plug-in retriever, say)."""
+        out = {"retriever": specs.sources(self.retriever, "retriever")}
+        if self.generator is not None:
+            out["generator"] = specs.sources(self.generator, "generator")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         """The resolved settings as JSON data: ``timeout`` only with a generator, ``metrics``

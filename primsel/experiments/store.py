@@ -17,7 +17,7 @@ import hashlib
 import importlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +117,12 @@ class RetrievalStore:
         """``folds`` capped at the number of tasks (so a small task set still runs)."""
         return max(FOLDS_BOUNDS["minimum"], min(folds, len(self.dataset.tasks)))
 
-    def get(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> Retrieval:
+    def get(self, spec: Any, folds: int, seed: int, depth: int | None = None,
+            progress: Callable[[str, int, int], None] | None = None) -> Retrieval:
         """The retrieval of ``spec`` with the given folds (capped, :meth:`effective_folds`),
-        seed and ranking depth (None: the whole library) (memoised, disk-cached)."""
+        seed and ranking depth (None: the whole library) (memoised, disk-cached). ``progress``
+        is told the stages of a computation (:func:`primsel.retrieval.cv.cross_validated_run`);
+        a cached retrieval has none."""
         folds = self.effective_folds(folds)
         key = self.key(spec, folds, seed, depth)
         if key in self._memo:
@@ -127,7 +130,7 @@ class RetrievalStore:
         path = cache_dir() / "experiments" / "retrieval" / f"{key}.json"
         result = self._read(path) if self.use_disk else None
         if result is None:
-            result = self._compute(spec, folds, seed, self.depth(depth))
+            result = self._compute(spec, folds, seed, self.depth(depth), progress=progress)
             if self.use_disk and not retrieval_errors(result):
                 payload = {"ranked": {t: [list(p) for p in r] for t, r in result.ranked.items()},
                            "folds": dict(result.folds), "seconds": result.seconds,
@@ -138,6 +141,27 @@ class RetrievalStore:
                     pass  # the cache is an optimisation; an unwritable cache directory is not an error
         self._memo[key] = result
         return result
+
+    def rerank(self, spec: Any, folds: int, seed: int, queries: Mapping[str, str]) -> Retrieval:
+        """Rank the library again for some tasks, each with another text (e.g. its query plus an
+        error message, reflection's ``reselect``), with the folds and training tasks of
+        :meth:`get` (same ``folds``, capped, and ``seed``). Not cached on disk (an LLM
+        selector's answers are, by its client).
+
+        Parameters
+        ----------
+        spec, folds, seed : as :meth:`get`.
+        queries : ``{task_id: text}``, task ids of the dataset.
+
+        Returns
+        -------
+        A :class:`Retrieval` of the tasks of ``queries`` only.
+
+        Raises
+        ------
+        ValueError : a task id not in the dataset.
+        """
+        return self._compute(spec, self.effective_folds(folds), seed, self.depth(None), queries)
 
     def _read(self, path: Path) -> Retrieval | None:
         try:
@@ -151,13 +175,17 @@ class RetrievalStore:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _compute(self, spec: Any, folds: int, seed: int, depth: int) -> Retrieval:
+    def _compute(self, spec: Any, folds: int, seed: int, depth: int, queries: Mapping[str, str] | None = None,
+                 progress: Callable[[str, int, int], None] | None = None) -> Retrieval:
         start = time.perf_counter()
         usage: dict[str, dict[str, float]] = {}
         run, fold_of = cross_validated_run(specs.with_seed(spec, seed), self.library, list(self.dataset.tasks),
-                                           k=depth, folds=folds, seed=seed, usage_out=usage)
+                                           k=depth, folds=folds, seed=seed, usage_out=usage,
+                                           queries=queries, progress=progress)
         ranked = {}
         for t in self.dataset.tasks:
-            scores = run.get(t.id, {})
-            ranked[t.id] = tuple((p, float(scores[p])) for p in ranking(scores))
-        return Retrieval(ranked=ranked, folds=dict(fold_of), seconds=time.perf_counter() - start, usage=usage)
+            if queries is None or t.id in queries:
+                scores = run.get(t.id, {})
+                ranked[t.id] = tuple((p, float(scores[p])) for p in ranking(scores))
+        return Retrieval(ranked=ranked, folds={t: fold_of[t] for t in ranked} if queries is not None else dict(fold_of),
+                         seconds=time.perf_counter() - start, usage=usage)

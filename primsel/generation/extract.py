@@ -521,7 +521,8 @@ def entry_point_error(program: Program) -> ExecutionResult | None:
     if wanted not in {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}:
         return ExecutionResult(program.task_id, "error", "AttributeError",
                                f"module 'query_executable' has no attribute '{wanted}' (ASPERA calls the "
-                               "first function signature of the program, here not a top-level function)")
+                               "first function signature of the program, here not a top-level function)",
+                               raised_by="program")
     return None
     tree = parse_program(program.code)
     if tree is None:

@@ -8,7 +8,9 @@ Registered names (``primsel.registry.build({"type": ...}, kind="generator")``):
 
 Every generator has ``generate(task, docs) -> Program`` and the optional abilities of
 :mod:`primsel.types`: ``generate_many(items)`` (a list of ``(task, docs)`` pairs; programs in the
-same order), ``fit(library, train_tasks)`` (the runner calls it once per cross-validation fold
+same order), ``revise_many(items)`` (``openai`` only: the next round of each task's
+conversation, given its earlier programs and the feedback on them),
+``fit(library, train_tasks)`` (the runner calls it once per cross-validation fold
 with that fold's training tasks) and ``usage_summary()``. Constructors only store and check
 parameters; nothing heavy (no ``openai`` import, no network) happens before the first program
 is requested.
@@ -30,6 +32,7 @@ from primsel.generation.prompts import (
     choose_examples,
     expected_function,
     generation_messages,
+    reflection_turn,
 )
 from primsel.llm.client import ChatClient, Completion, LLMError
 from primsel.llm.endpoint import takes_endpoint
@@ -62,6 +65,11 @@ class OpenAIGenerator:
     Planning for Complex Action Execution"). The answer goes through
     :func:`primsel.generation.extract.extract_program` in the ``extraction`` mode.
 
+    In a reflection round (:meth:`revise_many`) the same request is followed, for each earlier
+    round, by the model's answer and the feedback on its program (template
+    ``reflect_template``), and the answer to that conversation is the round's program. Each
+    round's request is cached like any other (its messages are part of the key).
+
     Examples come from the pool given to :meth:`fit` (the training folds' tasks), or the
     built-in tasks when ``fit`` got none; never from the task itself. ``example_selection``
     ``"similar"`` picks the pool tasks whose queries share most words with the request
@@ -75,6 +83,9 @@ class OpenAIGenerator:
     example_selection : ``"similar"`` or ``"fixed"``.
     extraction : how a program is taken from the answer: ``"primsel"`` (our rules) or
         ``"aspera"`` (ASPERA's agent, quirks included; see :mod:`primsel.generation.extract`).
+    reflect_template : packaged template name (``"reflect"``) or a template file path: the turn
+        carrying the feedback in a reflection round (placeholders ``feedback``,
+        ``function_name``, ``return_annotation``, ``signature``).
     **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, required;
         ``base_url``, ``api_key_env``, ``api_key``, ``timeout_s``, ``max_retries``,
         ``temperature``, ``seed`` (also the ``"fixed"`` shuffle's seed), ``max_tokens``,
@@ -87,7 +98,7 @@ class OpenAIGenerator:
     """
 
     def __init__(self, examples: int = 1, template: str = "ps", example_selection: str = "similar",
-                 extraction: str = "primsel", **endpoint: Any) -> None:
+                 extraction: str = "primsel", reflect_template: str = "reflect", **endpoint: Any) -> None:
         # checks the endpoint settings now; the client sends nothing until asked
         self._client = ChatClient(**endpoint)
         if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
@@ -96,8 +107,10 @@ class OpenAIGenerator:
             raise ValueError(f"example_selection must be 'similar' or 'fixed', got {example_selection!r}")
         self.extraction = _check_extraction(extraction)
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
+        self._reflect = load_template(reflect_template)
         self.examples = examples
         self.template = template
+        self.reflect_template = reflect_template
         self.example_selection = example_selection
         self._pool: list[Task] | None = None
         self._library_order: dict[str, int] = {}
@@ -108,7 +121,8 @@ class OpenAIGenerator:
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable); the API key is never included."""
         return {"examples": self.examples, "template": self.template, "example_selection": self.example_selection,
-                "extraction": self.extraction, **self._client.endpoint.params()}
+                "extraction": self.extraction, "reflect_template": self.reflect_template,
+                **self._client.endpoint.params()}
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> OpenAIGenerator:
         """Remember the library's order and the example pool. Returns ``self``.
@@ -197,6 +211,33 @@ class OpenAIGenerator:
         prompts = [self.messages(task, docs) for task, docs in items]
         answers = self._client.complete_many(prompts)
         return [self._program(task, msgs, ans) for (task, _), msgs, ans in zip(items, prompts, answers)]
+
+    def conversation(self, task: Task, docs: Sequence[Primitive],
+                     turns: Sequence[tuple[Program, str]] = ()) -> list[dict[str, str]]:
+        """The messages of a round: :meth:`messages` for ``task`` and ``docs``, then, for each
+        earlier round ``(program, feedback)``, the program's answer (``program.raw``) and the
+        feedback turn (:func:`primsel.generation.prompts.reflection_turn`)."""
+        messages = self.messages(task, docs)
+        for program, feedback in turns:
+            messages += reflection_turn(task, program.raw, feedback, self._reflect)
+        return messages
+
+    def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
+                    ) -> list[Program]:
+        """The next round's programs: for each ``(task, docs, turns)``, the answer to
+        :meth:`conversation`, at most ``concurrency`` requests in flight.
+
+        Returns
+        -------
+        One Program per item, in input order (statuses as :meth:`generate`).
+
+        Raises
+        ------
+        LLMFatalError, QuotaExceededError : as :meth:`generate_many`.
+        """
+        prompts = [self.conversation(task, docs, turns) for task, docs, turns in items]
+        answers = self._client.complete_many(prompts)
+        return [self._program(task, msgs, ans) for (task, _, _), msgs, ans in zip(items, prompts, answers)]
 
     def usage_summary(self) -> dict[str, float]:
         """Client counters (``calls``, ``requests``, ``cache_hits``, ``retries``, ``errors``,

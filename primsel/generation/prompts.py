@@ -5,6 +5,10 @@ primitives, the PS setting of ASPERA) and ``cck`` (complete codebase knowledge: 
 request, worded for documentation of the whole library; use it with the ``all`` retriever,
 which selects every primitive, or call :func:`cck_messages`).
 
+The packaged ``reflect`` template is the turn a reflection round adds after the model's answer:
+the feedback on its program and the request for a corrected one (:func:`reflection_turn`;
+placeholders ``feedback``, ``function_name``, ``return_annotation``, ``signature``).
+
 Placeholders of generation templates: ``guidelines`` (the task's generation guidelines as a
 bulleted list), ``modules`` (the modules shown), ``primitives`` (the stubs,
 ``Primitive.text("full")``, grouped by module in fenced blocks), ``examples`` (a section of
@@ -29,6 +33,7 @@ __all__ = [
     "choose_examples",
     "expected_function",
     "generation_messages",
+    "reflection_turn",
     "render_primitives",
 ]
 
@@ -137,6 +142,38 @@ def generation_messages(
         "signature": f"def {name}() -> {returns}",
     }
     return as_template(template).render(values)
+
+
+def reflection_turn(
+    task: Task,
+    answer: str,
+    feedback: str,
+    template: str | os.PathLike[str] | PromptTemplate = "reflect",
+) -> list[dict[str, str]]:
+    """The messages one reflection round adds to the conversation of ``task``: the model's
+    earlier answer (an ``assistant`` message) and the template's messages carrying the feedback.
+
+    Parameters
+    ----------
+    task : the task (the function name and return annotation asked for).
+    answer : the model's answer of the earlier round, as it was received ("(empty answer)" when
+        blank, since an empty assistant message is refused by some endpoints).
+    feedback : the feedback on that answer's program (:func:`primsel.eval.feedback.feedback_text`).
+    template : packaged name (``"reflect"``), path or parsed template.
+
+    Returns
+    -------
+    ``[{"role": "assistant", ...}, {"role": "user", ...}, ...]``
+
+    Raises
+    ------
+    ValueError : unknown template or placeholder.
+    """
+    name, returns = expected_function(task)
+    values = {"feedback": feedback.strip(), "function_name": name, "return_annotation": returns,
+              "signature": f"def {name}() -> {returns}"}
+    said = answer if answer.strip() else "(empty answer)"
+    return [{"role": "assistant", "content": said}, *as_template(template).render(values)]
 
 
 def cck_messages(

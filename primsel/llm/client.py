@@ -1,21 +1,32 @@
-"""A chat-completions client over the ``openai`` package: cache, retries, bounded concurrency.
+"""A chat-completions client over the ``openai`` package: cache, deadlines, retries, bounded concurrency.
 
 :class:`ChatClient` sends ``messages`` to any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama,
 llama.cpp server, ...) and returns a :class:`Completion`. It
 
-* always uses a finite timeout (``timeout_s``);
-* retries 408, 409, 429, 5xx answers, timeouts and connection errors up to ``max_retries`` times
-  with exponential backoff (``backoff_s * 2**attempt``, capped at ``max_backoff_s``), waiting
-  instead as long as a ``Retry-After`` header says (seconds or an HTTP date; ``retry-after-ms``
-  too), capped at ``max_retry_after_s``;
+* gives every attempt a **total deadline** of ``timeout_s`` seconds: connecting, sending and
+  receiving the whole answer. A server that trickles its answer (one byte every 0.5 s) is cut
+  off at the deadline, not only when it pauses longer than ``timeout_s``;
+* retries 408, 409, 429, 5xx answers, timeouts and connection errors up to ``max_retries``
+  times. **Backoff**: the wait before retry ``i`` (``i = 0, 1, ...``) is
+  ``min(backoff_s * 2**i, max_backoff_s)`` seconds times a random factor in [0.8, 1.0], unless
+  the answer has a ``Retry-After`` header (seconds or an HTTP date; ``retry-after-ms`` too):
+  then it waits as long as that says, capped at ``max_retry_after_s``. So, without
+  ``Retry-After``, one request takes at most ``(max_retries + 1) * timeout_s +
+  sum(min(backoff_s * 2**i, max_backoff_s) for i < max_retries)`` seconds once it is sent
+  (:attr:`ChatClient.max_request_seconds`; 6 s for ``timeout_s = 1``, ``max_retries = 2``,
+  ``backoff_s = 1``; 247 s with the defaults);
 * stops the run on errors that every further request would repeat: a 429 whose error code or
   type is ``insufficient_quota`` (:class:`QuotaExceededError`, raised after that one request,
   without retries), 401, 403 and 404 (:class:`LLMFatalError`), and a request whose every
   attempt failed to connect (:class:`EndpointUnreachableError`: nothing listens at the URL, the
-  host is unknown, ...; a timeout is not a connection failure). After a fatal error the client
-  refuses every later call without sending it;
+  host is unknown, ...; a timeout is not a connection failure). **After a fatal answer the
+  client sends nothing more**: requests waiting for a slot or a retry fail with the same error
+  unsent, and :meth:`ChatClient.complete_many` cancels its requests still in flight;
 * bounds the requests in flight to ``concurrency`` across all threads (the client is
-  thread-safe; :meth:`ChatClient.complete_many` runs a thread pool of that size);
+  thread-safe; :meth:`ChatClient.complete_many` sends a batch with that many in flight);
+* stops at once when interrupted: Ctrl-C (``KeyboardInterrupt``) in a thread waiting in
+  :meth:`ChatClient.complete` or :meth:`ChatClient.complete_many` cancels its requests and
+  closes their connections; answers received before stay cached;
 * caches completions on disk under ``llm/`` of the cache directory
   (:func:`primsel.files.cache_dir`: ``$PRIMSEL_CACHE_DIR``, default ``~/.cache/primsel``),
   one JSON file per request, keyed by the sha256 of the canonical JSON of
@@ -23,15 +34,22 @@ llama.cpp server, ...) and returns a :class:`Completion`. It
   ``"namespace"`` when ``cache_namespace`` is set. The endpoint URL is not part of the key: two
   endpoints serving the same model name share answers, unless they are given different
   ``cache_namespace`` values.
-  A cached request sends nothing; files are written atomically (:func:`primsel.files.write_atomic`),
-  so a run killed midway leaves only complete entries. Errors are never cached; truncated
-  completions (``finish_reason == "length"``) are, since the same request truncates again.
+  A cached request sends nothing; an answer is written as soon as it arrives, atomically
+  (:func:`primsel.files.write_atomic`), so a run killed midway leaves only complete entries.
+  Errors are never cached; truncated completions (``finish_reason == "length"``) are, since
+  the same request truncates again. Inside :func:`primsel.files.caches_disabled` (``primsel
+  run --no-cache``) the cache is neither read nor written.
 
-The ``openai`` package is imported on the first request, never at import time.
+Requests are sent by ``openai.AsyncOpenAI`` on one asyncio event loop, in a daemon thread shared
+by every client of the process; :meth:`ChatClient.complete` and
+:meth:`ChatClient.complete_many` block the calling thread until their answers are in. Deadlines
+and interrupts cancel the request's task, which closes its connection. The ``openai`` package is
+imported on the first request, never at import time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import logging
@@ -39,14 +57,13 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from primsel.checks import check_number
-from primsel.files import cache_dir, digest, write_atomic
+from primsel.files import cache_dir, caches_enabled, digest, write_atomic
 from primsel.llm.endpoint import Endpoint, takes_endpoint
 
 __all__ = [
@@ -206,20 +223,50 @@ class _Counters:
             }
 
 
+T = TypeVar("T")
+
+_loop_lock = threading.Lock()
+_loop_state: dict[str, Any] = {"loop": None, "pid": None}
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The asyncio event loop every client of this process sends its requests on, running in a
+    daemon thread (started on first use, and again in a forked child)."""
+    with _loop_lock:
+        loop = _loop_state["loop"]
+        if loop is None or _loop_state["pid"] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="primsel-llm", daemon=True).start()
+            _loop_state.update(loop=loop, pid=os.getpid())
+        return loop
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` on the shared loop and wait for its result in the calling thread; an
+    exception in the caller (Ctrl-C's KeyboardInterrupt) cancels it."""
+    future = asyncio.run_coroutine_threadsafe(coroutine, _event_loop())
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
+
+
 @takes_endpoint
 class ChatClient:
-    """Thread-safe chat-completions client with cache, retries and a concurrency bound.
+    """Thread-safe chat-completions client with cache, deadlines, retries and a concurrency bound.
 
     Parameters
     ----------
-    cache : read and write the on-disk cache.
+    cache : read and write the on-disk cache (never inside
+        :func:`primsel.files.caches_disabled`).
     max_backoff_s : cap of one backoff wait in seconds, >= 0.
     max_retry_after_s : cap of one ``Retry-After`` wait in seconds, >= 0.
     **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, ``base_url``,
-        ``api_key_env``, ``api_key``, ``timeout_s``, ``max_retries``, ``temperature``,
-        ``seed``, ``max_tokens``, ``concurrency``, ``backoff_s``, ``cache_namespace``). Without
-        a key a custom ``base_url`` gets the placeholder ``"unused"`` (local servers ignore
-        it); OpenAI's own endpoint needs one.
+        ``api_key_env``, ``api_key``, ``timeout_s`` (the total deadline of one attempt),
+        ``max_retries``, ``temperature``, ``seed``, ``max_tokens``, ``concurrency``,
+        ``backoff_s``, ``cache_namespace``). Without a key a custom ``base_url`` gets the
+        placeholder ``"unused"`` (local servers ignore it); OpenAI's own endpoint needs one.
 
     Raises
     ------
@@ -236,14 +283,15 @@ class ChatClient:
         self.cache = cache
         self.max_backoff_s = float(max_backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
-        self._slots = threading.BoundedSemaphore(self.endpoint.concurrency)
+        # used on the event loop only (asyncio primitives bind to the loop at first use)
+        self._slots = asyncio.Semaphore(self.endpoint.concurrency)
+        self._key_locks: dict[str, asyncio.Lock] = {}
         self._counters = _Counters()
         self._client: Any = None
         self._client_lock = threading.Lock()
-        self._key_locks: dict[str, threading.Lock] = {}
-        self._key_locks_lock = threading.Lock()
         self._fatal: LLMFatalError | None = None
-        self._sleep = time.sleep  # replaceable in tests to observe waits
+        #: tests: called with each backoff delay instead of waiting it
+        self._sleep: Callable[[float], object] | None = None
         self._jitter = random.Random()  # private: never disturbs the global random state
 
     # -- public -------------------------------------------------------------------------------
@@ -252,6 +300,17 @@ class ChatClient:
         """The sampling parameters of every request (the ``params`` part of the cache key)."""
         e = self.endpoint
         return {"temperature": e.temperature, "seed": e.seed, "max_tokens": e.max_tokens}
+
+    @property
+    def max_request_seconds(self) -> float:
+        """The longest one request can take once sent, when the endpoint sends no
+        ``Retry-After``: ``(max_retries + 1) * timeout_s + sum(min(backoff_s * 2**i,
+        max_backoff_s) for i < max_retries)`` seconds (every attempt at its deadline, every
+        backoff at its longest). A ``Retry-After`` header replaces that retry's wait, up to
+        ``max_retry_after_s``. Waiting for a slot (``concurrency``) is not included."""
+        e = self.endpoint
+        waits = sum(min(e.backoff_s * 2**i, self.max_backoff_s) for i in range(e.max_retries))
+        return (e.max_retries + 1) * e.timeout_s + waits
 
     def complete(self, messages: Messages) -> Completion:
         """Answer one chat request (from the cache when possible).
@@ -269,35 +328,12 @@ class ChatClient:
         LLMError : the request failed after the allowed retries, or was rejected (4xx).
         LLMFatalError, QuotaExceededError, EndpointUnreachableError : the run must stop (see the
             module docstring).
+        KeyboardInterrupt : the caller was interrupted; the request is cancelled.
         """
-        messages = [{"role": str(m["role"]), "content": _utf8(str(m["content"]))} for m in messages]
-        start = time.perf_counter()
-        with self._counters.lock:
-            self._counters.calls += 1
-        key = cache_key(self.endpoint.model, messages, self.params, self.endpoint.cache_namespace)
-        with self._lock_for(key):
-            if self.cache:
-                hit = self._cache_read(key)
-                if hit is not None:
-                    seconds = time.perf_counter() - start
-                    completion = Completion(
-                        text=hit.get("text", ""),
-                        finish_reason=hit.get("finish_reason"),
-                        prompt_tokens=int(hit.get("prompt_tokens", 0)),
-                        completion_tokens=int(hit.get("completion_tokens", 0)),
-                        seconds=seconds,
-                        cached=True,
-                    )
-                    self._count(completion, cache_hit=True)
-                    return completion
-            completion = self._request_with_retries(messages, start)
-            if self.cache:
-                self._cache_write(key, messages, completion)
-        self._count(completion, cache_hit=False)
-        return completion
+        return _run(self._answer(_clean(messages)))
 
     def complete_many(self, requests: Sequence[Messages]) -> list[Completion | LLMError]:
-        """Answer many chat requests with at most ``concurrency`` in flight.
+        """Answer many chat requests with at most ``concurrency`` in flight, sent in input order.
 
         Parameters
         ----------
@@ -311,33 +347,13 @@ class ChatClient:
         Raises
         ------
         LLMFatalError, QuotaExceededError, EndpointUnreachableError : raised as soon as one
-            request hits it; requests not yet started are cancelled.
+            request hits it; no request is sent after it, and those in flight are cancelled.
+        KeyboardInterrupt : the caller was interrupted; every request still queued or in
+            flight is cancelled at once (answers received before stay cached).
         """
         if not requests:
             return []
-        results: list[Completion | LLMError | None] = [None] * len(requests)
-
-        def run(i: int) -> None:
-            try:
-                results[i] = self.complete(requests[i])
-            except LLMError as exc:
-                results[i] = exc
-
-        pool = ThreadPoolExecutor(max_workers=min(self.endpoint.concurrency, len(requests)),
-                                  thread_name_prefix="primsel-llm")
-        try:
-            futures = [pool.submit(run, i) for i in range(len(requests))]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in done:
-                exc = future.exception()
-                if exc is not None:
-                    raise exc
-        except BaseException:
-            # a fatal answer or an interrupt: drop the queued requests, do not wait for the others
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
-        return [r if r is not None else LLMError("request was not run") for r in results]
+        return _run(self._answer_many([_clean(m) for m in requests]))
 
     def usage_summary(self) -> dict[str, float]:
         """Aggregate counters since construction.
@@ -356,14 +372,131 @@ class ChatClient:
         """The endpoint URL requests go to (``base_url``, or OpenAI's default)."""
         return self.base_url or "https://api.openai.com/v1 (the OpenAI default)"
 
-    # -- internals ----------------------------------------------------------------------------
-    def _lock_for(self, key: str) -> threading.Lock:
-        with self._key_locks_lock:
-            lock = self._key_locks.get(key)
-            if lock is None:
-                lock = self._key_locks[key] = threading.Lock()
-            return lock
+    # -- on the event loop --------------------------------------------------------------------
+    async def _answer_many(self, requests: list[list[dict[str, str]]]) -> list[Completion | LLMError]:
+        tasks = [asyncio.ensure_future(self._answer_or_error(m)) for m in requests]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception()]
+            if failed:
+                raise failed[0]
+            return [t.result() for t in tasks]
+        finally:
+            for task in tasks:  # after a fatal answer or a cancellation: stop the others
+                task.cancel()
 
+    async def _answer_or_error(self, messages: list[dict[str, str]]) -> Completion | LLMError:
+        try:
+            return await self._answer(messages)
+        except LLMError as exc:
+            return exc
+
+    async def _answer(self, messages: list[dict[str, str]]) -> Completion:
+        start = time.perf_counter()
+        with self._counters.lock:
+            self._counters.calls += 1
+        key = cache_key(self.endpoint.model, messages, self.params, self.endpoint.cache_namespace)
+        lock = self._key_locks.get(key)
+        if lock is None:
+            lock = self._key_locks[key] = asyncio.Lock()
+        async with lock:  # the same request twice at once: the second gets the first's answer
+            cache = self.cache and caches_enabled()
+            # read here, so that requests reach their slots in the order they were given
+            hit = self._cache_read(key) if cache else None
+            if hit is not None:
+                completion = Completion(
+                    text=hit.get("text", ""),
+                    finish_reason=hit.get("finish_reason"),
+                    prompt_tokens=int(hit.get("prompt_tokens", 0)),
+                    completion_tokens=int(hit.get("completion_tokens", 0)),
+                    seconds=time.perf_counter() - start,
+                    cached=True,
+                )
+                self._count(completion, cache_hit=True)
+                return completion
+            completion = await self._send(messages, start)
+            if cache:
+                # written by a worker thread: on the loop, the file system calls of every answer
+                # would queue behind each other (and before the next requests' sends)
+                await asyncio.to_thread(self._cache_write, key, messages, completion)
+        self._count(completion, cache_hit=False)
+        return completion
+
+    async def _send(self, messages: list[dict[str, str]], start: float) -> Completion:
+        import openai
+
+        client = self._openai()
+        body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
+        body.update((name, value) for name, value in self.params.items() if value is not None)
+        timeout = self.endpoint.timeout_s
+        retries = 0
+        connection_failures = 0
+        while True:
+            retry_after: float | None = None
+            async with self._slots:
+                # checked with the slot held and nothing awaited before the request starts: once
+                # a fatal answer has been handled, nothing more is sent
+                if self._fatal is not None:
+                    raise self._fatal
+                with self._counters.lock:
+                    self._counters.requests += 1
+                try:
+                    async with asyncio.timeout(timeout):  # the whole attempt, not each read
+                        # the SDK's documented custom-request call: the body is sent as built here
+                        # and the JSON answer comes back as plain data, skipping the per-request
+                        # parameter transformation and response models of chat.completions.create
+                        response = await client.post("/chat/completions", cast_to=object, body=body,
+                                                     options={"timeout": timeout})
+                except TimeoutError:
+                    reason = f"timeout: no complete answer within the deadline of {timeout:g} s"
+                except openai.APIStatusError as exc:
+                    status = exc.status_code
+                    if status == 429 and _is_quota_error(exc):
+                        self._fail_fatal(QuotaExceededError(
+                            f"the endpoint reports insufficient quota (429 insufficient_quota) for model "
+                            f"{self.endpoint.model!r}: add credit or use another key; stopping the run"
+                        ))
+                    if status in FATAL_STATUSES:
+                        self._fail_fatal(LLMFatalError(
+                            f"the endpoint answered {status} for model {self.endpoint.model!r} at "
+                            f"{self.base_url or 'the OpenAI default URL'}: {_short(exc)}; stopping the run"
+                        ))
+                    if status not in RETRY_STATUSES:
+                        self._fail(f"rejected with HTTP {status}: {_short(exc)}")
+                    reason = f"HTTP {status}"
+                    retry_after = parse_retry_after(getattr(exc.response, "headers", None))
+                except openai.APITimeoutError:
+                    reason = f"timeout after {timeout:g} s"
+                except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
+                    reason = f"connection error: {_cause(exc)}"
+                    connection_failures += 1
+                else:
+                    completion = _completion(response, time.perf_counter() - start, retries)
+                    if completion is None:
+                        self._fail("the endpoint answered without choices")
+                    return completion
+            if retries >= self.endpoint.max_retries:
+                if connection_failures == retries + 1:
+                    self._fail_fatal(EndpointUnreachableError(
+                        f"cannot connect to the LLM endpoint at {self.url} ({retries + 1} attempts; last: "
+                        f"{reason}): is the server running, and is base_url / OPENAI_BASE_URL right?"
+                    ))
+                self._fail(f"gave up after {retries + 1} attempts; last: {reason}")
+            if retry_after is not None:
+                delay = min(retry_after, self.max_retry_after_s)
+            else:
+                delay = min(self.endpoint.backoff_s * (2**retries), self.max_backoff_s) * self._jitter.uniform(0.8, 1.0)
+            log.warning("LLM request failed (%s); retry %d/%d in %.2f s", reason, retries + 1,
+                        self.endpoint.max_retries, delay)
+            retries += 1
+            with self._counters.lock:
+                self._counters.retries += 1
+            if self._sleep is not None:
+                self._sleep(delay)
+            else:
+                await asyncio.sleep(delay)
+
+    # -- internals ----------------------------------------------------------------------------
     def _count(self, completion: Completion, cache_hit: bool) -> None:
         with self._counters.lock:
             c = self._counters
@@ -391,79 +524,13 @@ class ChatClient:
             if self._client is None:
                 import openai  # heavy: imported on first use only
 
-                self._client = openai.OpenAI(
+                self._client = openai.AsyncOpenAI(
                     api_key=self._resolve_api_key(),
                     base_url=self.base_url,
                     timeout=self.endpoint.timeout_s,
                     max_retries=0,
                 )
             return self._client
-
-    def _request_with_retries(self, messages: list[dict[str, str]], start: float) -> Completion:
-        import openai
-
-        client = self._openai()
-        body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
-        body.update((name, value) for name, value in self.params.items() if value is not None)
-        retries = 0
-        connection_failures = 0
-        while True:
-            if self._fatal is not None:
-                raise self._fatal
-            retry_after: float | None = None
-            try:
-                with self._slots:
-                    with self._counters.lock:
-                        self._counters.requests += 1
-                    # the SDK's documented custom-request call: the body is sent as built here and
-                    # the JSON answer comes back as plain data, skipping the per-request parameter
-                    # transformation and response models of chat.completions.create
-                    response = client.post(
-                        "/chat/completions", cast_to=object, body=body, options={"timeout": self.endpoint.timeout_s}
-                    )
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                if status == 429 and _is_quota_error(exc):
-                    self._fail_fatal(QuotaExceededError(
-                        f"the endpoint reports insufficient quota (429 insufficient_quota) for model "
-                        f"{self.endpoint.model!r}: add credit or use another key; stopping the run"
-                    ))
-                if status in FATAL_STATUSES:
-                    self._fail_fatal(LLMFatalError(
-                        f"the endpoint answered {status} for model {self.endpoint.model!r} at "
-                        f"{self.base_url or 'the OpenAI default URL'}: {_short(exc)}; stopping the run"
-                    ))
-                if status not in RETRY_STATUSES:
-                    self._fail(f"rejected with HTTP {status}: {_short(exc)}")
-                reason = f"HTTP {status}"
-                retry_after = parse_retry_after(getattr(exc.response, "headers", None))
-            except openai.APITimeoutError:
-                reason = f"timeout after {self.endpoint.timeout_s:g} s"
-            except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
-                reason = f"connection error: {_cause(exc)}"
-                connection_failures += 1
-            else:
-                completion = _completion(response, time.perf_counter() - start, retries)
-                if completion is None:
-                    self._fail("the endpoint answered without choices")
-                return completion
-            if retries >= self.endpoint.max_retries:
-                if connection_failures == retries + 1:
-                    self._fail_fatal(EndpointUnreachableError(
-                        f"cannot connect to the LLM endpoint at {self.url} ({retries + 1} attempts; last: "
-                        f"{reason}): is the server running, and is base_url / OPENAI_BASE_URL right?"
-                    ))
-                self._fail(f"gave up after {retries + 1} attempts; last: {reason}")
-            if retry_after is not None:
-                delay = min(retry_after, self.max_retry_after_s)
-            else:
-                delay = min(self.endpoint.backoff_s * (2**retries), self.max_backoff_s) * self._jitter.uniform(0.8, 1.0)
-            log.warning("LLM request failed (%s); retry %d/%d in %.2f s", reason, retries + 1,
-                        self.endpoint.max_retries, delay)
-            retries += 1
-            with self._counters.lock:
-                self._counters.retries += 1
-            self._sleep(delay)
 
     def _fail(self, message: str) -> NoReturn:
         with self._counters.lock:
@@ -508,6 +575,11 @@ class ChatClient:
             write_atomic(path, json.dumps(entry), durable=False)
         except OSError as exc:
             log.warning("could not write the LLM cache entry %s: %s", path, exc)
+
+
+def _clean(messages: Messages) -> list[dict[str, str]]:
+    """``messages`` as plain dicts of strings, each text sendable as UTF-8 (see :func:`_utf8`)."""
+    return [{"role": str(m["role"]), "content": _utf8(str(m["content"]))} for m in messages]
 
 
 def _is_quota_error(exc: Any) -> bool:

@@ -34,14 +34,16 @@ class Endpoint:
     api_key_env : environment variable holding the key (default ``OPENAI_API_KEY``).
     api_key : the key itself (overrides ``api_key_env``; keep keys out of configuration
         files). Never part of :meth:`params`.
-    timeout_s : seconds per request, finite and > 0.
+    timeout_s : the total deadline of one attempt in seconds (connecting, sending and receiving
+        the whole answer), finite and > 0.
     max_retries : retries after the first attempt on 408, 409, 429, 5xx, timeouts and
         connection errors, >= 0.
     temperature, seed, max_tokens : sampling parameters (None: not sent); part of the
-        answer-cache key.
+        answer-cache key. temperature finite and >= 0, seed a 64-bit integer, max_tokens >= 1.
     concurrency : most requests in flight at once, >= 1.
     backoff_s : first retry wait in seconds when the endpoint gives no ``Retry-After``
-        (doubles per retry), >= 0.
+        (doubles per retry, times a random factor in [0.8, 1.0]; see
+        :attr:`primsel.llm.client.ChatClient.max_request_seconds`), >= 0.
     cache_namespace : label added to the answer-cache key (e.g. the endpoint's name), keeping
         apart the answers of endpoints that serve the same model name; None: model, messages
         and sampling parameters only.
@@ -72,6 +74,13 @@ class Endpoint:
         check_number("max_retries", self.max_retries, minimum=0, integer=True)
         check_number("concurrency", self.concurrency, minimum=1, integer=True)
         check_number("backoff_s", self.backoff_s, minimum=0)
+        # the sampling parameters are sent with every request: a bad one would fail every request
+        if self.temperature is not None:
+            check_number("temperature", self.temperature, minimum=0)
+        if self.seed is not None:
+            check_number("seed", self.seed, minimum=-(2**63), maximum=2**63 - 1, integer=True)
+        if self.max_tokens is not None:
+            check_number("max_tokens", self.max_tokens, minimum=1, integer=True)
         if self.cache_namespace is not None and not isinstance(self.cache_namespace, str):
             raise ValueError(f"cache_namespace must be a string, got {self.cache_namespace!r}")
 

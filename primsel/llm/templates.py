@@ -12,6 +12,8 @@ literal dollar sign); an unknown placeholder is an error. The packaged templates
             documentation of the whole library.
 ``select``  one module's documentation and the request; asks for a JSON list of symbol names
             (the LLM selector, :mod:`primsel.retrieval.llm_selector`).
+``reflect`` the feedback on a failed program and the request for a corrected one (reflection
+            rounds, :func:`primsel.generation.prompts.reflection_turn`).
 
 A configuration's ``template`` value is a packaged name (``"ps"``) or a file path (absolute or
 relative to the working directory); copy a packaged file to start a variant.
@@ -100,7 +102,7 @@ class PromptTemplate:
 
 
 def packaged_templates() -> list[str]:
-    """Names of the templates shipped with primsel (``cck``, ``ps``, ``select``)."""
+    """Names of the templates shipped with primsel (``cck``, ``ps``, ``reflect``, ``select``)."""
     folder = resources.files("primsel.llm") / "templates"
     return sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".txt"))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,30 +22,60 @@ import numpy as np
 from primsel.checks import check_k
 from primsel.types import Run, Task, top_k
 
-_WORD = re.compile(r"[A-Za-z0-9_]+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_WORD = re.compile(r"\w+")
+
+
+def normalise_text(text: str) -> str:
+    """Text as the tokeniser sees it: Unicode NFKC (full-width and compatibility forms become
+    their plain letters and digits, ``"ｆｉｎｄ"`` -> ``"find"``), then without combining marks
+    (accents: ``"résumé"`` -> ``"resume"``), so accented and ASCII spellings of a word match.
+    Case is kept (CamelCase splitting needs it)."""
+    text = unicodedata.normalize("NFKC", text)
+    if text.isascii():
+        return text
+    stripped = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+    return unicodedata.normalize("NFC", stripped)
+
+
+def _kind(c: str) -> str:
+    return "digit" if c.isdigit() else "upper" if c.isupper() else "lower"
 
 
 def split_identifier(token: str) -> list[str]:
-    """Parts of an identifier: ``snake_case`` and ``CamelCase`` split, lower-cased.
+    """Parts of an identifier: ``snake_case`` and ``CamelCase`` split, case-folded.
 
     ``"find_available_slots"`` -> ``["find", "available", "slots"]``;
     ``"DateTimeClauseOperators"`` -> ``["date", "time", "clause", "operators"]``;
-    ``"now_"`` -> ``["now"]``.
+    ``"HTTPServer"`` -> ``["http", "server"]``; ``"now_"`` -> ``["now"]``. Letters of any script
+    count (``"Ärger"`` -> ``["ärger"]``); a part starts where a lower-case letter meets an
+    upper-case one, before the last capital of a run of capitals followed by a lower-case
+    letter, and where digits start or end.
     """
     parts: list[str] = []
     for piece in token.split("_"):
-        parts.extend(m.group(0).lower() for m in _CAMEL.finditer(piece))
+        if not piece:
+            continue
+        start = 0
+        for i in range(1, len(piece)):
+            before, here = _kind(piece[i - 1]), _kind(piece[i])
+            after = _kind(piece[i + 1]) if i + 1 < len(piece) else None
+            if (before != here and "digit" in (before, here)) or (before == "lower" and here == "upper") \
+                    or (before == here == "upper" and after == "lower"):
+                parts.append(piece[start:i].casefold())
+                start = i
+        parts.append(piece[start:].casefold())
     return parts
 
 
 def code_tokens(text: str, stopwords: Iterable[str] = ()) -> list[str]:
     """Code-aware tokens of a text, for lexical retrieval.
 
-    Every word or identifier (``[A-Za-z0-9_]+``) yields its snake_case / CamelCase parts,
-    lower-cased, and, when it has more than one part, the whole identifier lower-cased (with
-    surrounding underscores stripped) as well. So ``find_events`` gives ``find``, ``events``,
-    ``find_events``; ``TimeUnits`` gives ``time``, ``units``, ``timeunits``.
+    The text is normalised first (:func:`normalise_text`: NFKC, accents removed). Every word or
+    identifier (a run of Unicode word characters, ``\\w+``) yields its snake_case / CamelCase
+    parts, case-folded, and, when it has more than one part, the whole identifier case-folded
+    (with surrounding underscores stripped) as well. So ``find_events`` gives ``find``,
+    ``events``, ``find_events``; ``TimeUnits`` gives ``time``, ``units``, ``timeunits``;
+    ``"Café naïve"`` gives ``cafe``, ``naive``; ``"ＦＩＮＤ"`` gives ``find``.
 
     Parameters
     ----------
@@ -57,11 +88,11 @@ def code_tokens(text: str, stopwords: Iterable[str] = ()) -> list[str]:
     """
     stop = frozenset(stopwords)
     out: list[str] = []
-    for m in _WORD.finditer(text):
+    for m in _WORD.finditer(normalise_text(text)):
         word = m.group(0)
         parts = split_identifier(word)
         out.extend(p for p in parts if p not in stop)
-        whole = word.strip("_").lower()
+        whole = word.strip("_").casefold()
         if len(parts) > 1 and whole not in stop:
             out.append(whole)
     return out

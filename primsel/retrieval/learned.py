@@ -59,19 +59,27 @@ class _QueryFeatures:
         return l2_normalise(self.encoder(list(texts)))
 
     def fit_transform(self, texts: Sequence[str]) -> Any:
+        """Features of the training queries, ``(n_texts, n_features)``; None when there are none
+        (the TF-IDF block is dropped, with a warning, when the queries hold no word at all)."""
         parts = []
+        self._vectorizer = None
         if "tfidf" in self.features:
             from sklearn.feature_extraction.text import TfidfVectorizer
 
-            self._vectorizer = TfidfVectorizer(analyzer=code_tokens, sublinear_tf=True)
-            parts.append(self._vectorizer.fit_transform(texts))
+            vectorizer = TfidfVectorizer(analyzer=code_tokens, sublinear_tf=True)
+            if any(code_tokens(text) for text in texts):
+                self._vectorizer = vectorizer
+                parts.append(vectorizer.fit_transform(texts))
+            else:  # scikit-learn would raise "empty vocabulary"
+                logger.warning("no word in any of the %d training queries: the query words give no "
+                               "signal%s", len(texts), "" if "dense" in self.features else " (every score is 0)")
         if "dense" in self.features:
             parts.append(self.dense_weight * self._encode(texts))
         return _stack(parts)
 
     def transform(self, texts: Sequence[str]) -> Any:
         parts = []
-        if "tfidf" in self.features:
+        if self._vectorizer is not None:
             parts.append(self._vectorizer.transform(texts))
         if "dense" in self.features:
             parts.append(self.dense_weight * self._encode(texts))
@@ -79,6 +87,8 @@ class _QueryFeatures:
 
 
 def _stack(parts: list[Any]) -> Any:
+    if not parts:
+        return None
     if len(parts) == 1:
         return parts[0]
     from scipy.sparse import csr_matrix, hstack
@@ -133,9 +143,11 @@ class KnnRetriever(_LearnedBase):
         self._y = _label_matrix(self.ids, train_tasks)
         self._feat = None
         if train_tasks:
-            self._feat = self._features()
-            x = self._feat.fit_transform([t.query for t in train_tasks])
-            self._x = l2_normalise(x.toarray() if hasattr(x, "toarray") else x)
+            feat = self._features()
+            x = feat.fit_transform([t.query for t in train_tasks])
+            if x is not None:  # else no feature at all: every score is 0
+                self._feat = feat
+                self._x = l2_normalise(x.toarray() if hasattr(x, "toarray") else x)
         return self
 
     def score(self, queries: Mapping[str, str]) -> dict[str, Sequence[float]]:
@@ -238,8 +250,11 @@ class ClassifierRetriever(_LearnedBase):
         self._feat = None
         if not train_tasks:
             return self
-        self._feat = self._features()
-        x = self._feat.fit_transform([t.query for t in train_tasks])
+        feat = self._features()
+        x = feat.fit_transform([t.query for t in train_tasks])
+        if x is None:  # no feature at all: only the primitives gold in every training task score
+            return self
+        self._feat = feat
         for j in range(len(self.ids)):
             positives = y[:, j].sum()
             if positives == len(train_tasks):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from primsel.files import write_atomic
-from primsel.types import Run, ranking
+from primsel.types import Run, check_run, ranking
 
 
 def format_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
@@ -17,7 +18,10 @@ def format_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
     Raises
     ------
     ValueError : the tag, a task id or a primitive id is empty or contains whitespace.
+    TypeError : an id that is not a string or a score that is not a number
+        (:func:`primsel.types.check_run`).
     """
+    check_run(run)
     _check_token(tag, "tag")
     lines = []
     for task_id, scores in run.items():
@@ -36,18 +40,35 @@ def write_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLike[st
 def read_run(path: str | os.PathLike[str]) -> Run:
     """Read a TREC run file into ``{task_id: {primitive_id: score}}`` (task order of the file).
 
+    Ids are kept as the strings the file holds. The rank column is not read (the scores rank,
+    as trec_eval and ranx do).
+
     Raises
     ------
-    ValueError : a line without 6 fields (the message names the line number).
+    ValueError : naming the file and the line number: a line without 6 fields, a score that is
+        not a number (or is NaN), or a (task, primitive) pair that an earlier line already
+        scored (which line to believe would be a guess).
     """
     run: Run = {}
+    seen: dict[tuple[str, str], int] = {}
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         fields = line.split()
         if len(fields) != 6:
             raise ValueError(f"{path}:{n}: expected 'qid Q0 docid rank score tag', got {line!r}")
-        run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
+        task_id, pid = fields[0], fields[2]
+        try:
+            score = float(fields[4])
+        except ValueError:
+            raise ValueError(f"{path}:{n}: score {fields[4]!r} is not a number") from None
+        if math.isnan(score):
+            raise ValueError(f"{path}:{n}: score is NaN")
+        if (task_id, pid) in seen:
+            raise ValueError(f"{path}:{n}: task {task_id!r} ranks primitive {pid!r} a second time "
+                             f"(first at line {seen[task_id, pid]}); a run scores each pair once")
+        seen[task_id, pid] = n
+        run.setdefault(task_id, {})[pid] = score
     return run
 
 

@@ -526,7 +526,9 @@ def verdict(
     """The verdict dict for the exception that ended the task (None: every pair passed).
 
     Keys: ``status``, ``error_type``, ``message``, ``line`` (program line, when the exception
-    was the program's), ``called_primitives`` (first-call order), ``trace`` (every recorded
+    was the program's), ``raised_by`` (``"program"``, ``"sandbox"``: a verdict of the judge's own
+    on the program's process or answer, ``"task"``: the SIP or EP raised, or the judge failed;
+    None for a pass), ``called_primitives`` (first-call order), ``trace`` (every recorded
     call: ``[primitive id, line, arguments]``), ``outcomes`` (per completed call of the entry
     point: ``[trace entries it added, "return" or "raise", summary of the value or exception]``),
     ``paths`` (per such call, the program lines it executed, ``0`` marking each traced library
@@ -553,18 +555,20 @@ def verdict(
     if isinstance(exc, _Verdict):
         status, error_type, message = exc.status, exc.error_type, exc.message
         line = origin[2] if origin else None
+        raised_by = "program" if origin else "task" if error_type == "EvaluatorError" else "sandbox"
     elif origin is not None:
         _, error_type, line, message = origin
-        status = _status(library, exc)
+        status, raised_by = _status(library, exc), "program"
     elif before_program:
-        status, error_type, line = "error", "EvaluatorError", None
+        status, error_type, line, raised_by = "error", "EvaluatorError", None, "task"
         message = f"the task's setup or evaluation program failed before the program ran: {_describe(exc)}"
-    else:
-        status, error_type, line = _status(library, exc), type(exc).__name__, None
+    else:  # raised by the evaluation program itself (its message may hold what it expected)
+        status, error_type, line, raised_by = _status(library, exc), type(exc).__name__, None, "task"
         message = _message(exc)
     error_type = clean_name(error_type) if error_type is not None else None
     line = line if type(line) is int and line >= 1 else None
-    result.update(status=status, error_type=error_type, message=_cap(clean_text(message)), line=line)
+    result.update(status=status, error_type=error_type, message=_cap(clean_text(message)), line=line,
+                  raised_by=raised_by)
     return result
 
 
@@ -624,4 +628,5 @@ def judge(
 
 def _evaluator_error(message: str) -> dict[str, Any]:
     return {"status": "error", "error_type": "EvaluatorError", "message": _cap(message), "line": None,
-            "called_primitives": [], "trace": [], "outcomes": [], "paths": [], "stdout_truncated": False}  # fmt: skip
+            "raised_by": "task", "called_primitives": [], "trace": [], "outcomes": [], "paths": [],
+            "stdout_truncated": False}

@@ -396,26 +396,27 @@ class Sandbox:
             size = len(program) if len(program) > self.program_cap or program.isascii() else _utf8_size(program)
             if size > self.program_cap:
                 message = f"the program is larger than the sandbox's cap of {self.program_cap} bytes"
-                return ExecutionResult(task.id, "error", "ProgramTooLarge", message)
+                return ExecutionResult(task.id, "error", "ProgramTooLarge", message, raised_by="program")
         if program is None or not program.strip():
-            return ExecutionResult(task.id, "no_program", message="empty program")
+            return ExecutionResult(task.id, "no_program", message="empty program", raised_by="program")
         try:
             tree = ast.parse(program)
         except SyntaxError as exc:
-            return ExecutionResult(task.id, "error", "SyntaxError", exc.msg, exc.lineno)
+            return ExecutionResult(task.id, "error", "SyntaxError", exc.msg, exc.lineno, raised_by="program")
         except (ValueError, RecursionError, MemoryError) as exc:  # e.g. a lone surrogate
-            return ExecutionResult(task.id, "error", type(exc).__name__, str(exc))
+            return ExecutionResult(task.id, "error", type(exc).__name__, str(exc), raised_by="program")
         # The rule of primsel.types.entry_point, applied to the tree parsed above (a name defined
         # twice keeps its first position and its last definition, as Python binds it).
         functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         if not functions:
-            return ExecutionResult(task.id, "no_program", message="the program defines no top-level function")
+            return ExecutionResult(task.id, "no_program", message="the program defines no top-level function",
+                                   raised_by="program")
         entry = preferred if preferred in functions else next(iter(functions))
         node = functions[entry]
         if isinstance(node, ast.AsyncFunctionDef):
             message = (f"the entry point {entry!r} is a coroutine function (async def): calling it returns a "
                        "coroutine that is never awaited")
-            return ExecutionResult(task.id, "error", "AsyncEntryPoint", message, node.lineno)
+            return ExecutionResult(task.id, "error", "AsyncEntryPoint", message, node.lineno, raised_by="program")
         scenario = task.scenario
         return {
             "task": {
@@ -465,6 +466,7 @@ class Sandbox:
                 "WorkerDied",
                 "the sandbox worker died or stopped answering; it was restarted",
                 seconds=self.timeout,
+                raised_by="task",  # a fault of the sandbox, not of the program
             )
         return ExecutionResult(
             task_id=task_id,
@@ -479,6 +481,7 @@ class Sandbox:
             trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
             outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
             paths=tuple(tuple(path) for path in reply.get("paths", ())),
+            raised_by=reply.get("raised_by"),
         )
 
 

@@ -171,8 +171,8 @@ _worker: dict[str, Any] = {"pid": None, "scratch": None}
 
 
 def _result(status: str, message: str | None = None, error_type: str | None = None) -> dict[str, Any]:
-    """A verdict made by the worker itself (no call trace)."""
-    return {"status": status, "error_type": error_type, "message": message, "line": None,
+    """A verdict made by the worker itself (no call trace): a fault outside the program."""
+    return {"status": status, "error_type": error_type, "message": message, "line": None, "raised_by": "task",
             "called_primitives": [], "trace": [], "stdout_truncated": False}  # fmt: skip
 
 

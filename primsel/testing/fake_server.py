@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAIServer", "Reply", "completion_body", "last_user_message", "pipeline_responder"]
+__all__ = ["FakeOpenAIServer", "Reply", "completion_body", "last_user_message", "pipeline_responder", "wrong_program"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Reply:
         (``"insufficient_quota"``, ``"rate_limit_exceeded"``).
     delay_s : seconds to wait before answering (added to the server's latency).
     hang : never answer: hold the connection until the server closes.
+    trickle_s : when > 0, send the whole answer (status line, headers and body) one byte at a
+        time, this many seconds apart (a server that is slow but never silent for long).
     prompt_tokens, completion_tokens : the usage numbers reported.
     """
 
@@ -58,6 +60,7 @@ class Reply:
     error_code: str | None = None
     delay_s: float = 0.0
     hang: bool = False
+    trickle_s: float = 0.0
     prompt_tokens: int = 10
     completion_tokens: int = 5
 
@@ -100,6 +103,14 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (a cancelled request, a deadline) is not an error of the server."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeOpenAIServer:
@@ -169,9 +180,11 @@ class FakeOpenAIServer:
             self.answered = 0
 
     def stats(self) -> dict[str, int]:
-        """``requests`` (received), ``answered`` (sent, see the class) and ``max_in_flight``."""
+        """``requests`` (received), ``answered`` (sent, see the class), ``in_flight`` (received,
+        not yet answered) and ``max_in_flight``."""
         with self._lock:
-            return {"requests": len(self.requests), "answered": self.answered, "max_in_flight": self.max_in_flight}
+            return {"requests": len(self.requests), "answered": self.answered, "in_flight": self._in_flight,
+                    "max_in_flight": self.max_in_flight}
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -238,8 +251,11 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
             return
 
-        def _send_json(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+        def _send_json(self, status: int, body: Any, headers: Mapping[str, str], trickle_s: float = 0.0) -> None:
             data = json.dumps(body).encode("utf-8")
+            if trickle_s > 0:
+                self._trickle(status, data, headers, trickle_s)
+                return
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -248,13 +264,23 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _answer(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+        def _trickle(self, status: int, data: bytes, headers: Mapping[str, str], pause: float) -> None:
+            lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}", "Content-Type: application/json",
+                     f"Content-Length: {len(data)}", *(f"{k}: {v}" for k, v in headers.items())]
+            raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+            for i in range(len(raw)):
+                if i and server._closing.wait(pause):
+                    return
+                self.wfile.write(raw[i:i + 1])
+                self.wfile.flush()
+
+        def _answer(self, status: int, body: Any, headers: Mapping[str, str], trickle_s: float = 0.0) -> None:
             # The counters change before the first byte goes out: a client that has read the
             # whole answer always sees it counted and no longer in flight. A failed write takes
             # the count back.
             server._leave(answered=True)
             try:
-                self._send_json(status, body, headers)
+                self._send_json(status, body, headers, trickle_s)
             except OSError:
                 with server._lock:
                     server.answered -= 1
@@ -293,7 +319,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 if not answering:
                     server._leave()
             try:
-                self._answer(reply.status, body, reply.headers)
+                self._answer(reply.status, body, reply.headers, reply.trickle_s)
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
@@ -304,28 +330,82 @@ _REQUEST_LINE = re.compile(r"^Request: (.*)$", re.MULTILINE)
 _MODULE = re.compile(r"symbols of module `(\w+)`")
 
 
+#: Modes of :func:`pipeline_responder`.
+MODES = ("reference", "cut", "reflect")
+
+
+def wrong_program(task: Any, library_names: Iterable[str]) -> str:
+    """The wrong program the ``reflect`` mode of :func:`pipeline_responder` answers first: one
+    faulty variant of the task's reference program (:func:`primsel.eval.faults.make_faults`,
+    seed 0, one fault of each kind; the variant is picked by a hash of the task id), or, when
+    no fault applies, the entry point doing nothing (``return None``). A variant may still pass
+    (a fault the evaluation programs do not notice).
+
+    Parameters
+    ----------
+    task : the :class:`primsel.types.Task`.
+    library_names : names of the library's functions and classes.
+    """
+    import hashlib
+
+    from primsel.eval.faults import make_faults
+
+    faults = make_faults(task.id, task.program, frozenset(library_names)) if task.program.strip() else []
+    if faults:
+        pick = int(hashlib.sha256(task.id.encode("utf-8")).hexdigest(), 16) % len(faults)
+        return faults[pick].program
+    name = task.entry_point or "fulfil_request"
+    return f"def {name}():\n    return None\n"
+
+
+def _has_feedback(request: Mapping[str, Any]) -> bool:
+    """True when a user message follows an assistant message (a reflection round's feedback)."""
+    roles = [m.get("role") for m in request.get("messages", []) if isinstance(m, Mapping)]
+    return "assistant" in roles and "user" in roles[roles.index("assistant"):]
+
+
 def pipeline_responder(tasks: Iterable[Any], mode: str = "reference") -> Callable[[dict[str, Any]], Reply]:
     """A responder that answers primsel's packaged prompts as a perfect model would.
 
     Selection prompts (template ``select``) get a JSON list of the task's gold primitives of
     the module asked about; generation prompts (templates ``ps``, ``cck``) get the task's
     reference program in a fenced block. The task is found by its query (the ``Request:`` line
-    of the user message, else the longest query contained in it).
+    of a user message, else the longest query contained in one; the first user message that
+    names a task decides).
 
     Parameters
     ----------
     tasks : :class:`primsel.types.Task` objects (with ``gold`` filled for selection answers).
-    mode : ``"reference"``, or ``"cut"``: every program is cut in the middle of a line, the
+    mode : ``"reference"``; ``"cut"``: every program is cut in the middle of a line, the
         fence left open and ``finish_reason`` set to ``"length"`` (a model that ran out of
-        tokens).
+        tokens); ``"reflect"``: a generation prompt without feedback gets a wrong program
+        (:func:`wrong_program`), and one whose conversation holds feedback (a user message after
+        an assistant message: a reflection round) gets the reference program.
 
     Raises
     ------
     ValueError : unknown mode.
     """
-    if mode not in ("reference", "cut"):
-        raise ValueError(f"unknown mode {mode!r}; expected 'reference' or 'cut'")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(repr(m) for m in MODES)}")
+    tasks = list(tasks)
     by_query = {t.query.strip(): t for t in tasks}
+    names: frozenset[str] = frozenset()
+    if mode == "reflect":
+        from primsel.library import Library
+
+        names = frozenset(p.name for p in Library.from_simulator().values())
+    wrong: dict[str, str] = {}
+    # the server answers from several threads, and ast.parse in two threads at once can fail in
+    # CPython 3.11 ("SystemError: AST constructor recursion depth mismatch", CPython issue
+    # gh-106905): faults are made one at a time, once per task
+    making = threading.Lock()
+
+    def wrong_answer(task: Any) -> str:
+        with making:
+            if task.id not in wrong:
+                wrong[task.id] = wrong_program(task, names)
+            return wrong[task.id]
 
     def find(user: str) -> Any:
         match = _REQUEST_LINE.search(user)
@@ -336,13 +416,20 @@ def pipeline_responder(tasks: Iterable[Any], mode: str = "reference") -> Callabl
 
     def respond(request: dict[str, Any]) -> Reply:
         user = last_user_message(request)
-        task = find(user)
+        task = None
+        for message in request.get("messages", []):
+            text = message.get("content") if isinstance(message, Mapping) and message.get("role") == "user" else None
+            task = find(text) if isinstance(text, str) else None
+            if task is not None:
+                break
         if task is None:
             return Reply(content="I cannot tell which request this is.")
         module = _MODULE.search(user)
         if module is not None:
-            names = sorted(pid.split(".", 1)[1] for pid in task.gold if pid.split(".", 1)[0] == module.group(1))
-            return Reply(content=json.dumps(names))
+            names_ = sorted(pid.split(".", 1)[1] for pid in task.gold if pid.split(".", 1)[0] == module.group(1))
+            return Reply(content=json.dumps(names_))
+        if mode == "reflect" and not _has_feedback(request):
+            return Reply(content=f"Here is the program.\n\n```python\n{wrong_answer(task).strip()}\n```\n")
         program = task.program.strip() + "\n"
         if mode == "cut":
             middle = len(program) // 2
@@ -366,6 +453,8 @@ CLI_EPILOG = """\
 What it answers:
   selection prompts (one per module)  the task's gold primitives of that module, as a JSON list
   generation prompts                  the task's reference program, in a fenced code block
+                                      (--mode reflect: a wrong program first, the reference once
+                                      the conversation holds feedback)
 
 So with --mode reference every task passes (success 1.0) whatever the retriever, and the LLM
 selector picks exactly the gold primitives (recall 1.0): by construction, the figures check the
@@ -405,10 +494,12 @@ def main(argv: list[str] | None = None) -> int:
                              "be the task set of the run you point at this server")
     parser.add_argument("--latency", type=float, default=0.0, metavar="S",
                         help="seconds to wait before each answer, to imitate a remote model (default 0)")
-    parser.add_argument("--mode", choices=("reference", "cut"), default="reference",
+    parser.add_argument("--mode", choices=MODES, default="reference",
                         help="reference: answer with the complete reference program; cut: answer with the "
                              "program cut off mid-line and finish_reason 'length', as a model that ran out "
-                             "of tokens (default reference)")
+                             "of tokens; reflect: a wrong program first (a faulty variant of the reference), "
+                             "the reference program once the conversation holds feedback (reflection "
+                             "rounds) (default reference)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
     parser.add_argument("--stats", metavar="FILE",
                         help="JSON file of the request counters (requests received, answered, "

@@ -43,7 +43,8 @@ def test_run_writes_cells_and_report_on_builtin_tasks(tmp_path, capsys):
     assert len(manifest["cells"]) == 8 and manifest["data"]["source"] == "builtin"
     assert all((exp / c["id"] / "report.json").is_file() for c in manifest["cells"])
     report = (exp / "report.md").read_text()
-    assert report.count("| bm25 |") == 4 and report.count("| prior |") == 4
+    # a row per cell, and one per ranking in the table of ties
+    assert report.count("| bm25 |") == 4 + 1 and report.count("| prior |") == 4 + 1
     assert "Data: the built-in tasks" in report
 
 
@@ -308,8 +309,31 @@ def test_an_unwritable_output_directory_exits_2(tmp_path, capsys):
     blocker.write_text("")
     assert cli_main(["run", str(cfg), "--out", str(blocker / "runs"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert f"primsel run: error: cannot write the output directory {blocker / 'runs' / 'small'}" in err
-    assert "Traceback" not in err
+    assert f"primsel run: error: {blocker} is a file, not a directory: cannot create " \
+           f"{blocker / 'runs' / 'small'} under it" in err
+    assert "Traceback" not in err and "built-in tasks" not in err  # checked before loading data
+
+
+def test_an_output_path_that_is_a_file_is_named_plainly(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "small").write_text("keep\n")
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"primsel run: error: {tmp_path / 'runs' / 'small'} is a file, not a directory" in err
+    assert "File exists" not in err and (tmp_path / "runs" / "small").read_text() == "keep\n"
+
+
+def test_a_bad_data_path_of_the_experiment_file_names_the_file_not_the_flag(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('data = "no.tgz"\n' + SMALL)
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"Asper-Bench archive not found: {tmp_path / 'no.tgz'} (from the 'data' key of {cfg})" in err
+    assert "--data" not in err and not (tmp_path / "runs").exists()
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--data", str(tmp_path / "other.tgz")]) == 2
+    assert f"{tmp_path / 'other.tgz'} (from --data)" in capsys.readouterr().err
 
 
 def test_ctrl_c_exits_130_with_one_line(tmp_path, capsys, monkeypatch):
@@ -402,3 +426,61 @@ def test_editing_a_plug_in_retriever_invalidates_its_cached_rankings(tmp_path):
     assert first_ranked("a") == {"work_calendar.add_event"}
     (tmp_path / "plug_mod_cli.py").write_text(PLUGIN % "time_utils.now_")
     assert first_ranked("b") == {"time_utils.now_"}
+
+
+def test_answers_from_the_cache_are_counted_and_a_cell_that_contacted_no_endpoint_is_warned_about(
+        tmp_path, capsys, monkeypatch):
+    from primsel.datasets import load_builtin_tasks
+    from primsel.testing.fake_server import FakeOpenAIServer, pipeline_responder
+
+    monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
+    llm = 'model = "m", max_retries = 0'
+    cfg = tmp_path / "cached.toml"
+    cfg.write_text(f'name = "cached"\nk = 20\nretriever = {{type = "llm_selector", {llm}}}\n'
+                   f'[generator]\ntype = "openai"\n{llm.replace(", ", chr(10))}\nexamples = 0\n')
+    with FakeOpenAIServer(responder=pipeline_responder(load_builtin_tasks())) as srv:  # a perfect model
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        assert cli_main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", "--workers", "1"]) == 0
+        assert srv.request_count == 32 * 5 + 32
+    err = capsys.readouterr().err
+    # 32 built-in tasks: one selection request per module (5) and one program each
+    assert "primsel run: 0 of 192 LLM answers from the cache" in err and "no LLM endpoint" not in err
+
+    # the same model name at an endpoint that is down: every answer comes from the cache
+    monkeypatch.setenv("OPENAI_BASE_URL", _closed_port_url())
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "primsel run: 192 of 192 LLM answers from the cache" in err
+    (cell,) = json.loads((tmp_path / "b" / "cached" / "experiment.json").read_text())["cells"]
+    assert f"primsel run: warning: no LLM endpoint was contacted for {cell['label']} ({cell['id']}): every " \
+           "answer came from the cache" in err
+    report = json.loads((tmp_path / "b" / "cached" / cell["id"] / "report.json").read_text())
+    assert (report["success"], report["llm_answers"], report["llm_answers_cached"]) == (1.0, 192, 192)
+    text = (tmp_path / "b" / "cached" / "report.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| configuration"))
+    row = next(line for line in text.splitlines() if line.startswith("| llm_selector"))
+    columns = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    assert columns["cached"] == "192/192"
+    assert "192 of 192 answers from the cache in all; 1 cells contacted no endpoint at all" in text
+
+
+def test_run_ends_with_the_best_cell_of_each_ranking_on_stdout(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    exp = tmp_path / "runs" / "small"
+    assert out[0] == "best cell of each ranking, by set F1 (macro):"
+    assert out[1].split() == ["configuration", "k", "closure", "R@10", "R@15", "C@20", "MRR", "F1", "ma", "tokens"]
+    assert out[-1] == str(exp / "report.md") and len(out) == 2 + 2 + 1
+    reports = {}
+    for c in json.loads((exp / "experiment.json").read_text())["cells"]:
+        reports.setdefault(c["settings"]["retriever"], []).append(
+            (json.loads((exp / c["id"] / "report.json").read_text()), c["settings"]))
+    printed = {line.split()[0]: line.split() for line in out[2:4]}
+    for retriever, cells in reports.items():
+        report, settings = max(cells, key=lambda rs: (rs[0]["set_f1_macro"], -rs[0]["docs_tokens"]))
+        assert printed[retriever][1:3] == [str(settings["k"]), "yes" if settings["closure"] else "no"]
+        assert printed[retriever][-2] == f"{report['set_f1_macro']:.3f}"
+    # best first
+    assert [float(line.split()[-2]) for line in out[2:4]] == sorted((float(l.split()[-2]) for l in out[2:4]), reverse=True)

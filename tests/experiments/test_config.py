@@ -139,6 +139,18 @@ def test_data_path_is_relative_to_the_file(tmp_path):
     ('retriever = "bm25"\ntimeout = 100000.0\n', "timeout", "must be a number <= 86400, got 100000.0"),
     ('retriever = "bm25"\ntimeout = nan\n', "timeout", "must be a finite number, got nan"),
     ('retriever = "bm25"\n[grid]\ntimeout = [5, 0]\n', "grid.timeout[1]", "must be a number > 0, got 0"),
+    ('retriever = "bm25"\ntimeout = inf\n', "timeout", "must be a finite number, got inf"),
+    # the seed is scikit-learn's random_state: numpy takes [0, 2**32 - 1]
+    ('retriever = "bm25"\nseed = 4294967296\n', "seed", "must be an integer <= 4294967295, got 4294967296"),
+    ('retriever = "bm25"\n[grid]\nseed = [0, 4294967296]\n', "grid.seed[1]",
+     "must be an integer <= 4294967295, got 4294967296"),
+    # sampling parameters sent with every request
+    ('retriever = "bm25"\n[generator]\ntype = "openai"\nmodel = "m"\ntemperature = inf\n', "generator",
+     "temperature must be a finite number, got inf"),
+    ('retriever = "bm25"\n[generator]\ntype = "openai"\nmodel = "m"\nseed = 18446744073709551616\n', "generator",
+     "seed must be an integer <= 9223372036854775807, got 18446744073709551616"),
+    ('retriever = "bm25"\n[generator]\ntype = "openai"\nmodel = "m"\nmax_tokens = 0\n', "generator",
+     "max_tokens must be an integer >= 1, got 0"),
     ('retriever = "bm25"\nclosure = 1\n', "closure", "must be true or false"),
     ('retriever = "bm25"\n[grid]\nk = 5\n', "grid.k", "expected an array"),
     ('retriever = "bm25"\n[grid]\nclosure = [true, "no"]\n', "grid.closure[1]", "must be true or false"),

@@ -85,8 +85,9 @@ def test_report_table_rows_and_notes(experiment):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:7] == ["tfidf", "5", "no", "0.400", "1.000", "1.000", "1.000"]
     assert cells[18] == "123.5"            # docs tokens, one decimal
-    assert cells[19:22] == ["+0.417", "0.130", "0.250"]  # p values: see the two tests below
-    assert cells[22] == "`c_tfidf_5`"
+    assert cells[19] == "–"                # ties@k: not in this report.json
+    assert cells[20:23] == ["+0.417", "0.130", "0.250"]  # p values: see the two tests below
+    assert cells[23] == "`c_tfidf_5`"
     assert "| bm25 | 5 | no |" in text and "baseline" in text
     assert "| prior | 10 | yes |" in text
     assert "c_tfidf_20" not in text          # not finished: no row
@@ -131,9 +132,9 @@ def test_generator_cells_get_success_and_its_tests(tmp_path):
     # success 1.000; recall identical (p 1); success differences (0, 1, 1): the randomisation
     # test drops the zero, the flips of (1, 1) give |sum| 2, 0, 0, 2: p = 2/4; paired t: mean 2/3,
     # sd sqrt(1/3), t = (2/3) / (sqrt(1/3) / sqrt(3)) = 2, df 2: p = 1 - 2 / sqrt(6) = 0.184
-    assert cols[19] == "1.000"
-    assert cols[20:23] == ["+0.000", "1.000", "1.000"]
-    assert cols[23:26] == ["+0.667", "0.184", "0.500"]
+    assert cols[20] == "1.000"
+    assert cols[21:24] == ["+0.000", "1.000", "1.000"]
+    assert cols[24:27] == ["+0.667", "0.184", "0.500"]
 
 
 def test_varied_generator_parameters_and_threshold_get_columns(tmp_path):
@@ -245,3 +246,106 @@ def test_unwritable_export_directory_is_a_report_error(experiment, tmp_path, cap
         write_report(experiment, export=blocker / "sub")
     assert cli_main(["report", str(experiment), "--export", str(blocker / "sub")]) == 2
     assert f"cannot export to {blocker / 'sub'}" in capsys.readouterr().err
+
+
+def test_tie_aware_values_and_tie_counts_are_reported_beside_the_id_order_ones(tmp_path):
+    root = tmp_path / "runs" / "ties"
+    root.mkdir(parents=True)
+    tied = {"tie_aware_recall@5": 0.25, "tie_aware_recall@15": 0.3125, "tie_aware_mrr": 0.5,
+            "tie_aware_complete@20": 0.0625, "tied_tasks@5": 2.0, "tied_tasks@10": 3.0, "tied_tasks@15": 1.0,
+            "tied_tasks@20": 0.0}
+    cells = [make_cell(root, f"b{k}", "bm25", k, False, (0.5, 0.5, 0.5), tied) for k in (5, 10)]
+    text = write_report(make_experiment(tmp_path / "runs", cells, name="ties")).read_text()
+    lines = text.splitlines()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| bm25 |")]
+    # the main table: ties@k of each cell's own k; then the table of ties: one row per ranking
+    assert [row[19] for row in rows[:2]] == ["2", "3"]
+    header = [c.strip() for c in lines[lines.index("## Ties") + 4].strip("|").split("|")]
+    assert header[:5] == ["ranking", "R@5", "R@5 ta", "R@10", "R@10 ta"]
+    assert header[-4:] == ["ties@5", "ties@10", "ties@15", "ties@20"]
+    ties = dict(zip(header, rows[2]))
+    assert len(rows) == 3 and ties["ranking"] == "bm25"
+    assert (ties["R@5"], ties["R@5 ta"], ties["R@15"], ties["R@15 ta"]) == ("0.500", "0.250", "1.000", "0.312")
+    assert (ties["MRR"], ties["MRR ta"], ties["C@20"], ties["C@20 ta"]) == ("0.600", "0.500", "0.700", "0.062")
+    assert (ties["R@10 ta"], ties["nDCG@10 ta"]) == ("–", "–")
+    assert [ties[f"ties@{k}"] for k in (5, 10, 15, 20)] == ["2", "3", "1", "0"]
+    assert "(of 3) whose ranking has a tie across rank k" in text
+
+
+# --- plots ----------------------------------------------------------------------------------------
+
+def _cielab(rgb) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of an sRGB colour with components in [0, 1] (the CIE formulas)."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb[:3]]
+    x = (0.4124 * linear[0] + 0.3576 * linear[1] + 0.1805 * linear[2]) / 0.95047
+    y = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    z = (0.0193 * linear[0] + 0.1192 * linear[1] + 0.9505 * linear[2]) / 1.08883
+    f = [t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116 for t in (x, y, z)]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+@pytest.fixture()
+def saved_figures(monkeypatch):
+    """The matplotlib figures the report saves (files still written)."""
+    from matplotlib.figure import Figure
+
+    figures = []
+    save = Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        figures.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return figures
+
+
+def test_plots_name_the_data_keep_legends_outside_and_colour_every_ranking_apart(tmp_path, saved_figures):
+    root = tmp_path / "runs" / "many"
+    root.mkdir(parents=True)
+    names = ["oracle", "random", "bm25", "tfidf", "dense", "prior", "knn", "expansion", "classifier",
+             {"type": "hybrid", "members": ["bm25", "dense"]},
+             {"type": "hybrid", "method": "wsum", "members": ["classifier", "bm25", "dense"],
+              "weights": [1.0, 0.15, 0.15]}]
+    cells = [make_cell(root, f"c{i}", name, 10, False, (0.5, 0.5, 0.5), {"docs_tokens": 1000.0 + 100 * i})
+             for i, name in enumerate(names)]
+    cells.append(make_cell(root, "c_all", "all", 65, False, (0.2, 0.2, 0.2), {"docs_tokens": 11352.0}))
+    write_report(make_experiment(tmp_path / "runs", cells, name="many"))
+    assert len(saved_figures) == 2  # no generator: no success plot
+    for figure in saved_figures:
+        (ax,) = figure.axes
+        assert ax.get_title(loc="left").startswith("many on the built-in tasks (3 tasks): ")
+        figure.canvas.draw()
+        legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert legend.x0 >= axes.x1  # outside, to the right: long labels never squeeze the title
+        colours = [line.get_color() for line in ax.get_lines()]
+        assert len(colours) == 12
+        lab = [_cielab(matplotlib_rgb(c)) for c in colours]
+        closest = min(sum((p - q) ** 2 for p, q in zip(a, b)) ** 0.5 for i, a in enumerate(lab) for b in lab[i + 1:])
+        assert closest >= 25  # CIELAB distance; tab20's light/dark pairs come within 17
+    # the whole library at 11k tokens next to selections of 1-2k: a log axis
+    assert saved_figures[1].axes[0].get_xscale() == "log"
+
+
+def matplotlib_rgb(colour):
+    from matplotlib.colors import to_rgb
+
+    return to_rgb(colour)
+
+
+def test_generator_experiments_get_a_task_success_plot(tmp_path, saved_figures):
+    root = tmp_path / "runs" / "gen"
+    root.mkdir(parents=True)
+    gen = {"type": "reference"}
+    cells = [make_cell(root, "g1", "bm25", 5, False, (0.5, 0.5, 0.5), {"success": 1 / 3}, generator=gen,
+                       passed=(True, False, False)),
+             make_cell(root, "g2", "tfidf", 5, False, (0.5, 0.5, 0.5), {"success": 1.0}, generator=gen,
+                       passed=(True, True, True))]
+    exp = make_experiment(tmp_path / "runs", cells, name="gen")
+    text = write_report(exp).read_text()
+    assert "![task success](gen_success.png)" in text and (exp / "gen_success.png").stat().st_size > 0
+    (ax,) = saved_figures[-1].axes
+    assert ax.get_title(loc="left") == "gen on the built-in tasks (3 tasks): task success"
+    assert [round(bar.get_width(), 6) for bar in ax.patches] == [round(1 / 3, 6), 1.0]
+    height = {t.get_text(): t.get_position()[1] for t in ax.get_yticklabels()}
+    assert set(height) == {"bm25 k=5", "tfidf k=5"} and height["bm25 k=5"] > height["tfidf k=5"]  # grid order, top down

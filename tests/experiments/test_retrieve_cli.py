@@ -22,6 +22,7 @@ def test_unknown_retriever_exits_2_listing_the_known_ones(capsys):
 @pytest.mark.parametrize(("flag", "value", "message"), [
     ("--k", "0", "--k must be an integer >= 1, got 0"), ("--k", "-1", "--k must be an integer >= 1, got -1"),
     ("--folds", "1", "--folds must be an integer >= 2, got 1"), ("--seed", "-1", "--seed must be an integer >= 0"),
+    ("--seed", "4294967296", "--seed must be an integer <= 4294967295, got 4294967296"),
 ])
 def test_out_of_range_settings_exit_2(capsys, flag, value, message):
     assert main(["retrieve", "--retriever", "bm25", flag, value]) == 2
@@ -125,3 +126,48 @@ def test_help_lists_every_registered_retriever(capsys):
     names = available("retriever")
     assert "llm_selector" in names
     assert f"a registered name ({', '.join(names)})" in text
+
+
+def test_llm_answers_from_the_cache_are_counted_on_stderr(capsys, monkeypatch):
+    import socket
+
+    from primsel.datasets import load_builtin_tasks
+    from primsel.testing.fake_server import FakeOpenAIServer, pipeline_responder
+
+    args = ["retrieve", "--retriever", '{"type": "llm_selector", "model": "m", "max_retries": 0}']
+    with FakeOpenAIServer(responder=pipeline_responder(load_builtin_tasks())) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        assert main(args) == 0
+    err = capsys.readouterr().err
+    # 32 built-in tasks, one selection request per module (5)
+    assert "primsel retrieve: 0 of 160 LLM answers from the cache" in err and "warning" not in err
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/v1")
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "primsel retrieve: 160 of 160 LLM answers from the cache" in err
+    assert "primsel retrieve: warning: no LLM endpoint was contacted for llm_selector(max_retries=0, model=m, seed=0): " \
+           "every answer came from the cache" in err
+
+
+def test_fitting_is_shown_fold_by_fold_on_stderr(capsys):
+    assert main(["retrieve", "--retriever", '{"type": "knn", "features": "tfidf"}', "--k", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "fitting:   0%" in err and "ranking: 100%" in err and "5/5" in err
+    assert main(["retrieve", "--retriever", '{"type": "knn", "features": "tfidf"}', "--k", "5", "--quiet"]) == 0
+    assert "fitting" not in capsys.readouterr().err
+
+
+def test_an_llm_selector_whose_endpoint_cannot_be_reached_exits_1_with_one_line(capsys, monkeypatch, tmp_path):
+    import socket
+
+    monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path / "cache"))  # nothing cached: the endpoint is needed
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{sock.getsockname()[1]}/v1")
+    args = ["retrieve", "--quiet", "--retriever", '{"type": "llm_selector", "model": "m", "max_retries": 0}']
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "primsel retrieve: error: the LLM endpoint cannot be reached, stopping: cannot connect" in err
+    assert "Traceback" not in err

@@ -422,3 +422,127 @@ def test_the_retrieval_cache_key_follows_the_source_of_plug_in_retrievers(tmp_pa
     after = [store.key(spec, 2, 0) for spec in specs]
     assert all(a != b for a, b in zip(before, after))
     assert store.key("test_fixed", 2, 0) == RetrievalStore(LIBRARY, make_dataset(TASKS)).key("test_fixed", 2, 0)
+
+
+STACK = '''
+from primsel.registry import build
+from primsel.retrieval.base import BaseRetriever
+
+
+class Stack(BaseRetriever):
+    """Sums the scores of the retrievers its stages name."""
+
+    def __init__(self, stages):
+        self.stages = stages
+
+    def fit(self, library, train_tasks=()):
+        super().fit(library, train_tasks)
+        self._built = [build(s).fit(library, train_tasks) for s in self.stages]
+        return self
+
+    def score(self, queries):
+        out = {q: {} for q in queries}
+        for stage in self._built:
+            for q, scores in stage.score(queries).items():
+                for p, s in scores.items():
+                    out[q][p] = out[q].get(p, 0.0) + s
+        return out
+'''
+
+
+def test_editing_a_plug_in_nested_under_stages_recomputes_its_finished_cells(tmp_path, monkeypatch, capsys):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "stack_mod_stale.py").write_text(STACK)
+    (tmp_path / "plug_mod_stale.py").write_text(PLUGIN.format(first="g"))
+    for name in ("stack_mod_stale", "plug_mod_stale"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    cfg = config({"k": [1, 2]}, retriever={"type": "stack_mod_stale:Stack",
+                                            "stages": [{"type": "plug_mod_stale:Plugged"}]})
+
+    first = run(cfg, tmp_path / "out")
+    recall = {c: json.loads((tmp_path / "out" / "exp" / c / "report.json").read_text())["recall@1"]
+              for c in first.computed}
+    # g first: task 1 (gold f, A) finds nothing at rank 1, task 2 (gold g) all
+    assert set(recall.values()) == {(0 + 1) / 2}
+
+    (tmp_path / "plug_mod_stale.py").write_text(PLUGIN.format(first="f"))
+    monkeypatch.delitem(sys.modules, "plug_mod_stale")
+    log = io.StringIO()
+    second = run(cfg, tmp_path / "out", log=log)
+    assert second.skipped == () and set(second.computed) == set(first.computed)
+    assert "recomputing 2 finished cells: the source of plug_mod_stale:Plugged changed" in log.getvalue()
+    fresh = run(cfg, tmp_path / "fresh")
+    for c in first.computed:
+        again = json.loads((tmp_path / "out" / "exp" / c / "report.json").read_text())["recall@1"]
+        new = json.loads((tmp_path / "fresh" / "exp" / c / "report.json").read_text())["recall@1"]
+        # f first: task 1 finds one of its two, task 2 nothing
+        assert again == new == (1 / 2 + 0) / 2
+
+    third = run(cfg, tmp_path / "out")   # unchanged sources: finished
+    assert third.computed == () and set(third.skipped) == set(first.computed)
+
+
+def test_cells_written_without_recorded_sources_are_recomputed(tmp_path):
+    cfg = config({"k": [1]}, retriever="test_fixed")
+    first = run(cfg, tmp_path)
+    path = tmp_path / "exp" / first.computed[0] / "config.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["sources"]["retriever"]["test_fixed"] not in ("", "?")
+    del recorded["sources"]
+    path.write_text(json.dumps(recorded))
+    assert run(cfg, tmp_path).computed == first.computed
+
+
+class _RecordingBar:
+    """Records what the runner tells a tqdm bar."""
+
+    def __init__(self, total):
+        self.total, self.n, self.events = total, 0, []
+
+    def set_description_str(self, text, refresh=True):
+        self.events.append(("describe", text))
+
+    def reset(self, total=None):
+        self.events.append(("reset", total))
+        self.n = 0
+
+    def update(self, n=1):
+        self.events.append(("update", n))
+        self.n += n
+
+
+def test_fitting_shows_its_stage_and_the_task_steps_start_their_clock_after_it(tmp_path):
+    from primsel.experiments.cell import CellContext, run_cell
+    from primsel.experiments.config import expand
+    from primsel.experiments.dataset import make_dataset
+    from primsel.experiments.store import RetrievalStore
+
+    register("test_learner")(LearnerRetriever)
+    dataset = make_dataset(TASKS)
+    (cell,) = expand(config({"k": [1]}, retriever="test_learner"), dataset=dataset.fingerprint)
+    ctx = CellContext(experiment="exp", library=LIBRARY, dataset=dataset,
+                      store=RetrievalStore(LIBRARY, dataset, use_disk=False))
+    bar = _RecordingBar(total=len(TASKS))
+    run_cell(cell, ctx, tmp_path / cell.id, bar)
+    stages = [text for kind, text in bar.events if kind == "describe"]
+    assert stages == ["  fitting fold 1/2", "  ranking fold 1/2", "  fitting fold 2/2", "  ranking fold 2/2",
+                      "  tasks"]
+    first_update = next(i for i, (kind, _) in enumerate(bar.events) if kind == "update")
+    assert ("reset", len(TASKS)) in bar.events[:first_update]  # the fit time feeds no ETA
+    assert bar.n == len(TASKS)
+
+
+class LearnerRetriever(BaseRetriever):
+    """Learns nothing, but says it does (cross-validated)."""
+
+    learns_from_tasks = True
+
+    def __init__(self) -> None:
+        pass
+
+    def score(self, queries):
+        return {q: {} for q in queries}

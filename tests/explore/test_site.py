@@ -77,7 +77,8 @@ def test_site_files_hold_every_cell_and_task(run_dir, tmp_path):
     kind, data = loaded(tmp_path / "site" / "data" / "index.js")
     manifest = json.loads((run_dir / "experiment.json").read_text())
     assert kind == "index" and [c["id"] for c in data["cells"]] == [c["id"] for c in manifest["cells"]]
-    assert data["plots"] == ["plots/site_recall_at_k.png", "plots/site_recall_vs_tokens.png"]
+    assert sorted(data["plots"]) == ["plots/site_recall_at_k.png", "plots/site_recall_vs_tokens.png",
+                                     "plots/site_success.png"]  # a generator experiment has a success plot
     assert all((tmp_path / "site" / p).is_file() for p in data["plots"])
     assert "<table>" in data["summary_html"]
     for cell in manifest["cells"]:

@@ -195,3 +195,47 @@ def test_replay_needs_a_readable_file(tmp_path):
         ReplayGenerator()
     with pytest.raises(ValueError, match="cannot read"):
         ReplayGenerator(programs=str(tmp_path / "missing.jsonl")).fit({}, [])
+
+
+# -- reflection rounds -------------------------------------------------------------------------
+def test_a_revision_continues_the_conversation_with_each_answer_and_its_feedback(toy_library, toy_tasks, fast,
+                                                                                 tmp_path):
+    from primsel.types import Revises
+
+    task = toy_tasks[1]
+    docs = [toy_library["work_calendar.find_events"]]
+    answers = iter([fenced("def count_meetings() -> int:\n    return 0\n"),
+                    fenced("def count_meetings() -> int:\n    return 1\n"), fenced(task.program)])
+    with FakeOpenAIServer(responder=lambda request: Reply(content=next(answers))) as srv:
+        gen = OpenAIGenerator(model="m", base_url=srv.base_url, examples=0, **fast).fit(toy_library)
+        assert isinstance(gen, Revises)
+        first = gen.generate(task, docs)
+        (second,) = gen.revise_many([(task, docs, [(first, "It returned 0.")])])
+        (third,) = gen.revise_many([(task, docs, [(first, "It returned 0."), (second, "It returned 1.")])])
+        sent = [r["messages"] for r in srv.requests]
+    opening = gen.messages(task, docs)
+    ask = ("Write the corrected function `def count_meetings() -> int` that fulfils the request. Reply with the "
+           "complete function in a single ```python fenced code block.")
+    assert sent[1] == [*opening, {"role": "assistant", "content": first.raw},
+                       {"role": "user", "content": f"It returned 0.\n\n{ask}"}]
+    assert sent[2] == [*sent[1], {"role": "assistant", "content": second.raw},
+                       {"role": "user", "content": f"It returned 1.\n\n{ask}"}]
+    assert (second.code, third.code) == ("def count_meetings() -> int:\n    return 1\n", task.program)
+    assert list(third.messages) == sent[2]
+
+
+def test_a_revision_is_cached_like_any_request_and_its_template_is_a_file(toy_library, toy_tasks, fast, tmp_path):
+    template = tmp_path / "mine.txt"
+    template.write_text("=== user ===\nFEEDBACK ${feedback} for ${function_name}\n")
+    task = toy_tasks[1]
+    with FakeOpenAIServer(responder=lambda request: Reply(content=fenced(task.program))) as srv:
+        gen = OpenAIGenerator(model="m", base_url=srv.base_url, examples=0, reflect_template=str(template),
+                              **fast).fit(toy_library)
+        first = gen.generate(task, [])
+        for _ in range(2):
+            (again,) = gen.revise_many([(task, [], [(first, "It failed.")])])
+        assert srv.request_count == 2 and again.usage["cached"] == 1
+        assert srv.requests[1]["messages"][-1] == {"role": "user", "content": "FEEDBACK It failed. for count_meetings"}
+    assert gen.get_params()["reflect_template"] == str(template)
+    with pytest.raises(ValueError, match="template"):
+        OpenAIGenerator(model="m", reflect_template="no_such_template")

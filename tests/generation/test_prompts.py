@@ -20,7 +20,7 @@ from .conftest import make_task
 
 
 def test_packaged_templates_are_listed():
-    assert packaged_templates() == ["cck", "ps", "select"]
+    assert packaged_templates() == ["cck", "ps", "reflect", "select"]
 
 
 def test_ps_prompt_has_guidelines_stubs_query_and_signature(toy_library, toy_tasks):
@@ -116,7 +116,7 @@ def test_template_without_headers_is_rejected():
 
 
 def test_unknown_template_lists_the_packaged_names():
-    with pytest.raises(ValueError, match="cck, ps, select"):
+    with pytest.raises(ValueError, match="cck, ps, reflect, select"):
         load_template("nope")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from email.utils import format_datetime
 from datetime import datetime, timezone
 
@@ -395,3 +396,143 @@ def test_lone_surrogates_in_requests_and_answers_are_cached(server):
     again, _ = make_client(server)
     answer = again.complete(odd)
     assert answer.cached is True and answer.text == "y" + chr(0xDC00)
+
+
+# -- deadlines, backoff bound, no dispatch after a fatal answer (wall times measured on a 2-core
+# machine shared with other jobs, load average 8-14; the bounds leave room for that) -------------
+
+def _timed_client(server: FakeOpenAIServer, **kwargs) -> tuple[ChatClient, list[float]]:
+    """A client whose backoff waits are really slept and also recorded, warmed up by one answered
+    request (the SDK client and the connection are set up before anything is timed)."""
+    params = {"model": "m", "base_url": server.base_url, "api_key": "test", "cache": False}
+    params.update(kwargs)
+    client = ChatClient(**params)
+    waits: list[float] = []
+
+    def sleep(delay: float) -> None:
+        waits.append(delay)
+        time.sleep(delay)
+
+    client._sleep = sleep
+    server.push(Reply(content="warm"))
+    assert client.complete([{"role": "user", "content": "warm up"}]).text == "warm"
+    return client, waits
+
+
+def test_a_trickling_answer_is_cut_at_the_deadline_of_the_attempt(server):
+    # the whole answer (about 400 bytes) comes one byte every 0.5 s: 200 s in all. With timeout_s
+    # per read (before), the request took all of it (measured 202 s); now the attempt ends at its
+    # 1 s deadline (measured 1.002-1.015 s over 5 runs)
+    client, _ = _timed_client(server, timeout_s=1.0, max_retries=0)
+    server.push(Reply(content="x" * 40, trickle_s=0.5))
+    begin = time.perf_counter()
+    with pytest.raises(LLMError, match="timeout: no complete answer within the deadline of 1 s"):
+        client.complete(HELLO)
+    elapsed = time.perf_counter() - begin
+    assert 1.0 <= elapsed <= 1.5
+    assert server.request_count == 2
+
+
+def test_a_trickling_answer_with_a_retry_ends_within_the_deadlines_plus_the_backoff(server):
+    # two attempts of 1 s and one backoff wait in [0.4, 0.5] s (measured 2.43-2.57 s in all, at most
+    # 0.08 s more than the attempts and the wait)
+    client, waits = _timed_client(server, timeout_s=1.0, max_retries=1, backoff_s=0.5)
+    server.push(Reply(content="x" * 40, trickle_s=0.5), Reply(content="x" * 40, trickle_s=0.5))
+    begin = time.perf_counter()
+    with pytest.raises(LLMError, match="gave up after 2 attempts"):
+        client.complete(HELLO)
+    elapsed = time.perf_counter() - begin
+    assert len(waits) == 1 and 0.4 <= waits[0] <= 0.5
+    assert client.max_request_seconds == 2 * 1.0 + 0.5
+    assert 2.0 + waits[0] <= elapsed <= 2.0 + waits[0] + 0.3
+
+
+def test_retries_of_a_silent_server_stay_within_the_documented_bound(server):
+    # timeout 1 s, 2 retries, backoff 1 s: waits of 1 and 2 s times [0.8, 1.0], so at most
+    # (2 + 1) x 1 + (1 + 2) = 6 s (measured 5.55-5.93 s over 5 runs, depending on the drawn waits;
+    # at most 0.05 s more than the three deadlines and the waits)
+    client, waits = _timed_client(server, timeout_s=1.0, max_retries=2, backoff_s=1.0)
+    server.push(Reply(hang=True), Reply(hang=True), Reply(hang=True))
+    begin = time.perf_counter()
+    with pytest.raises(LLMError, match="gave up after 3 attempts"):
+        client.complete(HELLO)
+    elapsed = time.perf_counter() - begin
+    assert client.max_request_seconds == 6.0
+    assert len(waits) == 2 and 0.8 <= waits[0] <= 1.0 and 1.6 <= waits[1] <= 2.0
+    assert 3.0 + sum(waits) <= elapsed <= 3.0 + sum(waits) + 0.3
+    assert elapsed <= client.max_request_seconds + 0.3
+
+
+def _quota_after_all_arrived(srv_box: list, expected: int):
+    """A responder holding every answer until ``expected`` requests have arrived; then the first
+    answer is ``insufficient_quota`` at once and the others the same 0.3 s later."""
+    lock = threading.Lock()
+    first = []
+
+    def respond(request):
+        deadline = time.monotonic() + 10
+        while srv_box[0].request_count < expected and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with lock:
+            delay = 0.3 if first else 0.0
+            first.append(1)
+        return Reply(status=429, error_code="insufficient_quota", delay_s=delay)
+
+    return respond
+
+
+def test_complete_many_sends_nothing_after_the_first_insufficient_quota():
+    box: list = []
+    with FakeOpenAIServer(responder=_quota_after_all_arrived(box, 8)) as srv:
+        box.append(srv)
+        client = ChatClient(model="m", base_url=srv.base_url, api_key="t", concurrency=8)
+        begin = time.perf_counter()
+        with pytest.raises(QuotaExceededError):
+            client.complete_many([[{"role": "user", "content": f"q{i}"}] for i in range(40)])
+        raised = time.perf_counter() - begin
+        time.sleep(1.0)
+        # the 8 requests in flight when the first answer came, and none after it
+        assert srv.request_count == 8
+    # raised on the first answer, without waiting 0.3 s for the others (measured 0.07-0.23 s from the
+    # call, the 8 requests' arrival included)
+    assert raised < 1.0
+
+
+def test_threads_waiting_for_a_slot_send_nothing_after_the_first_insufficient_quota():
+    # 16 threads share a client with 8 slots: 8 requests go out, 8 threads wait for a slot. Before,
+    # a waiting thread had checked for a fatal answer before it waited, and sent its request
+    # once a slot was free (16 requests in all)
+    box: list = []
+    errors = []
+
+    def call(i: int) -> None:
+        try:
+            client.complete([{"role": "user", "content": f"t{i}"}])
+        except QuotaExceededError as exc:
+            errors.append(exc)
+
+    with FakeOpenAIServer(responder=_quota_after_all_arrived(box, 8)) as srv:
+        box.append(srv)
+        client = ChatClient(model="m", base_url=srv.base_url, api_key="t", concurrency=8)
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        time.sleep(0.5)
+        assert srv.request_count == 8
+    assert len(errors) == 16
+
+
+def test_caches_disabled_neither_reads_nor_writes_answers(server):
+    from primsel.files import caches_disabled
+
+    server.push(Reply(content="first"), Reply(content="second"), Reply(content="third"))
+    client, _ = make_client(server)
+    assert client.complete(HELLO).text == "first"
+    with caches_disabled():
+        assert client.complete(HELLO).text == "second"          # the cached answer is not read
+        assert client.complete([{"role": "user", "content": "new"}]).text == "third"
+    assert client.complete(HELLO).text == "first"              # nor replaced
+    assert server.request_count == 3
+    assert len([f for f in (cache_dir() / "llm").rglob("*.json")]) == 1

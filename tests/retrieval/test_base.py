@@ -78,3 +78,35 @@ def test_check_choice_flag_and_text():
     assert check_text("t", "") == ""
     with pytest.raises(ValueError, match="t must be a non-empty string, got ' '"):
         check_text("t", " ", empty=False)
+
+
+# --- Unicode: NFKC, case folding, Unicode word characters, accents --------------------------
+
+def test_accented_words_are_whole_tokens_matching_their_ascii_spelling():
+    assert code_tokens("café naïve") == ["cafe", "naive"]  # not ['caf', 'na', 've']
+    assert code_tokens("résumé") == code_tokens("resume") == code_tokens("RÉSUMÉ") == ["resume"]
+
+
+def test_full_width_letters_are_their_plain_letters():
+    assert code_tokens("ｆｉｎｄ ｅｖｅｎｔｓ") == code_tokens("find events") == ["find", "events"]
+    assert code_tokens("ＦｉｎｄＥｖｅｎｔｓ") == ["find", "events", "findevents"]
+
+
+def test_case_folding_and_letters_of_any_script():
+    assert code_tokens("STRASSE straße") == ["strasse", "strasse"]
+    assert code_tokens("Ärger 日本語") == ["arger", "日本語"]
+    assert split_identifier("ÄrgerÜber") == ["ärger", "über"]
+
+
+def test_accented_and_full_width_queries_score_as_their_ascii_spelling():
+    from primsel.library import Library
+    from primsel.retrieval.bm25 import BM25Retriever
+
+    library = Library.from_simulator()
+    bm25 = BM25Retriever().fit(library)
+    run = bm25.search({"accented": "résumé", "ascii": "resume", "wide": "ｆｉｎｄ ｅｖｅｎｔｓ",
+                       "plain": "find events"}, len(library))
+    assert run["accented"] == run["ascii"]
+    # "résumé" used to be the tokens "r" and "sum", matching DateRange and sum_time_units
+    assert run["accented"]["time_utils.sum_time_units"] == run["ascii"]["time_utils.sum_time_units"] == 0.0
+    assert run["wide"] == run["plain"] and run["wide"]["work_calendar.find_events"] > 0

@@ -112,3 +112,36 @@ def test_usage_out_is_untouched_by_retrievers_without_usage(small_library, small
     usage: dict[str, dict[str, float]] = {}
     cross_validated_run("bm25", small_library, small_tasks, k=3, usage_out=usage)
     assert usage == {}
+
+
+def test_a_seed_numpy_cannot_take_is_refused_naming_the_bound():
+    with pytest.raises(ValueError, match="seed must be an integer <= 4294967295, got 4294967296"):
+        fold_assignment([str(i) for i in range(10)], folds=2, seed=2**32)
+    assert set(fold_assignment([str(i) for i in range(10)], folds=2, seed=2**32 - 1).values()) == {0, 1}
+
+
+class Echo(Spy):
+    """A Spy that also records the text of every query it ranks."""
+
+    texts: dict[str, str] = {}
+
+    def score(self, queries):
+        Echo.texts.update(queries)
+        return super().score(queries)
+
+
+def test_other_query_texts_rank_only_those_tasks_with_the_same_folds(small_library, small_tasks):
+    Spy.log = []
+    _, folds = cross_validated_run(Echo(), small_library, small_tasks, k=3, folds=4, seed=0)
+    full = list(Spy.log)
+    Spy.log, Echo.texts = [], {}
+    some = {small_tasks[0].id: "query plus NameError: name 'x' is not defined", small_tasks[2].id: "other text"}
+    run, again = cross_validated_run(Echo(), small_library, small_tasks, k=3, folds=4, seed=0, queries=some)
+    assert again == folds and set(run) == set(some) and Echo.texts == some
+    # each text is ranked by the retriever of its task's fold, trained on the same tasks as before
+    for train, test in Spy.log:
+        (fold,) = {folds[t] for t in test}
+        assert train == next(tr for tr, te in full if {folds[t] for t in te} == {fold})
+    assert len(Spy.log) == len({folds[t] for t in some})
+    with pytest.raises(ValueError, match="queries name tasks that are not among the tasks: nope"):
+        cross_validated_run(Echo(), small_library, small_tasks, k=3, folds=4, seed=0, queries={"nope": "x"})

@@ -50,7 +50,7 @@ def test_l2_normalise_keeps_zero_rows():
 
 
 def test_embedding_cache_is_keyed_by_model_and_text(monkeypatch, tmp_path):
-    monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path / "cache"))
     calls = []
 
     class FakeModel:
@@ -58,17 +58,21 @@ def test_embedding_cache_is_keyed_by_model_and_text(monkeypatch, tmp_path):
             calls.append(list(texts))
             return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
 
-    enc = SentenceEncoder("fake-model")
+    model, other = tmp_path / "model", tmp_path / "other"
+    for directory, content in ((model, "{}"), (other, "{ }")):
+        directory.mkdir()
+        (directory / "config.json").write_text(content)
+    enc = SentenceEncoder(str(model))
     enc._model = FakeModel()
     first = enc.encode(["ab", "abc", "ab"])
     assert calls == [["ab", "abc"]]
-    again = SentenceEncoder("fake-model")
+    again = SentenceEncoder(str(model))
     again._model = FakeModel()
     assert again.encode(["abc", "ab"]).tolist() == [[3.0, 1.0], [2.0, 1.0]]
     assert calls == [["ab", "abc"]]  # served from the cache
     assert first.tolist() == [[2.0, 1.0], [3.0, 1.0], [2.0, 1.0]]
     assert enc.cache_path.parent == cache_dir() / "embeddings"
-    assert SentenceEncoder("other-model").cache_path != enc.cache_path
+    assert SentenceEncoder(str(other)).cache_path != enc.cache_path   # another content, another key
 
 
 def test_dense_rejects_bad_parameters_naming_them():

@@ -112,3 +112,18 @@ def test_random_depends_on_seed_and_task_only(small_library):
     c = RandomRetriever(seed=2).fit(small_library).search({"q1": "x"}, 6)
     assert a["q1"] == b["q1"] and a["q2"] == b["q2"]
     assert list(a["q1"]) != list(c["q1"])
+
+
+@pytest.mark.parametrize("make", [lambda: KnnRetriever(features="tfidf"),
+                                  lambda: ClassifierRetriever(features="tfidf")])
+def test_learned_retrievers_fitted_on_queries_without_words_score_zero_with_a_warning(
+        small_library, small_tasks, make, caplog):
+    from dataclasses import replace
+
+    # no word at all: scikit-learn's vectoriser would raise "empty vocabulary"
+    wordless = [replace(t, query="?!") for t in small_tasks[:4]]
+    with caplog.at_level(logging.WARNING, logger="primsel"):
+        run = make().fit(small_library, wordless).search({"q": "book a room", "r": "…"}, 10)
+    assert "no word in any of the 4 training queries" in caplog.text
+    assert set(run) == {"q", "r"} and all(set(scores.values()) == {0.0} for scores in run.values())
+    assert all(len(scores) == len(small_library) for scores in run.values())

@@ -28,3 +28,31 @@ def test_malformed_line_names_its_number(tmp_path):
     path.write_text("1 Q0 a 1 1.0 t\n1 Q0 b 2\n")
     with pytest.raises(ValueError, match=":2:"):
         read_run(path)
+
+
+def test_a_pair_scored_twice_names_both_lines(tmp_path):
+    path = tmp_path / "dup.trec"
+    path.write_text("1 Q0 a 1 2.0 t\n1 Q0 b 2 1.0 t\n\n1 Q0 a 3 0.5 t\n")
+    with pytest.raises(ValueError, match=r"dup.trec:4: task '1' ranks primitive 'a' a second time \(first at line 1\)"):
+        read_run(path)
+
+
+def test_the_same_primitive_under_two_tasks_is_fine(tmp_path):
+    path = tmp_path / "ok.trec"
+    path.write_text("1 Q0 a 1 2.0 t\n2 Q0 a 1 1.0 t\n")
+    assert read_run(path) == {"1": {"a": 2.0}, "2": {"a": 1.0}}
+
+
+@pytest.mark.parametrize("score, problem", [("high", "'high' is not a number"), ("nan", "NaN")])
+def test_a_bad_score_names_its_line(tmp_path, score, problem):
+    path = tmp_path / "bad.trec"
+    path.write_text(f"1 Q0 a 1 1.0 t\n1 Q0 b 2 {score} t\n")
+    with pytest.raises(ValueError, match=f":2: score .*{problem}" if score == "nan" else f":2: score {problem}"):
+        read_run(path)
+
+
+def test_integer_ids_are_refused_when_writing():
+    with pytest.raises(TypeError, match="task id 1 is int"):
+        format_run({1: {"a": 1.0}}, "t")
+    with pytest.raises(TypeError, match="primitive id 3 is int"):
+        format_run({"1": {3: 1.0}}, "t")

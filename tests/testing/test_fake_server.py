@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -37,7 +38,7 @@ def test_script_then_responder_and_counters():
         url = srv.base_url + "/chat/completions"
         first = post(url, {"model": "m", "messages": []})
         second = post(url, {"model": "m", "messages": []})
-        assert srv.stats() == {"requests": 2, "answered": 2, "max_in_flight": 1}
+        assert srv.stats() == {"requests": 2, "answered": 2, "in_flight": 0, "max_in_flight": 1}
     assert first[1]["choices"][0]["message"]["content"] == "scripted"
     assert first[1]["choices"][0]["finish_reason"] == "length"
     assert second[1]["choices"][0]["message"]["content"] == "default"
@@ -53,7 +54,7 @@ def test_an_answer_is_counted_before_it_is_sent():
             conn.request("POST", "/v1/chat/completions", body=json.dumps({"model": "m", "messages": []}),
                          headers={"Content-Type": "application/json"})
             response = conn.getresponse()          # status line and headers only
-            assert srv.stats() == {"requests": n, "answered": n, "max_in_flight": 1}
+            assert srv.stats() == {"requests": n, "answered": n, "in_flight": 0, "max_in_flight": 1}
             body = json.loads(response.read())
             conn.close()
             assert len(body["choices"][0]["message"]["content"]) == len(big)
@@ -92,6 +93,29 @@ def test_pipeline_responder_cut_mode_gives_truncated_programs(toy_tasks):
         assert extract_program(reply.content, task.id, task.entry_point, reply.finish_reason).status == "truncated"
 
 
+def test_pipeline_responder_reflect_mode_answers_wrong_then_right_once_feedback_is_present():
+    from primsel.datasets import load_builtin_tasks
+    from primsel.eval.faults import make_faults
+    from primsel.generation.prompts import reflection_turn
+    from primsel.library import Library
+    from primsel.testing.fake_server import wrong_program
+
+    library = Library.from_simulator()
+    names = {p.name for p in library.values()}
+    tasks = load_builtin_tasks()
+    respond = pipeline_responder(tasks, mode="reflect")
+    for task in tasks[:6]:
+        opening = generation_messages(task, [])
+        first = extract_program(respond({"messages": opening}).content, task.id, task.entry_point).code
+        variants = [f.program for f in make_faults(task.id, task.program, names)]
+        assert first == wrong_program(task, names) and first in variants and first != task.program
+        feedback = [*opening, *reflection_turn(task, "```python\n" + first + "```", "It did not pass.")]
+        second = extract_program(respond({"messages": feedback}).content, task.id, task.entry_point).code
+        assert second == task.program
+    empty = dataclasses.replace(tasks[0], program="")
+    assert wrong_program(empty, names) == "def fulfil_request():\n    return None\n"
+
+
 def test_pipeline_responder_rejects_unknown_modes(toy_tasks):
     with pytest.raises(ValueError, match="mode"):
         pipeline_responder(toy_tasks, mode="lies")
@@ -111,6 +135,7 @@ def test_command_help_is_plain_text_and_says_what_it_answers(capsys):
     assert "every task passes (success 1.0) whatever the retriever" in flat
     assert "--data must name the run's task set" in flat
     assert "cut: answer with the program cut off mid-line and finish_reason 'length'" in flat
+    assert "reflect: a wrong program first" in flat
 
 
 def test_command_rejects_a_directory_as_data(tmp_path, capsys):
@@ -119,3 +144,17 @@ def test_command_rejects_a_directory_as_data(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["--data", str(tmp_path)])
     assert info.value.code == 2 and "is a directory" in capsys.readouterr().err
+
+
+def test_a_trickled_answer_arrives_whole_one_byte_at_a_time():
+    pause = 0.002
+    with FakeOpenAIServer() as srv:
+        srv.push(Reply(content="slow but whole", trickle_s=pause))
+        url = srv.base_url + "/chat/completions"
+        begin = time.perf_counter()
+        status, body = post(url, {"model": "m", "messages": []})
+        elapsed = time.perf_counter() - begin
+    assert status == 200 and body["choices"][0]["message"]["content"] == "slow but whole"
+    # the server waits `pause` between any two of the answer's bytes (status line and headers too)
+    size = len(json.dumps(body)) + len("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+    assert elapsed >= (size - 1) * pause

@@ -1,0 +1,219 @@
+"""What a model is told about its failed program before a reflection round.
+
+Reflection (Shinn et al., 2023, "Reflexion: Language Agents with Verbal Reinforcement
+Learning", NeurIPS; Chen et al., 2024, "Teaching Large Language Models to Self-Debug", ICLR)
+gives a model the outcome of its program and asks for a corrected one. :func:`feedback_text`
+writes that outcome at one of three levels, each adding to the one before:
+
+===========  ==================================================================================
+level        the feedback holds
+===========  ==================================================================================
+``verdict``  that the program did not pass (nothing else)
+``error``    how it ended: cut off at the length limit, no program found, the time limit, or the
+             exception the program raised (class, program line with its text, message); for a
+             program that ran to the end, only that its outcome was judged wrong
+``trace``    where its execution first departs from the reference program's on the same initial
+             state (:mod:`primsel.eval.localise`): the diagnosis category, the program's line
+             with its text and the program's own call (or returned value) there, and the kind of
+             difference
+===========  ==================================================================================
+
+What the feedback never holds (the rule, enforced here and tested):
+
+* nothing of the evaluation program (EP): not its text, not what it expected, and not the message
+  of an exception it raised -- a ``SolutionError`` or ``AssertionError`` message names expected
+  values. An exception's class and message are shown only when the program raised it, or when it
+  is the sandbox's verdict on the program's process or answer
+  (:attr:`primsel.types.ExecutionResult.raised_by` ``"program"`` or ``"sandbox"``); anything
+  the task's setup or evaluation program raised, or a fault of the judge (``"task"``), is told
+  as the status alone;
+* nothing of the reference program (AEP), which is the gold solution: not its text, not its calls
+  (the localisation's ``expected_call``), not its returned value, not the gold primitives or
+  the ones the selection missed. From the comparison with the reference only the position in
+  the *program's* execution (``divergence_line``, ``actual_call``: the program's own call or
+  outcome) and the kind of difference (``difference``, ``category``) are shown;
+* nothing of the setup program (SIP) beyond what the program's own calls returned.
+
+So a model that reads the feedback learns what its own program did and where it went wrong, never
+what the right answer is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from primsel.types import ExecutionResult, Program
+
+__all__ = ["LEVELS", "error_text", "feedback_text", "told_exception"]
+
+#: Feedback levels, from least to most information.
+LEVELS = ("verdict", "error", "trace")
+#: Longest call or value text quoted from the program's execution (characters).
+QUOTE_CAP = 300
+
+_VERDICT = "Your program did not pass: it does not carry out the request correctly."
+_HANDED_BACK = "It handed the request back to the user (RequiresUserInput), which this request does not call for."
+#: Error types of faults outside the program (the judge, the sandbox's workers).
+_OUTSIDE = frozenset({"EvaluatorError", "SandboxError", "WorkerDied"})
+
+#: What each diagnosis category says, from the program's side (README, "Failure diagnosis").
+_CATEGORY = {
+    "llm_error": "the model's answer could not be obtained",
+    "truncated": "the answer was cut off at the length limit",
+    "no_program": "no program was found in the answer",
+    "timeout": "the program did not finish in time",
+    "hallucinated_primitive": "the program uses a name that neither it nor the library defines",
+    "runtime_error": "the program raised an exception",
+    "retrieval_miss": "the documentation shown lacks a library function or type the request needs",
+    "unselected_primitive": "the program uses a library name that was not among the documented ones",
+    "requires_user_input_misuse": "the program handles handing the request back to the user "
+                                  "(RequiresUserInput) differently from a correct program",
+    "wrong_arguments": "a library function is called with wrong arguments",
+    "wrong_order": "the library calls are made in the wrong order",
+    "missing_call": "a library call the request needs is missing",
+    "extra_call": "the program makes a library call it should not make",
+    "wrong_return": "the returned value is wrong",
+    "wrong_effect": "the effect on the calendar, directory or bookings is wrong",
+}
+
+
+def told_exception(result: ExecutionResult | None) -> bool:
+    """True when the class and message of what ended ``result`` may be shown to the model: the
+    program raised it, or it is the sandbox's verdict on the program (``raised_by`` ``"program"``
+    or ``"sandbox"``). Never for what the task's setup or evaluation program raised."""
+    return result is not None and result.raised_by in ("program", "sandbox") and bool(result.error_type)
+
+
+def error_text(program: Program, result: ExecutionResult | None, level: str = "error") -> str:
+    """The error of a failed round in one line, as the retriever is re-queried with it
+    (``reselect``): ``"<class>: <message>"`` of an exception :func:`told_exception` allows,
+    else ``""`` (also at level ``verdict``, which tells the model no error).
+
+    Raises
+    ------
+    ValueError : unknown level.
+    """
+    _check_level(level)
+    if result is None or level == "verdict" or not told_exception(result):
+        return ""
+    return f"{result.error_type}: {result.message}" if result.message else str(result.error_type)
+
+
+def feedback_text(level: str, program: Program, result: ExecutionResult | None,
+                  attribution: Mapping[str, Any] | None = None, timeout: float | None = None) -> str:
+    """The feedback on one failed round (see the module docstring for what each level holds and
+    what no level ever holds).
+
+    Parameters
+    ----------
+    level : ``"verdict"``, ``"error"`` or ``"trace"``.
+    program : the round's program (its status, text and extraction are read).
+    result : its execution result, or None when it was not run (cut off, no program).
+    attribution : the failure's diagnosis (:func:`primsel.eval.attribution.attribute`): only
+        ``category``, ``difference``, ``divergence_line`` and ``actual_call`` are read, at level
+        ``trace``; without a comparison with the reference the trace part is left out.
+    timeout : the task's time limit in seconds, named when the program ran out of time.
+
+    Returns
+    -------
+    Plain text, one sentence per line.
+
+    Raises
+    ------
+    ValueError : unknown level, or ``result`` says the task passed.
+    """
+    _check_level(level)
+    if result is not None and result.passed:
+        raise ValueError(f"task {result.task_id} passed: there is no failure to tell")
+    lines = [_VERDICT]
+    if level == "verdict":
+        return lines[0]
+    lines += _how_it_ended(program, result, timeout)
+    if level == "trace" and attribution:
+        lines += _where_it_departs(program, attribution)
+    return "\n".join(lines)
+
+
+def _check_level(level: str) -> None:
+    if level not in LEVELS:
+        raise ValueError(f"feedback level must be one of {', '.join(repr(v) for v in LEVELS)}, got {level!r}")
+
+
+def _quote(text: str | None) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= QUOTE_CAP else text[:QUOTE_CAP] + "..."
+
+
+def _line_of(program: Program, line: int | None) -> str:
+    """``line 7 (`events = find_events(...)`)``, or ``line 7`` when the text has no such line."""
+    lines = (program.code or "").splitlines()
+    if line is None:
+        return ""
+    if 1 <= line <= len(lines) and lines[line - 1].strip():
+        return f"line {line} (`{_quote(lines[line - 1])}`)"
+    return f"line {line}"
+
+
+def _how_it_ended(program: Program, result: ExecutionResult | None, timeout: float | None) -> list[str]:
+    if program.status == "truncated":
+        return ["Your answer was cut off at the length limit before the program was complete; nothing was run."]
+    if program.status == "no_program" or (result is not None and result.status == "no_program"):
+        return ["No program was found in your answer (no top-level function); nothing was run."]
+    if program.status == "llm_error" or result is None:
+        return []
+    out = []
+    if program.extraction.get("parse_failure") == "answer":
+        out.append("Your answer could not be read as a Python program; a placeholder that does nothing ran instead.")
+    if result.status == "timeout":
+        limit = f" of {timeout:g} s" if timeout is not None else ""
+        out.append(f"It did not finish within the time limit{limit}.")
+        return out
+    told = told_exception(result)
+    if told:
+        where = _line_of(program, result.line)
+        said = f": {_quote(result.message)}" if result.message else ""
+        out.append(f"It raised {result.error_type}" + (f" at {where}" if where else "") + said)
+    if result.status == "requires_user_input":
+        out.append(_HANDED_BACK)
+    elif not told and result.error_type in _OUTSIDE:
+        out.append("Its outcome could not be evaluated (a fault outside your program).")
+    elif not told:
+        out.append("It ran, but what it did or returned is not what the request asks for.")
+    return out
+
+
+def _where_it_departs(program: Program, attribution: Mapping[str, Any]) -> list[str]:
+    difference = attribution.get("difference")
+    if difference is None:
+        return []
+    category = str(attribution.get("category") or "")
+    line = attribution.get("divergence_line")
+    where = _line_of(program, line if isinstance(line, int) else None)
+    actual = _quote(attribution.get("actual_call"))
+    head = "Compared with a correct program run on the same initial state"
+    at = f"at {where}" if where else "where it departs"
+    if difference == "arguments":
+        said = (f"its first library call that differs is {at}: `{actual}`; a correct program calls the same "
+                "function there with other arguments.")
+    elif difference == "order":
+        said = f"{at} it calls `{actual}`: the calls are right but made in another order."
+    elif difference == "extra_call":
+        said = f"{at} it calls `{actual}`, a call a correct program does not make at that point."
+    elif difference == "missing_call":
+        if actual.startswith(("return ", "raise ")) or not actual:
+            said = "its library calls end too early: a call a correct program makes is missing" + \
+                   (f"; it then ended with `{actual}`." if actual else ".")
+        else:
+            said = f"{at} it calls `{actual}` where a correct program first makes a call your program never makes."
+    elif difference == "exception":
+        said = f"it raised where a correct program does not{' (' + at + ')' if where else ''}" + \
+               (f": `{actual}`." if actual else ".")
+    elif difference == "return":
+        said = f"every library call agrees, but the value it returns differs: `{actual}`" + \
+               (f" ({at})." if where else ".")
+    else:  # "none"
+        said = ("its library calls and returned value agree; the effect it leaves differs in a way the "
+                "calls do not show (e.g. records changed directly).")
+    out = [f"Diagnosis: {category} ({_CATEGORY[category]})."] if category in _CATEGORY else []
+    return [*out, f"{head}, {said}"]

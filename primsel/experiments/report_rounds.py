@@ -1,0 +1,165 @@
+"""The reflection part of an experiment's report: success by round, its cost, and the gain of
+each round with its significance.
+
+For every finished cell with reflection rounds (its ``report.json`` holds ``success@1``,
+:mod:`primsel.experiments.reflection`), :func:`rounds_table` gives one row per round: success by
+that round, the gain over the round before with the p-values of two paired tests on per-task
+success (by round r against by round r - 1, read from the ``rounds`` of ``tasks.jsonl``;
+:func:`primsel.eval.significance.compare`), the generation requests of the round (asked, sent
+to the endpoint, answered from the cache), its tokens and the cumulative tokens, and with
+``reselect`` the recall of the round's selection. :func:`plot_success_by_round` draws success
+against round, one line per cell. Aggregates only, like the rest of the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.experiments.labels import get_dotted, varied_keys
+from primsel.experiments.report import (  # the report's number and plot style
+    _finish,
+    _num,
+    _p,
+    _palette,
+    _pyplot,
+    _short_value,
+)
+from primsel.files import read_jsonl
+
+__all__ = ["plot_success_by_round", "round_count", "round_gains", "rounds_table", "short_labels"]
+
+
+def round_count(report: Mapping[str, Any]) -> int:
+    """The number of rounds a cell's report covers (0: no reflection)."""
+    r = 0
+    while f"success@{r + 1}" in report:
+        r += 1
+    return r
+
+
+def _passed_by_round(directory: Path, rounds: int) -> list[dict[str, float]]:
+    """Per round r (index r - 1), ``{task id: 1.0 if passed by round r else 0.0}``."""
+    out: list[dict[str, float]] = [{} for _ in range(rounds)]
+    for _, row in read_jsonl(directory / "tasks.jsonl"):
+        entries = row.get("rounds") or [{"round": 1, "status": row.get("status")}]
+        for r in range(1, rounds + 1):
+            passed = any(e.get("status") == "pass" for e in entries if int(e.get("round", 1)) <= r)
+            out[r - 1][str(row["task_id"])] = 1.0 if passed else 0.0
+    return out
+
+
+def short_labels(cells: Sequence[Any]) -> dict[str, str]:
+    """Cell id -> what tells the cell apart from the others: the settings that vary between
+    them (``generator.feedback=trace``), the cell's label when none does."""
+    settings = [dict(c.settings) for c in cells]
+    keys = sorted({k for s in settings for k in s} - {"dataset"})
+    varied = [k for k in varied_keys(settings, keys) if k != "generator"]
+    out = {}
+    for c in cells:
+        parts = [f"{k}={_short_value(get_dotted(c.settings, k))}" for k in varied]
+        out[c.id] = " ".join(parts) or c.label
+    return out
+
+
+def round_gains(cell: Any, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[int, dict[str, Any]]:
+    """The gain of each round over the one before, for rounds 2..R of a cell.
+
+    Parameters
+    ----------
+    cell : a finished cell (``directory``, ``report``), e.g. a
+        :class:`primsel.experiments.report.CellResult`.
+    n_resamples, seed : of the randomisation test.
+
+    Returns
+    -------
+    round -> :func:`primsel.eval.significance.compare` of per-task success by that round
+    against by the round before (``mean_diff``, ``p_t``, ``p_randomisation``, ...).
+
+    Raises
+    ------
+    FileNotFoundError : the cell has no tasks.jsonl.
+    """
+    rounds = round_count(cell.report)
+    if rounds < 2:
+        return {}
+    passed = _passed_by_round(Path(cell.directory), rounds)
+    return {r: compare(passed[r - 1], passed[r - 2], n_resamples=n_resamples, seed=seed)
+            for r in range(2, rounds + 1)}
+
+
+def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
+    """Markdown lines of the reflection table (empty when no cell has rounds).
+
+    Parameters
+    ----------
+    cells : finished cells (``label``, ``directory``, ``report``).
+    n_resamples, seed : of the randomisation test.
+    """
+    cells = [c for c in cells if round_count(c.report)]
+    if not cells:
+        return []
+    reselect = any("selection_recall@1" in c.report for c in cells)
+    header = ["configuration", "round", "success", "Δ", "p t", "p rand", "requests", "sent", "cached",
+              "prompt tokens", "completion tokens", "cumulative tokens"]
+    if reselect:
+        header.append("selection recall")
+    lines = ["## Reflection rounds", "",
+             "Configurations are named by the settings that differ between them (the cell ids are in the "
+             "first table).", "",
+             "| " + " | ".join(header) + " |",
+             "|---|" + "|".join("--:" for _ in header[1:]) + "|"]
+    labels = short_labels(cells)
+    for c in cells:
+        r_max = round_count(c.report)
+        gains = round_gains(c, n_resamples, seed)
+        for r in range(1, r_max + 1):
+            rep = c.report
+            g = gains.get(r)
+            row = [labels[c.id] if r == 1 else "", str(r), _num(rep.get(f"success@{r}")),
+                   f"{g['mean_diff']:+.3f}" if g else "–", _p(g["p_t"]) if g else "–",
+                   _p(g["p_randomisation"]) if g else "–",
+                   _num(rep.get(f"calls@{r}"), 0), _num(rep.get(f"requests@{r}"), 0),
+                   _num(rep.get(f"cache_hits@{r}"), 0), _num(rep.get(f"prompt_tokens@{r}"), 0),
+                   _num(rep.get(f"completion_tokens@{r}"), 0), _num(rep.get(f"cumulative_tokens@{r}"), 0)]
+            if reselect:
+                row.append(_num(rep.get(f"selection_recall@{r}")))
+            lines.append("| " + " | ".join(row) + " |")
+    lines += ["",
+              "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
+              "the round before; p t: two-sided paired t-test and p rand: paired randomisation "
+              f"(sign-flip) test, {n_resamples} resamples, seed {seed}, on per-task success by the round "
+              "against by the round before. requests: generation requests of the round (failed tasks of "
+              "the round before; answered from the cache or not); sent: HTTP requests the generator sent "
+              "(retries included); cached: answered from the cache. Tokens as the endpoint reported them; "
+              "cumulative: rounds 1 to this one (plus the LLM selector's tokens when it selects again)."
+              + (" selection recall: mean set recall of the selection each task had in that round "
+                 "(reselect: ranked again with the query plus the error)." if reselect else ""),
+              ""]
+    return lines
+
+
+def plot_success_by_round(experiment: Any, path: Path) -> bool:
+    """Success against round, one line per finished cell with reflection rounds.
+
+    Returns
+    -------
+    False (and no file) when no finished cell has rounds.
+    """
+    cells = [c for c in experiment.cells if c.finished and round_count(c.report)]
+    if not cells:
+        return False
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    labels = short_labels(cells)
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    for c, colour in zip(cells, _palette(len(cells))):
+        rounds = list(range(1, round_count(c.report) + 1))
+        ax.plot(rounds, [float(c.report[f"success@{r}"]) for r in rounds], marker="o", label=labels[c.id],
+                color=colour)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _finish(plt, fig, ax, path, f"{experiment.name}: success by round", "round", "success (passed by the round)")
+    return True

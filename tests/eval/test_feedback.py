@@ -1,0 +1,224 @@
+"""Feedback on a failed program: what each level holds, and that no level ever holds anything of
+the evaluation program (its text, what it expected, its exceptions' messages) or of the
+reference program (its text, its calls)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from primsel.datasets import load_builtin_tasks, load_tasks
+from primsel.eval.attribution import attribute
+from primsel.eval.faults import make_faults
+from primsel.eval.feedback import LEVELS, error_text, feedback_text, told_exception
+from primsel.library import Library, with_gold
+from primsel.types import ExecutionResult, Program, Task, parse_program
+
+LIBRARY = Library.from_simulator()
+VERDICT = "Your program did not pass: it does not carry out the request correctly."
+PROGRAM = "def plan():\n    events = find_events()\n    return len(events) + missing\n"
+
+
+def program(code: str | None = PROGRAM, status: str = "ok", **extraction) -> Program:
+    return Program(task_id="5", code=code, status=status, raw="answer", extraction=extraction)
+
+
+def result(status: str, error_type: str | None = None, message: str | None = None, line: int | None = None,
+           raised_by: str | None = None) -> ExecutionResult:
+    return ExecutionResult(task_id="5", status=status, error_type=error_type, message=message, line=line,
+                           raised_by=raised_by)
+
+
+# -- what each level says -------------------------------------------------------------------------
+def test_the_verdict_level_says_only_that_the_program_did_not_pass():
+    raised = result("error", "NameError", "name 'missing' is not defined", 3, "program")
+    assert feedback_text("verdict", program(), raised) == VERDICT
+    assert feedback_text("verdict", program(None, "truncated"), None) == VERDICT
+
+
+def test_the_error_level_adds_the_program_s_exception_with_its_line():
+    raised = result("error", "NameError", "name 'missing' is not defined", 3, "program")
+    text = feedback_text("error", program(), raised)
+    assert text == (VERDICT + "\nIt raised NameError at line 3 (`return len(events) + missing`): "
+                              "name 'missing' is not defined")
+    assert feedback_text("trace", program(), raised) == text  # no comparison given: nothing more
+
+
+def test_an_exception_the_evaluation_program_raised_is_told_as_the_status_alone():
+    expected = "SolutionError: expected 3 events on 2024-06-27, found 2 ('Budget review' missing)"
+    for status, error_type in (("fail", "SolutionError"), ("fail", "AssertionError"), ("error", "KeyError")):
+        judged = result(status, error_type, expected, None, "task")
+        for level in LEVELS:
+            text = feedback_text(level, program(), judged)
+            assert expected not in text and "Budget review" not in text and error_type not in text
+        assert feedback_text("error", program(), judged) == (
+            VERDICT + "\nIt ran, but what it did or returned is not what the request asks for.")
+        assert error_text(program(), judged) == "" and not told_exception(judged)
+
+
+def test_a_fault_outside_the_program_says_so_without_its_message():
+    fault = result("error", "EvaluatorError", "the task's setup or evaluation program failed before the program "
+                                              "ran: KeyError: 'expected_subject'", None, "task")
+    text = feedback_text("error", program(), fault)
+    assert text.endswith("Its outcome could not be evaluated (a fault outside your program).")
+    assert "expected_subject" not in text
+
+
+def test_the_sandbox_s_verdicts_on_the_program_are_told():
+    unsupported = result("error", "UnsupportedReturn", "a value of type 'Widget' cannot be checked", None, "sandbox")
+    assert feedback_text("error", program(), unsupported).endswith(
+        "It raised UnsupportedReturn: a value of type 'Widget' cannot be checked")
+    late = result("timeout", None, "time limit of 10 s exceeded", None, "sandbox")
+    assert feedback_text("error", program(), late, timeout=2.5).endswith(
+        "It did not finish within the time limit of 2.5 s.")
+
+
+def test_answers_that_did_not_run():
+    assert feedback_text("error", program("def plan(:\n", "truncated"), None).endswith(
+        "Your answer was cut off at the length limit before the program was complete; nothing was run.")
+    assert feedback_text("error", program(None, "no_program"), None).endswith(
+        "No program was found in your answer (no top-level function); nothing was run.")
+    placeholder = program("def plan():\n    return None\n", "ok", parse_failure="answer")
+    text = feedback_text("error", placeholder, result("fail", "SolutionError", "wrong", None, "task"))
+    assert "could not be read as a Python program" in text and "wrong" not in text.split("\n", 2)[-1]
+
+
+def test_handing_the_request_back():
+    handed = result("requires_user_input", "RequiresUserInput", "Which Priya?", 2, "program")
+    text = feedback_text("error", program(), handed)
+    assert "It raised RequiresUserInput at line 2 (`events = find_events()`): Which Priya?" in text
+    assert text.endswith("It handed the request back to the user (RequiresUserInput), which this request does "
+                         "not call for.")
+
+
+def test_the_trace_level_shows_the_program_s_side_of_the_first_difference_only():
+    judged = result("fail", "SolutionError", "expected subject 'Sync'", None, "task")
+    diagnosis = {"category": "wrong_arguments", "difference": "arguments", "divergence_line": 2,
+                 "actual_call": "work_calendar.find_events(subject='Standup')",
+                 "expected_call": "work_calendar.find_events(subject='Sync')"}
+    text = feedback_text("trace", program(), judged, diagnosis)
+    assert text.splitlines()[2:] == [
+        "Diagnosis: wrong_arguments (a library function is called with wrong arguments).",
+        "Compared with a correct program run on the same initial state, its first library call that differs is "
+        "at line 2 (`events = find_events()`): `work_calendar.find_events(subject='Standup')`; a correct program "
+        "calls the same function there with other arguments.",
+    ]
+    assert "Sync" not in text
+    assert feedback_text("error", program(), judged, diagnosis) == "\n".join(text.splitlines()[:2])
+
+
+@pytest.mark.parametrize(("difference", "actual", "expected_words"), [
+    ("order", "work_calendar.delete_event('<id2>')", "the calls are right but made in another order"),
+    ("extra_call", "work_calendar.add_event(Event(subject='x'))", "a call a correct program does not make"),
+    ("missing_call", "work_calendar.add_event(Event(subject='x'))", "first makes a call your program never makes"),
+    ("missing_call", "return None", "its library calls end too early"),
+    ("return", "return 3", "the value it returns differs: `return 3`"),
+    ("exception", "raise KeyError: 'x'", "it raised where a correct program does not"),
+    ("none", None, "the effect it leaves differs"),
+])
+def test_every_kind_of_difference_is_told(difference, actual, expected_words):
+    diagnosis = {"category": "wrong_effect", "difference": difference, "divergence_line": 2, "actual_call": actual,
+                 "expected_call": "work_calendar.secret_reference_call()"}
+    text = feedback_text("trace", program(), result("fail", "SolutionError", "no", None, "task"), diagnosis)
+    assert expected_words in text and "secret_reference_call" not in text
+    if actual is not None:
+        assert actual in text
+
+
+def test_bad_levels_and_passes_are_refused():
+    with pytest.raises(ValueError, match="feedback level must be one of 'verdict', 'error', 'trace'"):
+        feedback_text("everything", program(), result("fail"))
+    with pytest.raises(ValueError, match="passed"):
+        feedback_text("error", program(), result("pass"))
+
+
+def test_error_text_is_what_the_model_is_told():
+    raised = result("error", "NameError", "name 'missing' is not defined", 3, "program")
+    assert error_text(program(), raised, "error") == error_text(program(), raised, "trace") == \
+        "NameError: name 'missing' is not defined"
+    assert error_text(program(), raised, "verdict") == ""
+
+
+# -- nothing of the evaluation or reference program, on real tasks --------------------------------
+def _literals(source: str) -> set[str]:
+    tree = parse_program(source)
+    return {node.value.strip() for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and len(node.value.strip()) >= 4} if tree is not None else set()
+
+
+def leaks(text: str, task: Task, code: str, res: ExecutionResult, diagnosis: dict | None) -> list[str]:
+    """What ``text`` holds of the task's evaluation programs or reference program that the
+    program under test did not write or do itself (its text, its calls and returned values, the
+    query and the setup programs are its own to see)."""
+    own = "\n".join([code, task.query, *task.setup_programs, *(args for _, _, args in res.trace),
+                     *(summary for _, _, summary in res.outcomes)])
+    own_lines = {line.strip() for line in own.splitlines()}
+    found = []
+    for name, source in [*(("evaluation program", ep) for ep in task.evaluation_programs),
+                         ("reference program", task.program)]:
+        for line in source.splitlines():
+            stripped = line.strip()
+            if len(stripped) >= 8 and stripped not in own_lines and stripped not in own and stripped in text:
+                found.append(f"{name} line {stripped!r}")
+        found += [f"{name} literal {lit!r}" for lit in _literals(source) if lit not in own and lit in text]
+    if res.raised_by == "task" and res.message and len(res.message) >= 6 and res.message not in own \
+            and res.message in text:
+        found.append(f"evaluation message {res.message!r}")
+    expected = (diagnosis or {}).get("expected_call")
+    if expected and len(expected) >= 6 and expected != (diagnosis or {}).get("actual_call") and expected not in own \
+            and expected in text:
+        found.append(f"reference call {expected!r}")
+    return found
+
+
+def wrong_programs(task: Task, faults: int) -> list[str]:
+    """Up to ``faults`` faulty variants of the reference (one per fault kind, in kind order), a
+    program doing nothing and one returning a value of the wrong kind."""
+    names = {p.name for p in LIBRARY.values()}
+    entry = task.entry_point or "fulfil_request"
+    return [f.program for f in make_faults(task.id, task.program, names)][:faults] + [
+        f"def {entry}():\n    return None\n", f"def {entry}():\n    return 42\n"]
+
+
+def check_no_leaks(tasks: list[Task], faults: int = 5, workers: int = 2) -> tuple[int, int, int]:
+    """Feedback at every level for every failing wrong program: no leak. Returns (failed
+    programs, of which naive feedback (message and expected call added) leaks, failures
+    raised by the evaluation program)."""
+    from primsel.simulator.sandbox import Sandbox
+
+    jobs = [(t, code) for t in tasks for code in wrong_programs(t, faults)]
+    with Sandbox(workers=workers) as sandbox:
+        results = list(sandbox.execute_many((t, code, None) for t, code in jobs))
+        references = {r.task_id: r for r in sandbox.execute_many((t, t.program, None) for t in tasks)}
+    failed = naive_leaks = by_task = 0
+    problems = []
+    for (t, code), res in zip(jobs, results):
+        if res.passed:
+            continue
+        failed += 1
+        by_task += res.raised_by == "task"
+        prog = Program(task_id=t.id, code=code)
+        diagnosis = attribute(t, None, prog, res, LIBRARY, references[t.id])
+        for level in LEVELS:
+            found = leaks(feedback_text(level, prog, res, diagnosis, 10.0), t, code, res, diagnosis)
+            problems += [f"task {t.id}, {level}: {f}" for f in found]
+        naive = feedback_text("trace", prog, res, diagnosis) + f"\n{res.message}\n{diagnosis.get('expected_call')}"
+        naive_leaks += bool(leaks(naive, t, code, res, diagnosis))
+    assert problems == []
+    return failed, naive_leaks, by_task
+
+
+def test_feedback_holds_nothing_of_the_evaluation_or_reference_program_on_the_builtin_tasks():
+    failed, naive_leaks, by_task = check_no_leaks(with_gold(load_builtin_tasks(), LIBRARY))
+    # 136 programs failed here, 92 of them on an exception the evaluation program raised; the
+    # check can fail: feedback with the evaluation's message and the reference's call added leaks
+    # for every one of them
+    assert failed >= 100 and by_task >= 50
+    assert naive_leaks >= 0.9 * failed
+
+
+def test_feedback_holds_nothing_of_the_evaluation_or_reference_program_on_asper_bench(asper_path):
+    failed, naive_leaks, by_task = check_no_leaks(with_gold(load_tasks(asper_path), LIBRARY), faults=2)
+    assert failed >= 500 and by_task >= 300
+    assert naive_leaks >= 0.9 * failed
