@@ -446,6 +446,14 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     else:
         notes.append(f"Folds: {'/'.join(map(str, folds))}, seed {'/'.join(map(str, seeds))} "
                      "(used by retrievers that learn from tasks; none here).")
+    sizes = {d.get("fingerprint"): d.get("n_documents") for d in (*experiment.datasets, experiment.data)}
+    depths = sorted({int(c.settings["depth"]) for c in cells if c.settings.get("depth") is not None
+                     and int(c.settings["depth"]) < int(sizes.get(c.settings.get("dataset")) or math.inf)})
+    if depths:
+        n = "/".join(map(str, depths))
+        notes.append(f"Rankings are kept to depth {n} (`depth`): MRR is MRR@{n}; a tie across rank {n} is "
+                     f"not seen (ties@{n} is 0) and a group of tied scores running past it is cut there, so "
+                     f"tie-aware values at k close to {n} are approximate.")
     lines += [f"- {n}" for n in notes]
     lines.append("")
     if len(groups) == 1:
