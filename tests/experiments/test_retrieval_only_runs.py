@@ -90,23 +90,30 @@ def _independent_bm25(name: str, folder: Path, k1: float = 1.2, b: float = 0.75)
     index = BM25Okapi(docs, k1=k1, b=b)
     df = Counter(w for d in docs for w in set(d))
     index.idf = {w: math.log(1 + (len(docs) - n + 0.5) / (n + 0.5)) for w, n in df.items()}
-    totals = {"recall@5": 0.0, "recall@10": 0.0, "ndcg@10": 0.0, "complete@5": 0.0}
+    totals = {"recall@5": 0.0, "recall@10": 0.0, "recall@20": 0.0, "ndcg@10": 0.0, "complete@5": 0.0,
+              "complete@10": 0.0}
     for task in data.tasks:
         scores = index.get_scores(code_tokens(task.query, stop))
         ranked = [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))]
         gold = task.gold
-        totals["recall@5"] += len(gold & set(ranked[:5])) / len(gold)
-        totals["recall@10"] += len(gold & set(ranked[:10])) / len(gold)
-        totals["complete@5"] += float(gold <= set(ranked[:5]))
+        for k in (5, 10, 20):
+            totals[f"recall@{k}"] += len(gold & set(ranked[:k])) / len(gold)
+        for k in (5, 10):
+            totals[f"complete@{k}"] += float(gold <= set(ranked[:k]))
         dcg = sum(1 / math.log2(i + 2) for i, p in enumerate(ranked[:10]) if p in gold)
         totals["ndcg@10"] += dcg / sum(1 / math.log2(i + 2) for i in range(min(len(gold), 10)))
     return {key: value / len(data.tasks) for key, value in totals.items()}
 
 
-@pytest.mark.parametrize(("name", "subset"), [
+#: The tool corpora of experiments/tool_corpora.toml: (dataset name, path below ../shared/datasets).
+TOOL_CORPORA = [
     ("metatool-multi", "metatool/multi"), ("apibench-torchhub", "gorilla-apibench/torchhub"),
     ("apibench-tensorflowhub", "gorilla-apibench/tensorflowhub"),
-])
+    ("apibench-huggingface", "gorilla-apibench/huggingface"), ("metatool-single", "metatool/single"),
+]
+
+
+@pytest.mark.parametrize(("name", "subset"), TOOL_CORPORA[:3])
 def test_bm25_on_tool_corpora_matches_an_independent_rank_bm25_computation(tmp_path, name, subset):
     folder = shared(subset.split("/")[0]) / subset.split("/")[1]
     cfg = _grid(tmp_path, [folder], '["bm25"]')
@@ -116,6 +123,31 @@ def test_bm25_on_tool_corpora_matches_an_independent_rank_bm25_computation(tmp_p
     expected = _independent_bm25(name, folder)
     for key, value in expected.items():
         assert report[key] == pytest.approx(value, abs=0.005), key
+
+
+def _report_row(report: str, dataset: str, retriever: str) -> dict[str, str]:
+    """The row of ``retriever`` in the table of ``dataset`` of a committed report (header -> cell)."""
+    section = report.split(f"\n## {dataset} (", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    header = [h.strip() for h in table[0].strip("|").split("|")]
+    for line in table[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == retriever:
+            return dict(zip(header, cells))
+    raise AssertionError(f"no {retriever} row for {dataset}")
+
+
+@pytest.mark.parametrize(("name", "subset"), TOOL_CORPORA)
+def test_the_committed_tool_corpora_report_has_the_bm25_figures_of_rank_bm25(name, subset):
+    """The BM25 figures of experiments/tool_corpora.md (3 decimals) against rank-bm25 over the
+    same documents and queries, on every dataset of the report."""
+    folder = shared(subset.split("/")[0]) / subset.split("/")[1]
+    report = (Path(__file__).resolve().parents[2] / "experiments" / "tool_corpora.md").read_text(encoding="utf-8")
+    row = _report_row(report, name, "bm25")
+    expected = _independent_bm25(name, folder)
+    for key, column in (("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@20", "R@20"),
+                        ("ndcg@10", "nDCG@10"), ("complete@10", "C@10")):
+        assert float(row[column]) == pytest.approx(expected[key], abs=0.005), key
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -160,3 +192,22 @@ def test_a_grid_with_data_runs_only_on_those_datasets(tmp_path):
     source = {d["fingerprint"]: d["source"] for d in manifest["datasets"]}
     cells = sorted((source[c.settings.dataset], c.settings.retriever) for c in result.cells)
     assert cells == [("beir-one", "bm25"), ("beir-one", "prior"), ("beir-two", "prior")]
+
+
+def test_a_ranking_depth_below_the_corpus_size_is_said_in_the_report(tmp_path):
+    corpus = [{"_id": f"d{i:02d}", "title": "", "text": f"about subject{i}"} for i in range(25)]
+    root = write_beir(tmp_path / "deep", corpus=corpus,
+                      queries=[{"_id": "q1", "text": "subject3"}, {"_id": "q2", "text": "subject7"}],
+                      qrels=["q1\td03\t1", "q2\td07\t1"])
+    for depth, kept in ((20, 20), (30, 25)):
+        cfg = tmp_path / f"exp{depth}.toml"
+        cfg.write_text(f'name = "exp{depth}"\ndata = "{root}"\ndepth = {depth}\nfolds = 2\n'
+                       '[grid]\nretriever = ["bm25"]\n', encoding="utf-8")
+        assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+        directory = tmp_path / "runs" / f"exp{depth}"
+        (cell,) = json.loads((directory / "experiment.json").read_text())["cells"]
+        lines = (directory / cell["id"] / "run.trec").read_text().splitlines()
+        assert sum(line.startswith("q1 ") for line in lines) == kept
+        report = (directory / "report.md").read_text()
+        # 20 of 25 documents kept: the report says what a cut ranking means for MRR and ties
+        assert ("Rankings are kept to depth 20 (`depth`): MRR is MRR@20" in report) == (depth == 20)
