@@ -58,14 +58,14 @@ class _PeakSampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak = _rss_mb()
-        self._stop = threading.Event()
+        self._done = threading.Event()  # not _stop: threading.Thread has a method of that name
 
     def run(self) -> None:
-        while not self._stop.wait(0.005):
+        while not self._done.wait(0.005):
             self.peak = max(self.peak, _rss_mb())
 
     def stop(self) -> float:
-        self._stop.set()
+        self._done.set()
         self.join()
         return max(self.peak, _rss_mb())
 
