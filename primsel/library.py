@@ -23,7 +23,7 @@ import symtable
 import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from primsel.types import TEXT_VIEWS, Primitive, Task
+from primsel.types import DOCUMENT_KIND, TEXT_VIEWS, Primitive, Task
 
 #: The prompt-facing symbols of each app module, in the order a prompt lists them.
 LIBRARY_NAMES: dict[str, tuple[str, ...]] = {
@@ -55,7 +55,7 @@ LIBRARY_NAMES: dict[str, tuple[str, ...]] = {
 #: Package holding the app modules.
 APPS_PACKAGE = "primsel.simulator.apps"
 #: Kinds of primitives; the non-function kinds are "types" that other primitives depend on.
-KINDS = ("function", "class", "enum", "exception", "alias")
+KINDS = ("function", "class", "enum", "exception", "alias", DOCUMENT_KIND)
 #: Names that are never gold primitives (spec 12.1 step 3), besides the builtins.
 NOT_GOLD = frozenset({"datetime"})
 
@@ -68,14 +68,18 @@ class Library(Mapping[str, Primitive]):
     Parameters
     ----------
     primitives : the primitives, in library order (the order prompts and tie-free listings use).
+    unique_names : refuse two primitives with the same bare name (True for the assistant
+        library, whose programs name primitives by bare name); corpora of documents (tools,
+        APIs, the callables of installed packages) set it False, and :meth:`id_of` then gives
+        the first primitive of a name.
 
     Raises
     ------
-    ValueError : two primitives share an id or a bare name, or a ``depends_on`` id is not in
-        the library.
+    ValueError : two primitives share an id, or a bare name when ``unique_names``, or a
+        ``depends_on`` id is not in the library.
     """
 
-    def __init__(self, primitives: Iterable[Primitive]) -> None:
+    def __init__(self, primitives: Iterable[Primitive], unique_names: bool = True) -> None:
         items = tuple(primitives)
         by_id: dict[str, Primitive] = {}
         by_name: dict[str, str] = {}
@@ -85,9 +89,11 @@ class Library(Mapping[str, Primitive]):
             if p.id in by_id:
                 raise ValueError(f"duplicate primitive id {p.id!r}")
             if p.name in by_name:
-                raise ValueError(f"primitives {by_name[p.name]!r} and {p.id!r} share the name {p.name!r}")
+                if unique_names:
+                    raise ValueError(f"primitives {by_name[p.name]!r} and {p.id!r} share the name {p.name!r}")
+            else:
+                by_name[p.name] = p.id
             by_id[p.id] = p
-            by_name[p.name] = p.id
         for p in items:
             unknown = [d for d in p.depends_on if d not in by_id]
             if unknown:
@@ -121,7 +127,7 @@ class Library(Mapping[str, Primitive]):
         return self._items
 
     def id_of(self, name: str) -> str | None:
-        """Id of the primitive with bare name ``name``, or None."""
+        """Id of the (first) primitive with bare name ``name``, or None."""
         return self._by_name.get(name)
 
     def texts(self, view: str = "full") -> list[str]:

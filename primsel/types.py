@@ -45,6 +45,9 @@ STATUSES = ("pass", "fail", "error", "timeout", "requires_user_input", "no_progr
 RAISED_BY = ("program", "sandbox", "task")
 #: Views accepted by :meth:`Primitive.text`.
 TEXT_VIEWS = ("name", "signature", "full")
+#: Kind of a primitive that is a document of a retrieval-only corpus (a tool description, an API
+#: document, a passage), not a symbol of the assistant library.
+DOCUMENT_KIND = "document"
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,10 @@ class Primitive:
     id : module-qualified id, ``"<module>.<name>"`` (``"work_calendar.add_event"``).
     name : the bare symbol name (``"add_event"``).
     module : the defining module's short name (``"work_calendar"``).
-    kind : ``"function"``, ``"class"``, ``"enum"``, ``"exception"`` or ``"alias"``.
-    signature : one-line Python stub (``"def add_event(event: Event) -> str"``).
+    kind : ``"function"``, ``"class"``, ``"enum"``, ``"exception"`` or ``"alias"``; ``"document"``
+        (:data:`DOCUMENT_KIND`) for a document of a retrieval-only corpus.
+    signature : one-line Python stub (``"def add_event(event: Event) -> str"``); for a document,
+        its title line (a tool name, an API call).
     doc : the docstring, dedented.
     depends_on : ids of library types named in the signature or fields, sorted.
     """
@@ -76,7 +81,8 @@ class Primitive:
         Parameters
         ----------
         view : ``"name"`` (the bare name), ``"signature"`` (the stub line) or ``"full"``
-            (the stub a prompt shows: signature plus indented docstring).
+            (the stub a prompt shows: signature plus indented docstring; for a document, the
+            title line and the text below it).
 
         Raises
         ------
@@ -87,6 +93,8 @@ class Primitive:
         if view == "signature":
             return self.signature
         if view == "full":
+            if self.kind == DOCUMENT_KIND:
+                return "\n".join(part for part in (self.signature, self.doc) if part)
             if not self.signature.startswith(("def ", "class ")):
                 # an alias is an assignment: its docstring follows it at the same level
                 return f'{self.signature}\n"""\n{self.doc}\n"""'
@@ -99,6 +107,10 @@ class Primitive:
 class Task:
     """One benchmark task.
 
+    A *retrieval-only* task (from a corpus such as MetaTool or APIBench) has only an id, a query
+    and its gold set: no reference program and no setup or evaluation programs, so it can be
+    ranked and scored but not generated for or executed (:attr:`executable` is False).
+
     Parameters
     ----------
     id : task id (``"17"`` for Asper-Bench, ``"builtin-03"`` for built-in tasks).
@@ -110,17 +122,23 @@ class Task:
         ``simulation_tools`` and ``evaluation_tools`` (``"module::name"`` strings).
     gold : ids of the library primitives the reference program uses (filled by
         :func:`primsel.library.gold_primitives`; empty until then).
-    source : ``"asper-bench"`` or ``"builtin"``.
+    source : ``"asper-bench"``, ``"builtin"``, or the name of a retrieval-only dataset.
     """
 
     id: str
     query: str
-    program: str
-    setup_programs: tuple[str, ...]
-    evaluation_programs: tuple[str, ...]
+    program: str = ""
+    setup_programs: tuple[str, ...] = ()
+    evaluation_programs: tuple[str, ...] = ()
     scenario: Mapping[str, Any] = field(default_factory=dict, hash=False)
     gold: frozenset[str] = frozenset()
     source: str = ""
+
+    @property
+    def executable(self) -> bool:
+        """False for a retrieval-only task (no reference program, no setup or evaluation
+        programs): it can be ranked and scored, not generated for or executed."""
+        return bool(self.program or self.setup_programs or self.evaluation_programs)
 
     @property
     def apps(self) -> tuple[str, ...]:

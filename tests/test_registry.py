@@ -33,7 +33,7 @@ def test_unimportable_paths_are_unknown_components(name):
 
 
 def test_a_parameter_the_class_does_not_take_lists_those_it_takes():
-    with pytest.raises(TypeError, match=r"retriever 'bm25': .*'bogus'.*\(it takes: view, k1, b, stopwords\)"):
+    with pytest.raises(TypeError, match=r"retriever 'bm25': .*'bogus'.*\(it takes: view, k1, b, stopwords, backend\)"):
         build({"type": "bm25", "bogus": 1})
 
 

@@ -1,7 +1,15 @@
-"""Task sets: the Asper-Bench archive (read as released) and the built-in tasks shipped with primsel.
+"""Task sets: the Asper-Bench archive (read as released), the built-in tasks shipped with primsel,
+and retrieval-only datasets.
 
-Which set is used is decided by :func:`resolve_dataset`: an explicit path (the ``--data`` flag),
-else the environment variable ``PRIMSEL_ASPER_BENCH``, else the built-in tasks.
+Which executable set is used is decided by :func:`resolve_dataset`: an explicit path (the
+``--data`` flag), else the environment variable ``PRIMSEL_ASPER_BENCH``, else the built-in tasks.
+
+Retrieval-only data (:mod:`primsel.datasets.retrieval_only`: queries and gold documents, no
+programs) is what :func:`is_retrieval_data` recognises and :func:`load_retrieval_data` reads: a
+BEIR-layout directory, the MetaTool and Gorilla APIBench folders (or one of their subsets,
+named as a path below the folder: ``metatool/single``, ``gorilla-apibench/torchhub``), and
+``pydoc[:SIZE[:PACKAGES]]``, the documented callables of the installed packages. Commands that
+generate or execute programs refuse it (:func:`resolve_dataset` raises).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from primsel.datasets.asperbench import (
     sorted_tasks,
     verify_checksum,
 )
+from primsel.datasets.retrieval_only import RetrievalDataset
 from primsel.types import Task
 
 #: Environment variable naming the Asper-Bench archive.
@@ -35,7 +44,10 @@ __all__ = [
     "ENV_VAR",
     "DatasetError",
     "load_asper_bench",
+    "RetrievalDataset",
+    "is_retrieval_data",
     "load_builtin_tasks",
+    "load_retrieval_data",
     "load_tasks",
     "resolve_dataset",
     "verify_checksum",
@@ -58,13 +70,19 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None, origin: str = "-
     Raises
     ------
     DatasetError : a path was given (by argument or environment) but no such file exists, or it
-        is a directory or another non-regular file.
+        is a directory or another non-regular file, or it holds retrieval-only data (which has
+        no programs to generate for or execute).
     """
     if path is None or str(path) == "":
         path = os.environ.get(ENV_VAR) or None
         origin = f"${ENV_VAR}"
         if path is None:
             return None
+    if is_retrieval_data(path):
+        raise DatasetError(f"{path} (from {origin}) is retrieval-only data (queries and gold documents, no "
+                           "reference programs or evaluation programs): generating and executing programs "
+                           "needs executable tasks, the Asper-Bench archive or the built-in tasks; "
+                           "`primsel retrieve` and `primsel run` without a generator accept it")
     resolved = Path(path).expanduser()
     if resolved.is_dir():
         raise DatasetError(f"{resolved} (from {origin}) is a directory; give the Asper-Bench archive file "
@@ -119,3 +137,58 @@ def load_builtin_tasks() -> list[Task]:
                 tasks[task.id] = task
         _task_cache["builtin"] = tuple(sorted_tasks(tasks.values()))
     return list(_task_cache["builtin"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrieval-only data
+# ---------------------------------------------------------------------------------------------
+def _retrieval_parts(path: str | os.PathLike[str]) -> tuple[str, Path, tuple[str, ...]] | None:
+    """``(kind, folder, subsets)`` of a retrieval-only data path, or None: kind is ``beir``,
+    ``metatool``, ``apibench`` or ``pydoc`` (folder then unused, subsets the spec)."""
+    from primsel.datasets import apibench, beir, metatool, pydoc
+
+    text = os.fspath(path)
+    resolved = Path(text).expanduser()
+    if pydoc.is_pydoc_spec(text) and not resolved.exists():
+        return "pydoc", resolved, (text,)
+    for kind, recognise, subsets in (("metatool", metatool.is_metatool, tuple(metatool.SUBSETS)),
+                                     ("apibench", apibench.is_apibench, tuple(apibench.HUBS))):
+        if recognise(resolved):
+            return kind, resolved, subsets
+        if not resolved.exists() and resolved.name in subsets and recognise(resolved.parent):
+            return kind, resolved.parent, (resolved.name,)
+    if beir.is_beir(resolved):
+        return "beir", resolved, ()
+    return None
+
+
+def is_retrieval_data(path: str | os.PathLike[str] | None) -> bool:
+    """True when ``path`` names retrieval-only data (see the module docstring)."""
+    return path is not None and str(path) != "" and _retrieval_parts(path) is not None
+
+
+def load_retrieval_data(path: str | os.PathLike[str]) -> list[RetrievalDataset]:
+    """The retrieval-only datasets ``path`` names, in a fixed order: a MetaTool folder gives
+    ``metatool-single`` and ``metatool-multi``, an APIBench folder its three hubs, a subset path
+    (``.../metatool/multi``, ``.../gorilla-apibench/huggingface``) that one, a BEIR directory
+    and ``pydoc[:SIZE[:PACKAGES]]`` one each.
+
+    Raises
+    ------
+    DatasetError : ``path`` is not retrieval-only data, or a file is missing or malformed
+        (the message names the file and line).
+    """
+    from primsel.datasets import apibench, beir, metatool, pydoc
+
+    parts = _retrieval_parts(path)
+    if parts is None:
+        raise DatasetError(f"{path}: not retrieval-only data (expected a BEIR directory with {beir.CORPUS}, "
+                           f"the MetaTool or Gorilla APIBench folder or one of their subsets, or pydoc[:SIZE])")
+    kind, folder, subsets = parts
+    if kind == "pydoc":
+        return [pydoc.load_pydoc(subsets[0])]
+    if kind == "beir":
+        return [beir.load_beir(folder)]
+    if kind == "metatool":
+        return [metatool.load_metatool(folder, s) for s in subsets]
+    return [apibench.load_apibench(folder, s) for s in subsets]

@@ -448,7 +448,8 @@ def stage_messages(bar: Any) -> Any:
 
 def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
              sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
-    """Compute one cell (:func:`compute_cell`) and write its files (report.json last).
+    """Compute one cell (its retrieval from ``ctx.store``, then :func:`compute_cell`) and write
+    its files (:func:`write_cell`, report.json last).
 
     ``sources`` (default: computed, :meth:`CellSettings.sources`) are the digests of the
     component sources recorded in config.json, by which a later run tells a stale cell.
@@ -463,11 +464,9 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     Whatever a retriever, the selector, a generator or the sandbox raises; the cell's
     report.json is then not written, so a re-run recomputes it.
     """
-    from primsel.retrieval.trec import format_run
-
     start = time.perf_counter()
     s = cell.settings
-    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, progress=stage_messages(task_bar))
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, s.depth, progress=stage_messages(task_bar))
     if task_bar is not None:
         # the task steps start now: the time spent fitting must not feed their ETA
         task_bar.set_description_str("  tasks", refresh=False)
@@ -475,8 +474,23 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
                            base_dir=ctx.base_dir, task_bar=task_bar,
                            requery=lambda queries: ctx.store.rerank(s.retriever, s.folds, s.seed, queries))
-    report = {**outcome.report, "seconds": time.perf_counter() - start}
+    return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start, sources)
 
+
+def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float,
+               sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """Write a computed cell's files (config.json, run.trec, tasks.jsonl, failures.jsonl with a
+    generator, then report.json with ``seconds``, the cell's wall time). Every backend of the
+    runner writes through here, so their files are the same. ``sources``: as :func:`run_cell`.
+
+    Returns
+    -------
+    The cell's report.
+    """
+    from primsel.retrieval.trec import format_run
+
+    s = cell.settings
+    report = {**outcome.report, "seconds": seconds}
     directory.mkdir(parents=True, exist_ok=True)
     # an earlier (incomplete) report.json must not outlive a run killed before the new one
     (directory / "report.json").unlink(missing_ok=True)
@@ -485,11 +499,10 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
         "label": cell.label,
         "experiment": ctx.experiment,
         "settings": s.to_json(),
-        "data": {"source": ctx.dataset.source, "n_tasks": len(ctx.dataset.tasks),
-                 "fingerprint": ctx.dataset.fingerprint},
+        "data": ctx.dataset.summary(),
         "effective_folds": ctx.store.effective_folds(s.folds),
         **({"extraction": report.get("extraction")} if s.generator else {}),
-        "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.library.fingerprint()},
+        "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
         "sources": sources if sources is not None else s.sources(),
         "versions": ctx.versions,
     }))

@@ -7,8 +7,10 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
 ==============  ==========================================================================
 ``name``        experiment name (default: the file stem); the output directory ``<out>/<name>``
 ``description`` free text shown at the top of the report
-``data``        path of the Asper-Bench archive, relative to the TOML file (default: the
-                ``--data`` flag, else env ``PRIMSEL_ASPER_BENCH``, else the built-in tasks)
+``data``        path of the Asper-Bench archive or of retrieval-only data (a string, or an
+                array of them: the grid runs on each dataset), relative to the TOML file
+                (default: the ``--data`` flag, else env ``PRIMSEL_ASPER_BENCH``, else the
+                built-in tasks)
 ``retriever``   registered name, ``"package.module:Class"``, or a table with ``type``
 ``k``           selection size (int >= 1, default 10)
 ``threshold``   minimum retriever score of a selected primitive (number; default none). With
@@ -30,6 +32,7 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
 ``timeout``     seconds per task in the sandbox when a generator runs (default 10; at most
                 the sandbox's cap, one day)
 ``metrics``     extra ranx metric names added to every cell's report.json
+``depth``       primitives kept of each task's ranking (int >= 20; default: the whole library)
 ``baseline``    the retriever every cell is tested against: its label (``hybrid(bm25+dense)``),
                 its type when one retriever of the grid has it (``llm_selector``), or a cell
                 id (default: the first retriever of the grid); see
@@ -38,7 +41,8 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
                 be equal between a cell and the baseline cell it is tested against (default:
                 every setting except the retriever). Each cell must then find at most one
                 baseline cell
-``[grid]``      lists of values; a key is a top-level key above (``k``, ``retriever``, ...) or
+``[grid]``      lists of values (and optionally ``data``, the paths of the datasets, among the
+                experiment's, that the grid's cells run on); a key is a top-level key above (``k``, ``retriever``, ...) or
                 a dotted key into a table (``"generator.model"``, ``"retriever.weights"``).
                 Several grids (``[[grid]]``, an array of tables) give the union of their cells,
                 e.g. one grid over k and another with ``retriever = ["all"]`` and ``k = [65]``
@@ -70,7 +74,7 @@ from primsel.types import Revises
 
 #: Keys that define a cell (and can be varied by the grid).
 CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics",
-             "selector")
+             "selector", "depth")
 #: Every key accepted at the top level of an experiment file.
 TOP_KEYS = ("name", "description", "data", "baseline", "pair_on", "grid") + CELL_KEYS
 #: Tables the grid may reach into with dotted keys.
@@ -111,7 +115,8 @@ class ExperimentConfig:
     base : the top-level cell settings with defaults filled.
     grids : one or more grids (``[grid]`` or ``[[grid]]``), each dotted key -> list of values,
         in file order; the cells are the union of each grid's product.
-    data : the ``data`` path resolved against the file's directory, or None.
+    data : the ``data`` path resolved against the file's directory (a tuple of them for an
+        array), or None.
     description : free text.
     baseline : retriever label, retriever type or cell id to test against, or None (first retriever).
     base_dir : the file's directory, against which the runner resolves a relative generator
@@ -124,7 +129,7 @@ class ExperimentConfig:
     path: Path | None
     base: Mapping[str, Any]
     grids: tuple[Mapping[str, Sequence[Any]], ...] = ({},)
-    data: Path | None = None
+    data: Path | tuple[Path, ...] | None = None
     description: str = ""
     baseline: str | None = None
     base_dir: Path | None = None
@@ -194,7 +199,11 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
     exp_name = raw.get("name", name or "experiment")
     if not isinstance(exp_name, str) or not exp_name or exp_name in (".", "..") or "/" in exp_name or "\\" in exp_name:
         raise _fail(where, "name", f"expected a non-empty name without path separators, got {exp_name!r}")
-    for key in ("description", "data", "baseline"):
+    data = raw.get("data")
+    if data is not None and not (isinstance(data, str) or (isinstance(data, list) and data
+                                                             and all(isinstance(d, str) and d for d in data))):
+        raise _fail(where, "data", f"expected a path or an array of paths, got {specs.toml_type(data)} {data!r}")
+    for key in ("description", "baseline"):
         if key in raw and not isinstance(raw[key], str):
             raise _fail(where, key, f"expected a string, got {specs.toml_type(raw[key])} {raw[key]!r}")
     pair_on = raw.get("pair_on")
@@ -214,9 +223,9 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
             base[key] = _check_value(where, key, raw[key])
     grid_raw = raw.get("grid", {})
     if isinstance(grid_raw, Mapping):
-        grids = [_check_grid(where, "grid", grid_raw)]
+        grids = [_check_grid(where, "grid", grid_raw, base_dir)]
     elif isinstance(grid_raw, list) and grid_raw and all(isinstance(g, Mapping) for g in grid_raw):
-        grids = [_check_grid(where, f"grid[{i}]", g) for i, g in enumerate(grid_raw)]
+        grids = [_check_grid(where, f"grid[{i}]", g, base_dir) for i, g in enumerate(grid_raw)]
     else:
         raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
     for i, grid in enumerate(grids):
@@ -228,7 +237,8 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
         path=None,
         base=base,
         grids=tuple(grids),
-        data=_data_path(raw.get("data"), base_dir),
+        data=(tuple(_data_path(d, base_dir) for d in data) if isinstance(data, list)
+              else _data_path(data, base_dir)),
         description=raw.get("description", ""),
         baseline=raw.get("baseline"),
         base_dir=base_dir,
@@ -319,11 +329,17 @@ def _check_programs(where: str, config: ExperimentConfig, cells: Sequence[Cell])
             raise _fail(where, "generator.programs", f"no such file: {spec['programs']}")
 
 
-def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """The grid as dotted key -> checked list of values; errors name ``<name>.<key>[i]``."""
+def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, list[Any]]:
+    """The grid as dotted key -> checked list of values; errors name ``<name>.<key>[i]``. A
+    ``data`` list (the datasets the grid's cells run on) is kept as resolved paths."""
     grid: dict[str, list[Any]] = {}
     for key, values in _flatten_grid(grid_raw):
         gkey = f"{name}.{key}"
+        if key == "data":
+            if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
+                raise _fail(where, gkey, f"expected a non-empty array of paths, got {values!r}")
+            grid[key] = [_data_path(v, base_dir) for v in values]
+            continue
         top = key.split(".", 1)[0]
         if key not in CELL_KEYS and not (top in TABLE_KEYS and "." in key):
             raise _fail(where, gkey, f"unknown grid key; expected one of {', '.join(CELL_KEYS)} "
@@ -339,8 +355,12 @@ def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any]) -> dict[str,
 
 
 def _data_path(value: str | None, base_dir: Path | None) -> Path | None:
+    from primsel.datasets.pydoc import is_pydoc_spec
+
     if value is None:
         return None
+    if is_pydoc_spec(value):  # a dataset specification, not a path
+        return Path(value)
     path = Path(value).expanduser()
     return path if path.is_absolute() or base_dir is None else base_dir / path
 
@@ -380,7 +400,17 @@ def load_config(path: str | Path) -> ExperimentConfig:
 # ---------------------------------------------------------------------------------------------
 # Grid expansion
 # ---------------------------------------------------------------------------------------------
-def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None) -> list[Cell]:
+def same_data(path: Any, paths: Sequence[Any]) -> bool:
+    """True when ``path`` names the same data as one of ``paths`` (files compared resolved)."""
+    def key(p: Any) -> str:
+        text = str(p)
+        return text if text.startswith("pydoc") else str(Path(text).expanduser().resolve())
+
+    return key(path) in {key(p) for p in paths}
+
+
+def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None,
+           data: Any = None) -> list[Cell]:
     """The cells of an experiment: the Cartesian product of its grid lists over the base settings.
 
     Parameters
@@ -388,6 +418,8 @@ def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None
     config : the experiment.
     dataset : fingerprint of the tasks the cells run on (part of every cell's settings, so of
         its id; the runner passes :func:`primsel.experiments.dataset.dataset_fingerprint`).
+    data : the data path the dataset came from; a grid with a ``data`` list that does not name
+        it gives no cells (None: every grid).
     where : how errors name the source (default: the config's path).
 
     Returns
@@ -403,6 +435,9 @@ def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None
     resolved: list[CellSettings] = []
     seen: set[str] = set()
     for grid in config.grids:
+        if data is not None and "data" in grid and not same_data(data, grid["data"]):
+            continue
+        grid = {k: v for k, v in grid.items() if k != "data"}
         plain = [k for k in grid if "." not in k]
         dotted = [k for k in grid if "." in k]
         for combo in itertools.product(*(grid[k] for k in grid)):
@@ -420,7 +455,7 @@ def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None
             if cid not in seen:
                 seen.add(cid)
                 resolved.append(cell_settings)
-    keys = list(dict.fromkeys(k for grid in config.grids for k in grid))
+    keys = list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
     data = [s.to_json() for s in resolved]
     varied = varied_keys(data, keys)
     return [Cell(id=cell_id(s), settings=s, label=cell_label(d, varied)) for s, d in zip(resolved, data)]

@@ -1,7 +1,11 @@
-"""The tasks of an experiment: loaded, gold primitives filled, fingerprinted.
+"""The tasks of an experiment: loaded, gold primitives filled, fingerprinted, with their library.
 
 A cell's identity holds the fingerprint of the tasks it ran on (:func:`dataset_fingerprint`),
-so a cell id changes when (and only when) its tasks change.
+so a cell id changes when (and only when) its tasks change. Executable tasks (Asper-Bench, the
+built-in tasks) are ranked against the assistant library; a retrieval-only dataset
+(:mod:`primsel.datasets.retrieval_only`) brings its own corpus as the library, and its
+fingerprint covers that corpus too. One data path may name several retrieval-only datasets
+(:func:`load_datasets`).
 """
 
 from __future__ import annotations
@@ -23,19 +27,43 @@ class Dataset:
     Parameters
     ----------
     tasks : the tasks, gold primitives filled.
-    source : ``"asper-bench"``, ``"builtin"`` or the tasks' ``source`` otherwise.
+    source : ``"asper-bench"``, ``"builtin"`` or the tasks' ``source`` otherwise (the dataset
+        name of retrieval-only data, ``"metatool-single"``).
     fingerprint : ``"<source>/<n tasks>/<sha256 prefix of the task contents>"``.
+    library : the library the tasks are ranked against (a :class:`primsel.library.Library`);
+        None means the assistant library.
+    notes : what the loader merged or dropped (retrieval-only data).
+    info : facts recorded beside results (``pydoc``: Python and package versions).
     """
 
     tasks: tuple[Task, ...]
     source: str
     fingerprint: str
+    library: Any = None
+    notes: tuple[str, ...] = ()
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def executable(self) -> bool:
+        """True when every task has programs to generate and execute (False for retrieval-only data)."""
+        return all(t.executable for t in self.tasks)
+
+    def summary(self) -> dict[str, Any]:
+        """``{"source", "n_tasks", "fingerprint"}``, plus ``n_documents`` and ``info`` for
+        retrieval-only data: what config.json and experiment.json record of the data."""
+        out: dict[str, Any] = {"source": self.source, "n_tasks": len(self.tasks), "fingerprint": self.fingerprint}
+        if not self.executable and self.library is not None:
+            out["n_documents"] = len(self.library)
+            if self.info:
+                out["info"] = dict(self.info)
+        return out
 
 
-def dataset_fingerprint(tasks: Sequence[Task]) -> str:
-    """``"<source>/<n>/<hash>"``: the hash covers every task's id, query, programs and gold set,
-    so a cell id changes when (and only when) the tasks it runs on change."""
-    h = hashlib.sha256()
+def dataset_fingerprint(tasks: Sequence[Task], corpus: str = "") -> str:
+    """``"<source>/<n>/<hash>"``: the hash covers every task's id, query, programs and gold set
+    (and ``corpus``, the library fingerprint of retrieval-only data), so a cell id changes when
+    (and only when) the tasks it runs on change."""
+    h = hashlib.sha256(corpus.encode())
     for t in tasks:
         h.update(canonical_json([t.id, t.query, t.program, list(t.setup_programs),
                                  list(t.evaluation_programs), sorted(t.gold)]).encode("utf-8"))
@@ -43,8 +71,16 @@ def dataset_fingerprint(tasks: Sequence[Task]) -> str:
     return f"{'+'.join(sources)}/{len(tasks)}/{h.hexdigest()[:12]}"
 
 
-def make_dataset(tasks: Sequence[Task]) -> Dataset:
+def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str] = (),
+                 info: Mapping[str, Any] | None = None) -> Dataset:
     """A :class:`Dataset` of tasks whose gold sets are already filled.
+
+    Parameters
+    ----------
+    tasks : the tasks.
+    library : their library (None: the assistant library); for retrieval-only tasks its
+        fingerprint joins the dataset's.
+    notes, info : see :class:`Dataset`.
 
     Raises
     ------
@@ -61,8 +97,11 @@ def make_dataset(tasks: Sequence[Task]) -> Dataset:
     if empty:
         raise DatasetError(f"tasks without gold primitives (their reference programs use no library "
                            f"primitive): {', '.join(empty[:10])}")
-    fp = dataset_fingerprint(tasks)
-    return Dataset(tasks=tuple(tasks), source=fp.split("/", 1)[0], fingerprint=fp)
+    retrieval_only = not all(t.executable for t in tasks)
+    corpus = library.fingerprint() if retrieval_only and library is not None else ""
+    fp = dataset_fingerprint(tasks, corpus)
+    return Dataset(tasks=tuple(tasks), source=fp.split("/", 1)[0], fingerprint=fp, library=library,
+                   notes=tuple(notes), info=dict(info or {}))
 
 
 def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any],
@@ -91,3 +130,29 @@ def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any]
             raise
         raise DatasetError(str(exc)) from None
     return make_dataset(tasks)
+
+
+def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None,
+                  library: Any = None, origin: str = "--data") -> list[Dataset]:
+    """The datasets a data path names, each with its library: retrieval-only data
+    (:func:`primsel.datasets.load_retrieval_data`: one or several datasets, each ranked against
+    its own corpus), else the executable tasks of :func:`load_dataset` against ``library``
+    (default: the assistant library). ``origin``: as :func:`load_dataset`.
+
+    Raises
+    ------
+    primsel.datasets.DatasetError : see :func:`load_dataset` and
+        :func:`primsel.datasets.load_retrieval_data`.
+    """
+    from primsel.datasets import is_retrieval_data, load_retrieval_data
+    from primsel.library import Library
+
+    if not is_retrieval_data(path):
+        library = Library.from_simulator() if library is None else library
+        dataset = load_dataset(path, library, log, origin)
+        return [dataclasses.replace(dataset, library=library)]
+    out = []
+    for data in load_retrieval_data(path):  # type: ignore[arg-type]
+        library = Library(data.documents, unique_names=False)
+        out.append(make_dataset(data.tasks, library, data.notes, data.info))
+    return out

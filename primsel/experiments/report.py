@@ -39,6 +39,7 @@ else as per-task selection (set) recall.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -119,7 +120,8 @@ class Experiment:
 
     ``pair_on`` is the experiment's ``pair_on`` (None: every setting except the retriever);
     ``other_data`` counts the cell directories of other data (not in ``experiment.json``),
-    ``{"<source> (<n> tasks)": cells}``.
+    ``{"<source> (<n> tasks)": cells}``; ``datasets`` lists the datasets of an experiment run on
+    several (``source``, ``n_tasks``, ``fingerprint``, ``n_documents``, ``notes``), empty for one.
     """
 
     name: str
@@ -130,6 +132,7 @@ class Experiment:
     data: Mapping[str, Any] = field(default_factory=dict)
     pair_on: tuple[str, ...] | None = None
     other_data: Mapping[str, int] = field(default_factory=dict)
+    datasets: tuple[Mapping[str, Any], ...] = ()
 
 
 def _read_json(path: Path) -> Any:
@@ -174,22 +177,26 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
         cells.append(CellResult(id=e["id"], label=e.get("label", e["id"]), settings=e.get("settings", {}),
                                 report=report, directory=directory / e["id"]))
     pair_on = manifest.get("pair_on")
+    datasets = tuple(d for d in manifest.get("datasets", ()) if isinstance(d, Mapping))
+    fingerprints = {d.get("fingerprint") for d in datasets} or {(manifest.get("data") or {}).get("fingerprint")}
     return Experiment(name=manifest.get("name", directory.name), directory=directory, cells=tuple(cells),
                       description=manifest.get("description", "") or "", baseline=manifest.get("baseline"),
                       data=manifest.get("data", {}) or {},
                       pair_on=tuple(pair_on) if isinstance(pair_on, list) else None,
-                      other_data=_other_data(directory, {c.id for c in cells}, manifest.get("data") or {}))
+                      other_data=_other_data(directory, {c.id for c in cells}, fingerprints),
+                      datasets=datasets)
 
 
 def _data_text(data: Mapping[str, Any]) -> str:
     source = data.get("source", "?")
     name = {"asper-bench": "Asper-Bench", "builtin": "the built-in tasks"}.get(source, source)
-    return f"{name} ({data.get('n_tasks', '?')} tasks)"
+    documents = f", {data['n_documents']} documents" if "n_documents" in data else ""
+    return f"{name} ({data.get('n_tasks', '?')} tasks{documents})"
 
 
-def _other_data(directory: Path, known: set[str], data: Mapping[str, Any]) -> dict[str, int]:
+def _other_data(directory: Path, known: set[str], fingerprints: set[Any]) -> dict[str, int]:
     """Cell directories (with a config.json) that the manifest does not list and that ran on
-    other data than it, counted per data description."""
+    other data than its datasets (``fingerprints``), counted per data description."""
     counts: dict[str, int] = {}
     for sub in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in known):
         try:
@@ -197,7 +204,7 @@ def _other_data(directory: Path, known: set[str], data: Mapping[str, Any]) -> di
             cell_data = config.get("data") or {}
         except (OSError, ValueError, AttributeError):
             continue
-        if not isinstance(cell_data, Mapping) or cell_data.get("fingerprint") == data.get("fingerprint"):
+        if not isinstance(cell_data, Mapping) or cell_data.get("fingerprint") in fingerprints:
             continue
         text = _data_text(cell_data)
         counts[text] = counts.get(text, 0) + 1
@@ -379,51 +386,24 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                       "that data again to report them (their cells are reused)."]
     lines.append("")
 
-    header = ["configuration", "k", "closure", *others]
-    header += [h for _, h in COLUMNS]
-    header += ["ties@k"]
-    if has_gen:
-        header += ["success"]
-    if has_llm:
-        header += ["cached"]
-    header += ["ΔR@k", "p t", "p rand"]
-    if has_gen:
-        header += ["Δsucc", "p t succ", "p rand succ"]
-    header += ["cell"]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join("---" if i < 3 + len(others) else "--:" for i in range(len(header) - 1)) + "|---|")
-    for c in cells:
-        r = c.report
-        row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
-        for key in others:
-            value = get_dotted(c.settings, key)
-            row.append(generator_label(value) if key == "generator" else _short_value(value))
-        row += [_num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
-        tied = r.get(f"tied_tasks@{c.settings.get('k')}")
-        row.append("–" if tied is None else str(int(tied)))
-        if has_gen:
-            row.append(_num(r.get("success")) if c.settings.get("generator") else "–")
-        if has_llm:
-            row.append(f"{int(r['llm_answers_cached'])}/{int(r['llm_answers'])}" if r.get("llm_answers") else "–")
-        t = tests.get(c.id, {})
-        if t.get("baseline") == c.id:
-            row += ["baseline", "–", "–"]
-        elif t.get("recall"):
-            mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
-            row += [f"{t['recall']['mean_diff']:+.3f}{mark}", _p(t["recall"]["p_t"]),
-                    _p(t["recall"]["p_randomisation"])]
-        else:
-            row += ["–", "–", "–"]
-        if has_gen:
-            if t.get("success"):
-                row += [f"{t['success']['mean_diff']:+.3f}", _p(t["success"]["p_t"]),
-                        _p(t["success"]["p_randomisation"])]
-            else:
-                row += ["–", "–", "–"]
-        row.append(f"`{c.id}`" + ("" if c.complete else " *incomplete*"))
-        lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
-
+    groups = dataset_groups(experiment)
+    if len(groups) == 1:
+        lines += _table(cells, tests, others, has_gen, has_llm, by_id)
+    else:
+        lines += _summary(experiment, groups)
+        for data, group in groups:
+            lines += [f"## {_data_text(data)}", ""]
+            notes = [n for n in data.get("notes", ()) if isinstance(n, str)]
+            info = data.get("info") or {}
+            if info.get("packages"):
+                notes.append(f"Python {info.get('python')} and {len(info['packages'])} packages")
+            if notes:
+                lines += [f"Data: {'; '.join(notes)}.", ""]
+            group_cells = [c for c in group if c.finished]
+            lines += _table(group_cells, tests, others, has_gen, has_llm, by_id)
+            for title, file in images:
+                if file.startswith(f"{experiment.name}_{_slug(data.get('source', ''))}_"):
+                    lines += [f"![{title}]({file})", ""]
     baselines = sorted({by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")})
     folds = sorted({c.settings.get("folds") for c in cells if c.settings.get("folds") is not None})
     seeds = sorted({c.settings.get("seed") for c in cells if c.settings.get("seed") is not None})
@@ -469,25 +449,90 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     else:
         notes.append(f"Folds: {'/'.join(map(str, folds))}, seed {'/'.join(map(str, seeds))} "
                      "(used by retrievers that learn from tasks; none here).")
+    sizes = {d.get("fingerprint"): d.get("n_documents") for d in (*experiment.datasets, experiment.data)}
+    depths = sorted({int(c.settings["depth"]) for c in cells if c.settings.get("depth") is not None
+                     and int(c.settings["depth"]) < int(sizes.get(c.settings.get("dataset")) or math.inf)})
+    if depths:
+        n = "/".join(map(str, depths))
+        notes.append(f"Rankings are kept to depth {n} (`depth`): MRR is MRR@{n}; a tie across rank {n} is "
+                     f"not seen (ties@{n} is 0) and a group of tied scores running past it is cut there, so "
+                     f"tie-aware values at k close to {n} are approximate.")
     lines += [f"- {n}" for n in notes]
     lines.append("")
-    lines += tie_table(cells)
+    if len(groups) == 1:
+        lines += tie_table(cells)
+    else:  # one table per dataset: the same retriever ranks each differently
+        for data, group in groups:
+            lines += tie_table([c for c in group if c.finished], title=f"Ties: {data.get('source', '?')}")
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
     lines += list(frontier)
     from primsel.experiments.report_rounds import rounds_table  # it uses this module's style
 
     lines += rounds_table(cells, n_resamples=n_resamples, seed=seed)
     for title, file in images:
-        lines += [f"![{title}]({file})", ""]
+        if len(groups) == 1 or not any(file.startswith(f"{experiment.name}_{_slug(d.get('source', ''))}_")
+                                       for d, _ in groups):
+            lines += [f"![{title}]({file})", ""]
     return "\n".join(lines)
 
 
-def tie_table(cells: Sequence[CellResult]) -> list[str]:
+def _table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any]], others: Sequence[str],
+           has_gen: bool, has_llm: bool, by_id: Mapping[str, CellResult]) -> list[str]:
+    """The table of ``cells``: one row per cell, its metrics and its test against the baseline."""
+    lines: list[str] = []
+    header = ["configuration", "k", "closure", *others]
+    header += [h for _, h in COLUMNS]
+    header += ["ties@k"]
+    if has_gen:
+        header += ["success"]
+    if has_llm:
+        header += ["cached"]
+    header += ["ΔR@k", "p t", "p rand"]
+    if has_gen:
+        header += ["Δsucc", "p t succ", "p rand succ"]
+    header += ["cell"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---" if i < 3 + len(others) else "--:" for i in range(len(header) - 1)) + "|---|")
+    for c in cells:
+        r = c.report
+        row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
+        for key in others:
+            value = get_dotted(c.settings, key)
+            row.append(generator_label(value) if key == "generator" else _short_value(value))
+        row += [_num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
+        tied = r.get(f"tied_tasks@{c.settings.get('k')}")
+        row.append("–" if tied is None else str(int(tied)))
+        if has_gen:
+            row.append(_num(r.get("success")) if c.settings.get("generator") else "–")
+        if has_llm:
+            row.append(f"{int(r['llm_answers_cached'])}/{int(r['llm_answers'])}" if r.get("llm_answers") else "–")
+        t = tests.get(c.id, {})
+        if t.get("baseline") == c.id:
+            row += ["baseline", "–", "–"]
+        elif t.get("recall"):
+            mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
+            row += [f"{t['recall']['mean_diff']:+.3f}{mark}", _p(t["recall"]["p_t"]),
+                    _p(t["recall"]["p_randomisation"])]
+        else:
+            row += ["–", "–", "–"]
+        if has_gen:
+            if t.get("success"):
+                row += [f"{t['success']['mean_diff']:+.3f}", _p(t["success"]["p_t"]),
+                        _p(t["success"]["p_randomisation"])]
+            else:
+                row += ["–", "–", "–"]
+        row.append(f"`{c.id}`" + ("" if c.complete else " *incomplete*"))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    return lines
+
+
+def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
     """Markdown lines of the table of ties: one row per ranking (cells that differ only in k
     and closure share one), each ranking metric in primitive-id order and tie-aware (the mean
     over every order of tied scores, :func:`primsel.eval.metrics.tie_aware`) side by side, and
     the number of tasks with a tie across k = 5, 10, 15, 20. Empty when no cell has tie-aware
-    values (cells computed before they existed)."""
+    values (cells computed before they existed). ``title``: the section heading."""
     series: dict[tuple[str, str], CellResult] = {}
     for c in cells:
         if any(key.startswith(TIE_AWARE) for key in c.report):
@@ -501,7 +546,7 @@ def tie_table(cells: Sequence[CellResult]) -> list[str]:
         header += [h, f"{h} ta"]
     header += [f"ties@{k}" for k in TIE_KS]
     lines = [
-        "## Ties",
+        f"## {title}",
         "",
         "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
         "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
@@ -524,6 +569,48 @@ def tie_table(cells: Sequence[CellResult]) -> list[str]:
     return lines
 
 
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in str(text))
+
+
+def dataset_groups(experiment: Experiment) -> list[tuple[Mapping[str, Any], list[CellResult]]]:
+    """The experiment's cells grouped by dataset, in the manifest's dataset order:
+    ``[(dataset summary, cells)]``; one group holding every cell for an experiment on one
+    dataset."""
+    if len(experiment.datasets) <= 1:
+        return [(experiment.data, list(experiment.cells))]
+    groups: list[tuple[Mapping[str, Any], list[CellResult]]] = [(d, []) for d in experiment.datasets]
+    index = {d.get("fingerprint"): i for i, d in enumerate(experiment.datasets)}
+    for c in experiment.cells:
+        i = index.get(c.settings.get("dataset"))
+        if i is not None:
+            groups[i][1].append(c)
+    return groups
+
+
+#: Metrics of the summary tables of an experiment on several datasets.
+SUMMARY_METRICS = (("recall@5", "recall@5"), ("ndcg@10", "nDCG@10"), ("complete@5", "complete@5"))
+
+
+def _summary(experiment: Experiment, groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:
+    """Tables with a row per retriever and a column per dataset, one per :data:`SUMMARY_METRICS`
+    metric (the first finished cell of each retriever and dataset)."""
+    labels = list(dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished))
+    lines = []
+    for key, title in SUMMARY_METRICS:
+        lines += [f"**{title}** by dataset", "",
+                  "| retriever | " + " | ".join(str(d.get("source", "?")) for d, _ in groups) + " |",
+                  "|---|" + "--:|" * len(groups)]
+        for label in labels:
+            row = [label]
+            for _, cells in groups:
+                found = next((c for c in cells if c.finished and c.retriever == label), None)
+                row.append(_num(found.report.get(key)) if found is not None else "–")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return lines
+
+
 #: Columns of the summary :func:`best_cells` prints: (report.json key, header).
 SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20", "C@20"), ("mrr", "MRR"),
                    ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
@@ -533,8 +620,22 @@ def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
     """A short table (plain text lines) of the best cell of each ranking, best first: the cell
     of the highest task success when a generator ran, else of the highest set F1 (macro),
     ties broken by fewer documentation tokens. At most ``limit`` rows; the full table is the
-    report's. Empty when no cell is finished."""
-    cells = [c for c in experiment.cells if c.finished]
+    report's. Empty when no cell is finished. An experiment on several datasets gets one such
+    table per dataset, under a line naming it."""
+    groups = dataset_groups(experiment)
+    if len(groups) > 1:
+        out: list[str] = []
+        for data, group in groups:
+            block = _best_of(group, limit)
+            if block:
+                out += [f"== {_data_text(data)}", *block]
+        return out
+    return _best_of(experiment.cells, limit)
+
+
+def _best_of(cells: Sequence[CellResult], limit: int) -> list[str]:
+    """:func:`best_cells` of one dataset's cells."""
+    cells = [c for c in cells if c.finished]
     if not cells:
         return []
     has_gen = any(c.settings.get("generator") for c in cells)
@@ -784,6 +885,36 @@ def plot_frontier(experiment: Experiment, path: Path,
     return True
 
 
+def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "ndcg@10") -> bool:
+    """Grouped bars of ``metric``: one group per dataset, one bar per retriever (the first
+    finished cell of each retriever and dataset).
+
+    Returns
+    -------
+    False (and no file) when no finished cell has the metric.
+    """
+    groups = dataset_groups(experiment)
+    labels = list(dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished))
+    if not labels:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    width = 0.8 / len(labels)
+    palette = _palette(len(labels))
+    for i, (label, colour) in enumerate(zip(labels, palette)):
+        values = []
+        for _, cells in groups:
+            found = next((c for c in cells if c.finished and c.retriever == label), None)
+            values.append(float(found.report.get(metric, 0.0)) if found is not None else 0.0)
+        ax.bar([g + (i - (len(labels) - 1) / 2) * width for g in range(len(groups))], values, width,
+               label=label, color=colour)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([str(d.get("source", "?")) for d, _ in groups], fontsize=8)
+    ax.set_ylim(0, 1.02)
+    _finish(plt, fig, ax, path, f"{experiment.name}: {metric} by dataset", "dataset", metric)
+    return True
+
+
 def plot_success(experiment: Experiment, path: Path) -> bool:
     """Task success of every finished cell that ran a generator, one horizontal bar each (in
     grid order, the value written at its end).
@@ -882,17 +1013,27 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
 
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
-    frontiers = _frontiers(experiment)
+    groups = dataset_groups(experiment)
+    # the frontier counts documentation tokens of the assistant library: one dataset only
+    frontiers = _frontiers(experiment) if len(groups) == 1 else {}
     images = []
-    for suffix, title, plot in (("recall_at_k", "recall@k", plot_recall_curves),
-                                ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
-                                ("frontier", "recall/tokens frontier",
-                                 lambda e, p: plot_frontier(e, p, frontiers)),
-                                ("success", "task success", plot_success),
-                                ("success_by_round", "success by round", plot_success_by_round)):
+    plots: list[tuple[str, str, Any, Experiment]] = []
+    if len(groups) == 1:
+        plots += [("recall_at_k", "recall@k", plot_recall_curves, experiment),
+                  ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens, experiment),
+                  ("frontier", "recall/tokens frontier", lambda e, p: plot_frontier(e, p, frontiers), experiment),
+                  ("success", "task success", plot_success, experiment),
+                  ("success_by_round", "success by round", plot_success_by_round, experiment)]
+    else:
+        plots.append(("ndcg_by_dataset", "nDCG@10 by dataset", plot_metric_by_dataset, experiment))
+        for data, cells in groups:
+            source = str(data.get("source", "?"))
+            sub = dataclasses.replace(experiment, data=data, cells=tuple(cells), datasets=())
+            plots.append((f"{_slug(source)}_recall_at_k", f"recall@k, {source}", plot_recall_curves, sub))
+    for suffix, title, plot, target in plots:
         file = f"{experiment.name}_{suffix}.png"
         try:
-            if plot(experiment, experiment.directory / file):
+            if plot(target, experiment.directory / file):
                 images.append((title, file))
         except OSError as exc:
             raise ReportError(f"cannot write {experiment.directory / file}: {exc.strerror or exc}") from None

@@ -48,7 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed of the fold split, also passed to retrievers that take a 'seed' "
                              "parameter (random) unless the JSON table sets one (default 0)")
     parser.add_argument("--data", metavar="PATH", default=None,
-                        help="Asper-Bench archive (default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+                        help="Asper-Bench archive, or retrieval-only data: a BEIR directory, the MetaTool or "
+                             "Gorilla APIBench folder (every dataset in it) or one of their subsets "
+                             "(metatool/single, gorilla-apibench/torchhub, ...), pydoc[:1k|10k|full] "
+                             "(default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+    parser.add_argument("--depth", type=int, default=None, metavar="N",
+                        help="keep the first N (>= 20) of each ranking (default: the whole library)")
     parser.add_argument("--out", metavar="RUN.trec", default=None,
                         help="write the TREC run here (its directory must exist)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
@@ -120,19 +125,10 @@ def _selector(text: str | None) -> Any:
 def main(args: argparse.Namespace) -> int:
     """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
     UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
-    from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.datasets import DatasetError
-    from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import TIE_AWARE, compute_cell
-    from primsel.experiments.dataset import load_dataset
+    from primsel.experiments.dataset import load_datasets
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
-    from primsel.experiments.store import RetrievalStore
-    from primsel.library import Library
-    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
-    from primsel.retrieval.encoders import EncoderLoadError
-    from primsel.retrieval.trec import write_run
-    from primsel.types import LearnsFromTasks
 
     for key in ("k", "folds", "seed"):
         try:
@@ -141,18 +137,50 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--{key} {exc.problem}") from None
     if args.out:
         check_output_path(args.out)
+    if args.depth is not None:
+        try:
+            check_setting("depth", args.depth)
+        except SettingError as exc:
+            raise UsageError(f"--depth {exc.problem}") from None
     spec, probe = _retriever(args.retriever, args.seed)
     selector = _selector(args.selector)
     settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed,
-                            selector=selector)
-
-    library = Library.from_simulator()
+                            selector=selector, depth=args.depth)
     try:
-        dataset = load_dataset(args.data, library)
+        datasets = load_datasets(args.data)
     except DatasetError as exc:
         raise UsageError(str(exc)) from exc
+    if args.out and len(datasets) > 1:
+        raise UsageError(f"--out: {args.data} holds {len(datasets)} datasets "
+                         f"({', '.join(d.source for d in datasets)}); give one of them to write its run")
+    for dataset in datasets:
+        if len(datasets) > 1:
+            print(f"== {dataset.source}")
+        status = _retrieve_one(args, spec, probe, settings, dataset)
+        if status:
+            return status
+    return 0
+
+
+def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any, dataset: Any) -> int:
+    """Rank, score and print one dataset (and write its run with ``--out``); returns the exit
+    status (0, or 1 when an LLM selector's endpoint fails, see :func:`main`)."""
+    from primsel import spec as specs
+    from primsel.cli import UsageError
+    from primsel.eval.metrics import SET_METRIC_KEYS
+    from primsel.experiments.cell import TIE_AWARE, compute_cell
+    from primsel.experiments.store import RetrievalStore
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
+    from primsel.retrieval.encoders import EncoderLoadError
+    from primsel.retrieval.trec import write_run
+    from primsel.types import LearnsFromTasks
+
+    library = dataset.library
     tasks = dataset.tasks
-    print(f"{len(tasks)} tasks ({dataset.source})", file=sys.stderr)
+    kind = "" if dataset.executable else f", {len(library)} documents"
+    print(f"{len(tasks)} tasks ({dataset.source}{kind})", file=sys.stderr)
+    for note in dataset.notes:
+        print(f"  {note}", file=sys.stderr)
     learned = isinstance(probe, LearnsFromTasks)
     if learned and len(tasks) < 2:
         raise UsageError("a retriever that learns from tasks needs at least 2 tasks to cross-validate")
@@ -174,7 +202,7 @@ def main(args: argparse.Namespace) -> int:
             bar.set_description_str(what, refresh=True)
 
         try:
-            retrieval = store.get(spec, args.folds, args.seed, progress=stage)
+            retrieval = store.get(spec, args.folds, args.seed, args.depth, progress=stage)
         except EncoderLoadError as exc:
             raise UsageError(f"--retriever: {exc}") from exc
         except LLMFatalError as exc:  # an LLM selector whose endpoint refuses or cannot be reached
@@ -203,7 +231,7 @@ def main(args: argparse.Namespace) -> int:
     added = sum(len(s.added_by_closure) for s in outcome.selections.values())
     print(f"retriever {json.dumps(spec) if not isinstance(spec, str) else spec}  k={args.k}"
           f"{'  closure' if args.closure else ''}"
-          f"{'  selector ' + json.dumps(selector) if selector is not None else ''}  tasks={len(tasks)}")
+          f"{'  selector ' + json.dumps(settings.selector) if settings.selector is not None else ''}  tasks={len(tasks)}")
     for name in (*RANKING_METRICS, *SET_METRIC_KEYS):
         print(f"{name:22s} {report[name]:.4f}")
     print(f"{'mean_selection_size':22s} {report['selected']:.2f}")

@@ -12,14 +12,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs", metavar="DIR",
                         help="output root; cells go to DIR/<name>/<cell_id>/ (default runs/)")
     parser.add_argument("--data", default=None, metavar="PATH",
-                        help="Asper-Bench archive (overrides the file's 'data' key; default: "
-                             "$PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+                        help="Asper-Bench archive or retrieval-only data (a BEIR directory, the MetaTool "
+                             "or APIBench folder or one of their subsets, pydoc[:SIZE]); overrides the "
+                             "file's 'data' key; default: $PRIMSEL_ASPER_BENCH, else the built-in tasks")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="sandbox worker processes when a generator runs (default: CPUs)")
     parser.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
     parser.add_argument("--no-cache", action="store_true",
                         help="read and write no cache: retrieval rankings, embeddings, LLM answers")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--backend", choices=("serial", "ray"), default="serial",
+                        help="serial (default): cells one after the other here; ray: cells as Ray tasks "
+                             "(pip install 'primsel[ray]'), same files and report")
+    parser.add_argument("--address", default=None, metavar="ADDR",
+                        help="with --backend ray: the Ray cluster to connect to (default: a local Ray "
+                             "started for the run)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -42,6 +49,13 @@ def main(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.address is not None and args.backend != "ray":
+        raise UsageError("--address needs --backend ray")
+    if args.backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError("--backend ray needs Ray: pip install 'primsel[ray]' (or pip install ray)") from None
     finished: list[str] = []
     try:
         config = load_config(args.config)
@@ -51,7 +65,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         result = run_experiment(config, args.out, data=args.data, workers=args.workers,
                                 progress=not args.quiet, use_cache=not args.no_cache,
-                                on_cell=lambda cell, report: finished.append(cell.id))
+                                on_cell=lambda cell, report: finished.append(cell.id),
+                                backend=args.backend, address=args.address)
     except (ConfigError, DatasetError, OutputError) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:

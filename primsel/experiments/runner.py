@@ -16,6 +16,15 @@ file is written through :func:`primsel.files.write_atomic`.
 
 The retrieval of a cell is shared with the cells that differ only in ``k``, ``closure`` or the
 generator, and cached on disk (:mod:`primsel.experiments.store`).
+
+Several datasets: when the data names several (an array ``data``, or a folder holding several
+retrieval-only datasets), the grid runs on each, in data order, each against its own library;
+``experiment.json`` lists them under ``datasets``.
+
+Backends: ``"serial"`` computes the cells one after the other in this process; ``"ray"``
+(:mod:`primsel.experiments.ray_backend`) computes retrievals and cells as Ray tasks, on a local
+Ray or a cluster (``address``), and writes every file here through the same
+:func:`primsel.experiments.cell.write_cell`, so the files and the report are the same.
 """
 
 from __future__ import annotations
@@ -30,11 +39,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand
-from primsel.experiments.dataset import load_dataset, make_dataset
+from primsel.experiments.dataset import Dataset, load_datasets, make_dataset
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
@@ -42,9 +51,11 @@ from primsel.types import Task
 
 #: Packages whose versions are recorded in every config.json.
 VERSIONED_PACKAGES = (
-    "primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "faiss-cpu", "torch",
+    "primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "bm25s", "faiss-cpu", "torch",
     "sentence-transformers", "openai",
 )
+#: Backends of :func:`run_experiment`.
+BACKENDS = ("serial", "ray")
 
 
 class OutputError(ValueError):
@@ -162,6 +173,62 @@ class ExperimentResult:
     incomplete: tuple[str, ...] = ()
 
 
+def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: Sequence[Task] | None,
+          library: Library | None, log: TextIO) -> list[tuple[Any, Dataset]]:
+    """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
+    if tasks is not None:
+        return [(None, make_dataset(tasks, library if library is not None else Library.from_simulator()))]
+    if data is not None:
+        paths, origin = data, "--data"
+    else:
+        paths = config.data
+        origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
+    out: list[tuple[Any, Dataset]] = []
+    for path in (paths if isinstance(paths, tuple) else (paths,)):
+        out.extend((path, d) for d in load_datasets(path, log, library, origin=origin))
+    names = [d.fingerprint for _, d in out]
+    if len(set(names)) != len(names):
+        from primsel.datasets import DatasetError
+
+        raise DatasetError("the same dataset is named twice in the experiment's data")
+    return out
+
+
+def _check_executable(datasets: Sequence[Dataset], cells: Sequence[Cell]) -> None:
+    """A generator needs executable tasks: refuse retrieval-only data before anything runs."""
+    from primsel.datasets import DatasetError
+
+    if any(c.settings.generator for c in cells):
+        bad = [d.source for d in datasets if not d.executable]
+        if bad:
+            raise DatasetError(f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
+                               "(queries and gold documents, no programs to execute); remove [generator] "
+                               "(and generator grid keys) to rank and score it")
+
+
+def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]) -> dict:
+    if len(datasets) == 1:
+        data = datasets[0].summary()
+    else:
+        data = {"source": "+".join(d.source for d in datasets), "n_tasks": sum(len(d.tasks) for d in datasets),
+                "fingerprint": "+".join(d.fingerprint for d in datasets)}
+    manifest = {
+        "name": config.name,
+        "description": config.description,
+        "baseline": config.baseline,
+        "data": data,
+        "grids": [{k: [str(x) if isinstance(x, Path) else x for x in v] for k, v in g.items()} for g in config.grids],
+        "cells": [{"id": c.id, "label": c.label, "settings": c.settings.to_json()} for c in cells],
+    }
+    if len(datasets) > 1:
+        manifest["datasets"] = [{**d.summary(), "notes": list(d.notes)} for d in datasets]
+    elif datasets[0].notes:
+        manifest["notes"] = list(datasets[0].notes)
+    if config.pair_on is not None:
+        manifest["pair_on"] = list(config.pair_on)
+    return manifest
+
+
 def _bypassing_caches_unless_use_cache(function: Callable[..., ExperimentResult]) -> Callable[..., ExperimentResult]:
     """Runs ``function`` inside :func:`primsel.files.caches_disabled` when called with
     ``use_cache=False``, so that no cache is read or written (rankings, embeddings, LLM answers)."""
@@ -178,7 +245,7 @@ def run_experiment(
     config: ExperimentConfig,
     out: str | os.PathLike[str] = "runs",
     *,
-    data: str | os.PathLike[str] | None = None,
+    data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
     tasks: Sequence[Task] | None = None,
     library: Library | None = None,
     workers: int | None = None,
@@ -186,6 +253,8 @@ def run_experiment(
     use_cache: bool = True,
     log: TextIO | None = None,
     on_cell: Callable[[Cell, Mapping[str, float]], None] | None = None,
+    backend: str = "serial",
+    address: str | None = None,
 ) -> ExperimentResult:
     """Run every unfinished cell of an experiment and write its outputs.
 
@@ -193,16 +262,20 @@ def run_experiment(
     ----------
     config : the experiment (:func:`primsel.experiments.config.load_config`).
     out : output root; the experiment writes to ``<out>/<config.name>``.
-    data : dataset path overriding ``config.data`` (the ``--data`` flag); without either, env
-        ``PRIMSEL_ASPER_BENCH``, else the built-in tasks.
+    data : dataset path (or tuple of paths) overriding ``config.data`` (the ``--data`` flag);
+        without either, env ``PRIMSEL_ASPER_BENCH``, else the built-in tasks. Retrieval-only
+        data may name several datasets; the grid runs on each.
     tasks : use these tasks (gold filled) instead of loading a dataset.
-    library : the library (default :meth:`primsel.library.Library.from_simulator`).
+    library : the library of executable tasks (default
+        :meth:`primsel.library.Library.from_simulator`); retrieval-only data brings its own.
     workers : sandbox worker processes when a generator runs (default: the sandbox's).
     progress : show tqdm progress bars on stderr.
     use_cache : read and write the on-disk caches; False bypasses every one of them (rankings,
         embeddings, LLM answers: see :func:`primsel.files.caches_disabled`).
     log : stream for messages (default stderr).
     on_cell : called after each computed cell with the cell and its report.
+    backend : ``"serial"`` or ``"ray"`` (see the module docstring; Ray is an optional extra).
+    address : the Ray cluster to connect to (``ray`` backend; default: start a local Ray).
 
     Returns
     -------
@@ -210,46 +283,38 @@ def run_experiment(
 
     Raises
     ------
-    primsel.datasets.DatasetError : missing or malformed dataset.
+    primsel.datasets.DatasetError : missing or malformed dataset, or a generator on
+        retrieval-only data.
     OutputError : ``<out>/<name>`` is a file, or cannot be created or written (checked
         before the dataset is loaded).
+    ValueError : an unknown backend.
+    ImportError : the ray backend without Ray installed (the message says how to install it).
     Anything a component raises while computing a cell (finished cells stay written).
     """
-    from tqdm import tqdm
-
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     log = sys.stderr if log is None else log
     begin = time.perf_counter()
     directory = Path(out) / config.name
     check_output(directory)
-    if library is None:
-        library = Library.from_simulator()
-    if tasks is not None:
-        dataset = make_dataset(tasks)
-    elif data is not None:
-        dataset = load_dataset(data, library, log)
-    else:
-        where = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
-        dataset = load_dataset(config.data, library, log, origin=where)
-    cells = expand(config, dataset=dataset.fingerprint)
-    manifest = {
-        "name": config.name,
-        "description": config.description,
-        "baseline": config.baseline,
-        "data": {"source": dataset.source, "n_tasks": len(dataset.tasks), "fingerprint": dataset.fingerprint},
-        "grids": [{k: list(v) for k, v in g.items()} for g in config.grids],
-        "cells": [{"id": c.id, "label": c.label, "settings": c.settings.to_json()} for c in cells],
-    }
-    if config.pair_on is not None:
-        manifest["pair_on"] = list(config.pair_on)
+    loaded = _load(config, data, tasks, library, log)
+    datasets = [d for _, d in loaded]
+    per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
+    cells = [c for _, group in per_dataset for c in group]
+    _check_executable(datasets, cells)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / "experiment.json", dumps_json(manifest))
+        write_atomic(directory / "experiment.json", dumps_json(_manifest(config, datasets, cells)))
     except OSError as exc:
         raise OutputError(f"cannot write the output directory {directory}: "
                           f"{exc.strerror or exc}") from None
-    ctx = CellContext(experiment=config.name, library=library, dataset=dataset,
-                      store=RetrievalStore(library, dataset, use_disk=use_cache), workers=workers,
-                      progress=progress, versions=package_versions(), base_dir=config.base_dir)
+    versions = package_versions()
+    contexts = {}
+    for d, group in per_dataset:
+        ctx = CellContext(experiment=config.name, library=d.library, dataset=d,
+                          store=RetrievalStore(d.library, d, use_disk=use_cache), workers=workers,
+                          progress=progress, versions=versions, base_dir=config.base_dir)
+        contexts.update({c.id: ctx for c in group})
     # a finished cell counts only if the components it names have the source they had when it
     # ran: editing a retriever (at any depth of the specification) makes its cells stale
     by_components: dict[str, dict[str, dict[str, str]]] = {}
@@ -279,30 +344,57 @@ def run_experiment(
     if redo:
         print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
               "cached answers are reused", file=log)
-    capped = sorted({c.settings.folds for c in todo if ctx.store.effective_folds(c.settings.folds) != c.settings.folds})
-    if capped:
-        print(f"primsel run: only {len(dataset.tasks)} tasks: folds {capped} capped at "
-              f"{ctx.store.effective_folds(max(capped))}", file=log)
-    computed = []
-    incomplete = []
+    for d, group in per_dataset:
+        if not group:
+            continue
+        store = contexts[group[0].id].store
+        capped = sorted({c.settings.folds for c in group if c in todo
+                         and store.effective_folds(c.settings.folds) != c.settings.folds})
+        if capped:
+            print(f"primsel run: only {len(d.tasks)} tasks: folds {capped} capped at "
+                  f"{store.effective_folds(max(capped))}", file=log)
+    computed: list[str] = []
+    incomplete: list[str] = []
     answers: dict[str, tuple[int, int]] = {}
-    with tqdm(total=len(cells), initial=len(done), desc=config.name, unit="cell", file=log,
-              disable=not progress, position=0, dynamic_ncols=True) as cell_bar:
-        for cell in todo:
-            cell_bar.set_postfix_str(cell.label, refresh=True)
-            # selection, then (with a generator) generation and execution, one step per task each
-            steps = len(dataset.tasks) * (3 if cell.settings.generator else 1)
-            with tqdm(total=steps, desc="  tasks", unit="task", file=log, leave=False,
-                      disable=not progress, position=1, dynamic_ncols=True) as task_bar:
-                report = run_cell(cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id])
-            computed.append(cell.id)
-            if report.get("complete") is False:
-                incomplete.append(cell.id)
-            answers[cell.id] = (int(report.get("llm_answers", 0)), int(report.get("llm_answers_cached", 0)))
-            cell_bar.update(1)
-            if on_cell is not None:
-                on_cell(cell, report)
+
+    def finished(cell: Cell, report: Mapping[str, Any]) -> None:
+        computed.append(cell.id)
+        if report.get("complete") is False:
+            incomplete.append(cell.id)
+        answers[cell.id] = (int(report.get("llm_answers", 0)), int(report.get("llm_answers_cached", 0)))
+        if on_cell is not None:
+            on_cell(cell, report)
+
+    if backend == "ray":
+        from primsel.experiments.ray_backend import run_cells
+
+        run_cells(todo, contexts, directory, finished, address=address, progress=progress, log=log,
+                  total=len(cells), initial=len(done), name=config.name, sources=sources)
+    else:
+        _run_serial(todo, contexts, directory, finished, progress, log, len(cells), len(done), config.name,
+                    sources)
     report_answers(answers, {c.id: c.label for c in cells}, log)
     return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
                             skipped=tuple(done), seconds=time.perf_counter() - begin,
                             incomplete=tuple(incomplete))
+
+
+def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directory: Path,
+                finished: Callable[[Cell, Mapping[str, Any]], None], progress: bool, log: TextIO,
+                total: int, initial: int, name: str, sources: Mapping[str, Mapping[str, Any]]) -> None:
+    """Compute and write the cells one after the other, in grid order (``sources``: cell id ->
+    the source digests its config.json records, :func:`primsel.experiments.cell.run_cell`)."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, initial=initial, desc=name, unit="cell", file=log,
+              disable=not progress, position=0, dynamic_ncols=True) as cell_bar:
+        for cell in todo:
+            ctx = contexts[cell.id]
+            cell_bar.set_postfix_str(cell.label, refresh=True)
+            # selection, then (with a generator) generation and execution, one step per task each
+            steps = len(ctx.dataset.tasks) * (3 if cell.settings.generator else 1)
+            with tqdm(total=steps, desc="  tasks", unit="task", file=log, leave=False,
+                      disable=not progress, position=1, dynamic_ncols=True) as task_bar:
+                report = run_cell(cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id])
+            cell_bar.update(1)
+            finished(cell, report)

@@ -33,6 +33,8 @@ from primsel.simulator.sandbox import MAX_TIMEOUT
 DEFAULT_K = 10
 DEFAULT_FOLDS = 5
 DEFAULT_TIMEOUT = 10.0
+#: Smallest ranking depth: the report's curves and complete@k read the first 20 of a ranking.
+DEPTH_MINIMUM = 20
 #: Bounds of ``timeout`` (seconds per task in the sandbox).
 TIMEOUT_BOUNDS: dict[str, Any] = {"above": 0, "maximum": MAX_TIMEOUT}
 
@@ -103,6 +105,10 @@ def check_setting(key: str, value: Any) -> Any:
     elif key == "timeout":
         problem = number_problem(value, **TIMEOUT_BOUNDS)
         value = value if problem else float(value)
+    elif key == "depth":
+        if value is None:
+            return None
+        problem = number_problem(value, integer=True, minimum=DEPTH_MINIMUM)
     elif key == "threshold":
         if value is None:
             return None
@@ -140,6 +146,10 @@ class CellSettings:
     selector : selector specification (kind ``"selector"``: ``"topk"``, ``{"type":
         "calibrated", "target_recall": 0.95}``, ...), or None for the fixed rules (threshold,
         top-k, closure) of :func:`primsel.retrieval.selector.select`.
+    depth : how many primitives of each task's ranking are kept (run.trec, the retrieval
+        cache, the metrics: ``mrr`` is then MRR at that depth), >= 20, or None for the whole
+        library. For large corpora with many queries (20k MetaTool queries, a library of
+        tens of thousands of callables), where whole rankings would take gigabytes.
     dataset : fingerprint of the tasks the cell runs on (part of its identity).
 
     Raises
@@ -157,6 +167,7 @@ class CellSettings:
     metrics: tuple[str, ...] = ()
     threshold: float | None = None
     selector: Any = None
+    depth: int | None = None
     dataset: str = ""
 
     def __post_init__(self) -> None:
@@ -197,8 +208,8 @@ class CellSettings:
 
     def to_json(self) -> dict[str, Any]:
         """The resolved settings as JSON data: ``timeout`` only with a generator, ``metrics``
-        only when non-empty, ``threshold`` and ``selector`` only when set (so cells without them
-        keep their ids)."""
+        only when non-empty, ``threshold``, ``selector`` and ``depth`` only when set (so cells
+        without them keep their ids)."""
         out: dict[str, Any] = {"retriever": self.retriever, "k": self.k, "closure": self.closure,
                                "folds": self.folds, "seed": self.seed,
                                "generator": dict(self.generator) if self.generator is not None else None}
@@ -210,6 +221,8 @@ class CellSettings:
             out["threshold"] = self.threshold
         if self.selector is not None:
             out["selector"] = self.selector
+        if self.depth is not None:
+            out["depth"] = self.depth
         out["dataset"] = self.dataset
         return out
 

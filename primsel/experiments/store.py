@@ -42,7 +42,8 @@ class Retrieval:
 
     Parameters
     ----------
-    ranked : task id -> ((primitive id, score), ...), best first, the whole library.
+    ranked : task id -> ((primitive id, score), ...), best first, the whole library (or the
+        first ``depth``).
     folds : task id -> fold (0-based).
     seconds : wall time of computing the retrieval, in seconds (for a disk-cache hit, the time
         the computing run took).
@@ -90,32 +91,46 @@ class RetrievalStore:
         self.use_disk = use_disk
         self._memo: dict[str, Retrieval] = {}
         self._code = None
+        self._library_fp: str | None = None
 
-    def key(self, spec: Any, folds: int, seed: int) -> str:
+    def key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
         """Cache key of a retrieval (sha256 hex, :func:`primsel.files.digest`)."""
         if self._code is None:
             self._code = _source_hash("primsel.retrieval")
-        payload = {"spec": spec, "folds": folds, "seed": seed, "library": self.library.fingerprint(),
+        payload = {"spec": spec, "folds": folds, "seed": seed, "library": self.library_fingerprint(),
                    "dataset": self.dataset.fingerprint, "code": self._code, "sources": specs.sources(spec)}
+        if self.depth(depth) < len(self.library):
+            payload["depth"] = depth
         return digest(payload)
+
+    def library_fingerprint(self) -> str:
+        """The library's fingerprint (computed once)."""
+        if self._library_fp is None:
+            self._library_fp = self.library.fingerprint()
+        return self._library_fp
+
+    def depth(self, depth: int | None) -> int:
+        """How many primitives a ranking keeps: ``depth`` capped at the library size (None: all)."""
+        return len(self.library) if depth is None else min(depth, len(self.library))
 
     def effective_folds(self, folds: int) -> int:
         """``folds`` capped at the number of tasks (so a small task set still runs)."""
         return max(FOLDS_BOUNDS["minimum"], min(folds, len(self.dataset.tasks)))
 
-    def get(self, spec: Any, folds: int, seed: int,
+    def get(self, spec: Any, folds: int, seed: int, depth: int | None = None,
             progress: Callable[[str, int, int], None] | None = None) -> Retrieval:
-        """The retrieval of ``spec`` with the given folds (capped, :meth:`effective_folds`) and
-        seed (memoised, disk-cached). ``progress`` is told the stages of a computation
-        (:func:`primsel.retrieval.cv.cross_validated_run`); a cached retrieval has none."""
+        """The retrieval of ``spec`` with the given folds (capped, :meth:`effective_folds`),
+        seed and ranking depth (None: the whole library) (memoised, disk-cached). ``progress``
+        is told the stages of a computation (:func:`primsel.retrieval.cv.cross_validated_run`);
+        a cached retrieval has none."""
         folds = self.effective_folds(folds)
-        key = self.key(spec, folds, seed)
+        key = self.key(spec, folds, seed, depth)
         if key in self._memo:
             return self._memo[key]
         path = cache_dir() / "experiments" / "retrieval" / f"{key}.json"
         result = self._read(path) if self.use_disk else None
         if result is None:
-            result = self._compute(spec, folds, seed, progress=progress)
+            result = self._compute(spec, folds, seed, self.depth(depth), progress=progress)
             if self.use_disk and not retrieval_errors(result):
                 payload = {"ranked": {t: [list(p) for p in r] for t, r in result.ranked.items()},
                            "folds": dict(result.folds), "seconds": result.seconds,
@@ -146,7 +161,7 @@ class RetrievalStore:
         ------
         ValueError : a task id not in the dataset.
         """
-        return self._compute(spec, self.effective_folds(folds), seed, queries)
+        return self._compute(spec, self.effective_folds(folds), seed, self.depth(None), queries)
 
     def _read(self, path: Path) -> Retrieval | None:
         try:
@@ -160,12 +175,12 @@ class RetrievalStore:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _compute(self, spec: Any, folds: int, seed: int, queries: Mapping[str, str] | None = None,
+    def _compute(self, spec: Any, folds: int, seed: int, depth: int, queries: Mapping[str, str] | None = None,
                  progress: Callable[[str, int, int], None] | None = None) -> Retrieval:
         start = time.perf_counter()
         usage: dict[str, dict[str, float]] = {}
         run, fold_of = cross_validated_run(specs.with_seed(spec, seed), self.library, list(self.dataset.tasks),
-                                           k=len(self.library), folds=folds, seed=seed, usage_out=usage,
+                                           k=depth, folds=folds, seed=seed, usage_out=usage,
                                            queries=queries, progress=progress)
         ranked = {}
         for t in self.dataset.tasks:

@@ -17,6 +17,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from primsel.checks import check_k
 from primsel.registry import build, error_context
 from primsel.types import LearnsFromTasks, Run, SeesGold, Task, top_k
@@ -104,6 +106,43 @@ def english_stopwords() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS) | {"hey", "assistant"}
 
 
+def id_ranks(ids: Sequence[str]) -> np.ndarray:
+    """``(n,) int64``: the position of each id in the ids sorted as strings (the tie order of
+    :func:`primsel.types.top_k`)."""
+    ranks = np.empty(len(ids), dtype=np.int64)
+    ranks[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    return ranks
+
+
+def top_k_array(ids: Sequence[str], id_rank: np.ndarray, scores: np.ndarray, k: int) -> dict[str, float]:
+    """:func:`primsel.types.top_k` for scores in a NumPy array, in O(n + m log m) time (m: the
+    ids scoring at least the k-th best score) instead of sorting all n ids.
+
+    Parameters
+    ----------
+    ids : every primitive id, unique, ``(n,)``.
+    id_rank : :func:`id_ranks` of ``ids``.
+    scores : ``(n,)`` scores aligned with ``ids`` (any float dtype; non-finite count as 0).
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``{primitive_id: score}`` in rank order (score descending, ties by id), ``min(k, n)``
+    entries, equal to ``top_k(ids, scores.tolist(), k)``.
+    """
+    check_k(k)
+    values = np.asarray(scores, dtype=np.float64)
+    values = np.where(np.isfinite(values), values, 0.0)
+    n = len(values)
+    if k < n:
+        kth = np.partition(values, n - k)[n - k]
+        candidates = np.flatnonzero(values >= kth)
+    else:
+        candidates = np.arange(n)
+    order = candidates[np.lexsort((id_rank[candidates], -values[candidates]))][:k]
+    return {ids[i]: float(values[i]) for i in order}
+
+
 class BaseRetriever:
     """Base of the built-in retrievers.
 
@@ -141,6 +180,15 @@ class BaseRetriever:
         """
         raise NotImplementedError
 
+    def _top(self, scores: Sequence[float] | Mapping[str, float], k: int) -> dict[str, float]:
+        """:func:`primsel.types.top_k` of one query's scores; a NumPy array of scores takes
+        :func:`top_k_array` (the same ranking, without sorting the whole library)."""
+        if isinstance(scores, np.ndarray) and scores.shape == (len(self.ids),):
+            if getattr(self, "_id_rank", None) is None or len(self._id_rank) != len(self.ids):
+                self._id_rank = id_ranks(self.ids)
+            return top_k_array(self.ids, self._id_rank, scores, k)
+        return top_k(self.ids, scores, k)
+
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         """Rank the library for every query.
 
@@ -164,7 +212,7 @@ class BaseRetriever:
         queries = {str(q): ("" if text is None else str(text)) for q, text in queries.items()}
         nonempty = {q: t for q, t in queries.items() if t.strip()}
         scored = self.score(nonempty) if nonempty else {}
-        return {q: top_k(self.ids, scored.get(q, {}) if q in nonempty else {}, k) for q in queries}
+        return {q: self._top(scored.get(q, {}) if q in nonempty else {}, k) for q in queries}
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable), as given or defaulted."""

@@ -159,7 +159,7 @@ class KnnRetriever(_LearnedBase):
         n = min(self.neighbours, sims.shape[1])
         out = {}
         for row, q in enumerate(qids):
-            order = sorted(range(sims.shape[1]), key=lambda j: (-sims[row, j], j))[:n]
+            order = np.argsort(-sims[row], kind="stable")[:n]  # similarity descending, ties by position
             w = np.maximum(sims[row, order], 0.0) ** self.power
             total = w.sum()
             out[q] = ((w[:, None] * self._y[order]).sum(0) / total).tolist() if total > 0 else [0.0] * len(self.ids)

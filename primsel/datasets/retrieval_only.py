@@ -1,0 +1,192 @@
+"""Retrieval-only datasets: a corpus of documents, queries and their gold documents.
+
+A retrieval-only dataset has no programs and no simulator: each task is a query and the ids of
+its gold documents (:class:`primsel.types.Task` with only ``id``, ``query``, ``gold`` and
+``source``), and the corpus is a tuple of :class:`primsel.types.Primitive` of kind
+``"document"`` (ids kept as the source gives them, as strings). Retrievers rank the corpus as
+they rank the assistant library; metrics and reports work unchanged; generation and execution
+refuse such tasks.
+
+The loaders (:mod:`primsel.datasets.beir`, :mod:`primsel.datasets.metatool`,
+:mod:`primsel.datasets.apibench`, :mod:`primsel.datasets.pydoc`) check what they read and name
+the file and line of anything malformed (:class:`primsel.datasets.DatasetError`). What they
+merge or drop (repeated queries, contradictory labels, duplicate documents, items without a
+gold document) is counted in :attr:`RetrievalDataset.notes`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from primsel.datasets.asperbench import DatasetError
+from primsel.types import DOCUMENT_KIND, Primitive, Task
+
+
+@dataclass(frozen=True)
+class RetrievalDataset:
+    """A corpus with queries and gold documents, and nothing to execute.
+
+    Parameters
+    ----------
+    name : dataset name, also the tasks' ``source`` (``"metatool-single"``, ``"apibench-torchhub"``,
+        ``"beir-scifact"``, ``"pydoc-10k"``).
+    documents : the corpus, in corpus order; ids unique.
+    tasks : the queries, each with a non-empty gold set of document ids; ids unique.
+    notes : what the loader merged or dropped, and by which rule (one sentence each).
+    info : facts about the data to record beside results (e.g. package versions for ``pydoc``).
+
+    Raises
+    ------
+    DatasetError : duplicate document or task ids, an empty corpus or no task, a task without
+        gold or with a gold id not in the corpus.
+    """
+
+    name: str
+    documents: tuple[Primitive, ...]
+    tasks: tuple[Task, ...]
+    notes: tuple[str, ...] = ()
+    info: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        ids = [d.id for d in self.documents]
+        if not ids:
+            raise DatasetError(f"{self.name}: the corpus has no documents")
+        if len(set(ids)) != len(ids):
+            raise DatasetError(f"{self.name}: duplicate document ids")
+        if not self.tasks:
+            raise DatasetError(f"{self.name}: no queries with a gold document")
+        if len({t.id for t in self.tasks}) != len(self.tasks):
+            raise DatasetError(f"{self.name}: duplicate query ids")
+        known = set(ids)
+        for t in self.tasks:
+            if not t.gold:
+                raise DatasetError(f"{self.name}: query {t.id!r} has no gold document")
+            unknown = sorted(t.gold - known)
+            if unknown:
+                raise DatasetError(f"{self.name}: query {t.id!r} has gold ids not in the corpus: {unknown[:5]}")
+
+
+def document(doc_id: str, title: str, text: str, source: str, name: str | None = None) -> Primitive:
+    """A corpus document as a :class:`primsel.types.Primitive` of kind ``"document"``.
+
+    Parameters
+    ----------
+    doc_id : the document id, as the source gives it.
+    title : its title line (``Primitive.signature``; the ``"signature"`` view).
+    text : its body (``Primitive.doc``); the ``"full"`` view is the title line, then the body.
+    source : the dataset name (``Primitive.module``).
+    name : the bare name (``"name"`` view); default the title.
+    """
+    return Primitive(id=str(doc_id), name=title if name is None else name, module=source, kind=DOCUMENT_KIND,
+                     signature=title, doc=text)
+
+
+def query_task(task_id: str, query: str, gold: Iterable[str], source: str) -> Task:
+    """A retrieval-only :class:`primsel.types.Task`: an id, a query, a gold set, no programs."""
+    return Task(id=str(task_id), query=query, gold=frozenset(str(g) for g in gold), source=source)
+
+
+def clean_query(text: str) -> str:
+    """A query as compared for duplicates and ranked: surrounding white space removed, then one
+    pair of surrounding double quotes (and the white space inside them)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        text = text[1:-1].strip()
+    return text
+
+
+def merge_queries(rows: Iterable[tuple[str, str, frozenset[str]]], where: str) -> tuple[list[tuple[str, str, frozenset[str]]], list[str]]:
+    """Apply the duplicate-query rule to ``(task id, query, gold)`` rows, in input order.
+
+    The rule: queries are compared after :func:`clean_query`. A query repeated with the same
+    gold set is kept once (its first row); a query repeated with different gold sets is a
+    contradictory label and dropped with all its rows.
+
+    Returns
+    -------
+    (kept rows, notes): the rows kept, in input order, their queries cleaned; a note for each
+    kind of row merged or dropped (none when nothing was).
+    """
+    first: dict[str, int] = {}
+    kept: list[tuple[str, str, frozenset[str]]] = []
+    conflicted: set[str] = set()
+    repeats = 0
+    for task_id, query, gold in rows:
+        text = clean_query(query)
+        if text in first:
+            if kept[first[text]][2] != gold:
+                conflicted.add(text)
+            else:
+                repeats += 1
+            continue
+        first[text] = len(kept)
+        kept.append((task_id, text, gold))
+    notes = []
+    if repeats:
+        notes.append(f"{where}: {repeats} repeated queries with the same gold set kept once (their first row)")
+    if conflicted:
+        notes.append(f"{where}: {len(conflicted)} queries that appear with different gold sets dropped "
+                     "(contradictory labels)")
+    return [row for row in kept if row[1] not in conflicted], notes
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 text file, or :class:`DatasetError` naming the file and the problem."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: missing") from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file, or :class:`DatasetError` naming the file and the line of a syntax error."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of every non-blank line of a JSON Lines file.
+
+    Raises
+    ------
+    DatasetError : the file is missing, unreadable or not UTF-8, or a line is not JSON (the
+        message names the file and the line).
+    """
+    text = read_text(path)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+
+
+def require_text(value: Any, where: str, key: str, empty: bool = False) -> str:
+    """``value`` when it is a string (non-empty unless ``empty``), else :class:`DatasetError`
+    naming ``where`` (file:line) and the key."""
+    if not isinstance(value, str):
+        raise DatasetError(f"{where}: {key!r} must be a string, got {type(value).__name__} {value!r}"[:300])
+    if not empty and not value.strip():
+        raise DatasetError(f"{where}: {key!r} is empty")
+    return value
+
+
+def require_object(value: Any, where: str, keys: Sequence[str]) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object holding ``keys``, else :class:`DatasetError`."""
+    if not isinstance(value, Mapping):
+        raise DatasetError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    missing = [k for k in keys if k not in value]
+    if missing:
+        raise DatasetError(f"{where}: missing {', '.join(repr(k) for k in missing)}")
+    return value
