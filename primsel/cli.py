@@ -61,7 +61,7 @@ SUBCOMMANDS = {
     "local": (
         "primsel.generation.local_cli",
         "prepare and serve a small real model on this machine (no API key, no network)",
-        "primsel local prepare && primsel local serve",
+        "primsel local prepare && primsel local serve --port 8765",
     ),
 }
 

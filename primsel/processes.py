@@ -1,7 +1,7 @@
 """Process helpers shared by the layers that start child processes (Linux ``prctl``).
 
 The sandbox (:mod:`primsel.simulator`) and the local model server
-(:mod:`primsel.generation.local`) both make their children die with the process that started
+(:mod:`primsel.llm.local`) both make their children die with the process that started
 them, so that killing primsel never leaves a program or a model server running.
 """
 

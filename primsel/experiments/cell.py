@@ -49,6 +49,7 @@ from primsel.experiments.reflection import split_generator
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
+from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library
 from primsel.types import STATUSES, FitsOnTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
 
@@ -272,7 +273,8 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
             groups.setdefault(folds.get(t.id, 0), []).append(t)
         for i, fold in enumerate(sorted(groups)):
             gen = probe if i == 0 else registry.build(spec, "generator")
-            gen.fit(library, [t for t in tasks if folds.get(t.id, 0) != fold])
+            # the worked-example pool: the other folds of every task (of the whole dataset, for a subset)
+            gen.fit(library, [t for t in dataset.all_tasks if folds.get(t.id, 0) != fold])
             generators.append(gen)
             programs.update(_generate(gen, [(t, docs[t.id]) for t in groups[fold]]))
             owners.update((t.id, gen) for t in groups[fold])
@@ -307,7 +309,8 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     status: dict[str, str] = {}
     for t in tasks:
         prog, res = programs[t.id], results.get(t.id)
-        status[t.id] = res.status if res is not None else prog.status
+        too_long = res is None and prog.status == PROMPT_TOO_LONG
+        status[t.id] = res.status if res is not None else ("error" if too_long else prog.status)
         attribution = None
         if status[t.id] != "pass":
             attribution = attribute(t, selections[t.id], prog, res, library, reference=references.get(t.id))
@@ -315,11 +318,13 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         usage = dict(prog.usage)
         rows[t.id] = {
             "status": status[t.id],
-            "error_type": res.error_type if res is not None else None,
-            "message": res.message if res is not None else (prog.raw if prog.status == "llm_error" else None),
+            "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
+            "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
+                                                            else None),
             "program_status": prog.status,
             "program": prog.code,
-            "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)},
+            "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
+                       "prompt_cached": usage.get("prompt_tokens_cached", 0)},
             "generation_seconds": usage.get("seconds", 0.0),
             "seconds": res.seconds if res is not None else 0.0,
             "called_primitives": list(res.called_primitives) if res is not None else [],
@@ -336,7 +341,8 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
                 entries[-1]["category"] = attribution["category"]
             rows[t.id]["rounds"] = entries
             # the task's cost over its rounds; its last program's tokens are in its last round
-            rows[t.id]["tokens"] = {part: sum(e["tokens"][part] for e in entries) for part in ("prompt", "completion")}
+            rows[t.id]["tokens"] = {part: sum(e["tokens"].get(part, 0) for e in entries)
+                                    for part in ("prompt", "completion", "prompt_cached")}
     report: dict[str, float] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
     for name in TASK_STATUSES:
         report[f"status_{name}"] = _mean(1.0 if status[t.id] == name else 0.0 for t in tasks)

@@ -23,8 +23,9 @@ settings. Keys (DESIGN.md, Interfaces, "Experiments"):
                 training folds); ``k`` is then its cap (default: the fixed rules above)
 ``folds``       cross-validation folds for anything learned from tasks (int >= 2, default 5)
 ``seed``        seed of the folds and of randomised components (int, default 0)
-``[generator]`` table with ``type`` = openai | reference | replay and its parameters; a relative
-                ``programs`` path (replay) is relative to the TOML file, like ``data``;
+``[generator]`` table with ``type`` = openai | local | reference | replay and its parameters;
+                a relative ``programs`` path (replay) or ``gguf`` path (local) is relative
+                to the TOML file, like ``data``;
                 ``extraction`` = ``"primsel"`` (default) or ``"aspera"`` (openai, replay);
                 ``rounds``, ``feedback``, ``reselect``: reflection rounds
                 (:mod:`primsel.experiments.reflection`; rounds > 1 needs a generator that
@@ -315,10 +316,12 @@ def _check_components(where: str, config: ExperimentConfig, cells: Sequence[Cell
 
 def generator_spec(spec: Any, base_dir: Path | None) -> Any:
     """A generator specification with a relative ``programs`` path (the replay generator's file)
-    joined to ``base_dir`` (the experiment file's directory); other specifications unchanged."""
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("programs"), str):
+    or ``gguf`` path (the local generator's model) joined to ``base_dir`` (the experiment file's
+    directory); other specifications unchanged."""
+    if not isinstance(spec, Mapping):
         return spec
-    return {**spec, "programs": str(_data_path(spec["programs"], base_dir))}
+    paths = {key: str(_data_path(spec[key], base_dir)) for key in ("programs", "gguf") if isinstance(spec.get(key), str)}
+    return {**spec, **paths} if paths else spec
 
 
 def _check_programs(where: str, config: ExperimentConfig, cells: Sequence[Cell]) -> None:

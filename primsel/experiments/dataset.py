@@ -34,6 +34,12 @@ class Dataset:
         None means the assistant library.
     notes : what the loader merged or dropped (retrieval-only data).
     info : facts recorded beside results (``pydoc``: Python and package versions).
+    population : for a subset (:func:`subset`), every task of the dataset it was taken from:
+        retrieval is cross-validated, and generators take their worked examples, over the
+        whole population, so a task gets the same prompt in a subset as in the full run.
+        Empty for a whole dataset.
+    subset : for a subset, how it was chosen (``{"sample": N, "seed": S}`` or ``{"tasks":
+        [...]}``) and its task ids, recorded in experiment.json and the report.
     """
 
     tasks: tuple[Task, ...]
@@ -42,6 +48,13 @@ class Dataset:
     library: Any = None
     notes: tuple[str, ...] = ()
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    population: tuple[Task, ...] = ()
+    subset: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def all_tasks(self) -> tuple[Task, ...]:
+        """The population of a subset, else the tasks."""
+        return self.population or self.tasks
 
     @property
     def executable(self) -> bool:
@@ -56,7 +69,61 @@ class Dataset:
             out["n_documents"] = len(self.library)
             if self.info:
                 out["info"] = dict(self.info)
+        if self.subset:
+            out["subset"] = {**self.subset, "of": len(self.population)}
         return out
+
+
+def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] | None = None,
+           seed: int = 0) -> Dataset:
+    """The dataset restricted to some of its tasks, for a quick look before a long run.
+
+    Parameters
+    ----------
+    dataset : the whole dataset.
+    sample : take this many tasks, drawn with ``random.Random(seed)`` from the task ids in
+        dataset order (the same tasks for every cell of a run, and for every run with the same
+        seed); more than there are: all of them.
+    task_ids : take exactly these tasks (dataset order kept).
+    seed : the draw's seed (the experiment's ``seed``).
+
+    Returns
+    -------
+    A :class:`Dataset` of the chosen tasks, its fingerprint the whole dataset's followed by
+    ``/subset-<hash of the ids>`` (so its cells never pass for the whole run's), its
+    ``population`` the whole dataset's tasks.
+
+    Raises
+    ------
+    primsel.datasets.DatasetError : both or neither of ``sample`` and ``task_ids``, a sample
+        size below 1, or task ids the dataset does not have (named).
+    """
+    import random
+
+    from primsel.datasets import DatasetError
+
+    if (sample is None) == (task_ids is None):
+        raise DatasetError("give either a sample size or a list of task ids")
+    ids = [t.id for t in dataset.tasks]
+    if sample is not None:
+        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
+            raise DatasetError(f"the sample size must be an integer >= 1, got {sample!r}")
+        chosen = set(random.Random(seed).sample(ids, min(sample, len(ids))))
+        how: dict[str, Any] = {"sample": sample, "seed": seed}
+    else:
+        wanted = list(dict.fromkeys(str(t).strip() for t in task_ids or () if str(t).strip()))
+        unknown = [t for t in wanted if t not in set(ids)]
+        if unknown:
+            shown = ", ".join(unknown[:10]) + (" ..." if len(unknown) > 10 else "")
+            raise DatasetError(f"no such task in {dataset.source}: {shown} (see `primsel tasks` for the ids)")
+        if not wanted:
+            raise DatasetError("the list of task ids is empty")
+        chosen = set(wanted)
+        how = {"tasks": "given"}
+    tasks = tuple(t for t in dataset.tasks if t.id in chosen)
+    digest = hashlib.sha256(canonical_json([t.id for t in tasks]).encode()).hexdigest()[:8]
+    return dataclasses.replace(dataset, tasks=tasks, fingerprint=f"{dataset.fingerprint}/subset-{digest}",
+                               population=dataset.tasks, subset={**how, "task_ids": [t.id for t in tasks]})
 
 
 def dataset_fingerprint(tasks: Sequence[Task], corpus: str = "") -> str:

@@ -24,6 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("serial", "ray"), default="serial",
                         help="serial (default): cells one after the other here; ray: cells as Ray tasks "
                              "(pip install 'primsel[ray]'), same files and report")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--sample", type=int, default=None, metavar="N",
+                       help="run every cell on N tasks drawn with the experiment's seed (the same tasks for "
+                            "every cell; retrieval still cross-validated over all tasks, so the answers are "
+                            "reused by the full run): a quick look before a long run")
+    which.add_argument("--tasks", default=None, metavar="ID,ID,...",
+                       help="run every cell on these tasks only (as --sample)")
     parser.add_argument("--address", default=None, metavar="ADDR",
                         help="with --backend ray: the Ray cluster to connect to (default: a local Ray "
                              "started for the run)")
@@ -46,9 +53,15 @@ def main(args: argparse.Namespace) -> int:
     from primsel.experiments.config import ConfigError, load_config
     from primsel.experiments.runner import OutputError, run_experiment
     from primsel.llm.client import EndpointUnreachableError, LLMFatalError
+    from primsel.llm.local import LocalModelError
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.sample is not None and args.sample < 1:
+        raise UsageError(f"--sample must be >= 1, got {args.sample}")
+    task_ids = [t for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None
+    if task_ids is not None and not task_ids:
+        raise UsageError("--tasks needs at least one task id (ID,ID,...)")
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address needs --backend ray")
     if args.backend == "ray":
@@ -66,8 +79,9 @@ def main(args: argparse.Namespace) -> int:
         result = run_experiment(config, args.out, data=args.data, workers=args.workers,
                                 progress=not args.quiet, use_cache=not args.no_cache,
                                 on_cell=lambda cell, report: finished.append(cell.id),
-                                backend=args.backend, address=args.address)
-    except (ConfigError, DatasetError, OutputError) as exc:
+                                backend=args.backend, address=args.address, sample=args.sample,
+                                task_ids=task_ids)
+    except (ConfigError, DatasetError, OutputError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:
         if isinstance(exc, EndpointUnreachableError):

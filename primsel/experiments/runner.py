@@ -43,7 +43,7 @@ from typing import Any, TextIO
 
 from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand
-from primsel.experiments.dataset import Dataset, load_datasets, make_dataset
+from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, subset
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
@@ -194,6 +194,48 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
     return out
 
 
+def _local_models(spec: Any) -> list[str | None]:
+    """The ``gguf`` values of every ``local`` generator or ``local_selector`` in a specification
+    (any depth)."""
+    found: list[str | None] = []
+    if isinstance(spec, Mapping):
+        if spec.get("type") in ("local", "local_selector"):
+            found.append(spec.get("gguf"))
+        for value in spec.values():
+            found.extend(_local_models(value))
+    elif isinstance(spec, (list, tuple)):
+        for value in spec:
+            found.extend(_local_models(value))
+    return found
+
+
+def _prepare_local_models(cells: Sequence[Cell], base_dir: Path | None, log: TextIO) -> None:
+    """Assemble or check the GGUF file of every local model the cells name, before any cell runs.
+
+    Raises
+    ------
+    primsel.llm.local.LocalModelError : a missing or corrupt slice, a digest mismatch, a file
+        that is not GGUF (the message names it and the fix).
+    """
+    from primsel.experiments.config import generator_spec
+
+    wanted = list(dict.fromkeys(g for c in cells for g in _local_models(
+        [c.settings.retriever, generator_spec(c.settings.generator, base_dir)])))
+    if wanted:
+        from primsel.llm.local import resolve_gguf
+
+        for gguf in wanted:
+            resolve_gguf(gguf, log=log)
+
+
+def _whole(dataset: Dataset) -> Dataset:
+    """The dataset a subset was taken from (the dataset itself when it is whole)."""
+    if not dataset.population:
+        return dataset
+    return dataclasses.replace(dataset, tasks=dataset.population, fingerprint=dataset.fingerprint.rsplit("/subset-", 1)[0],
+                               population=(), subset={})
+
+
 def _check_executable(datasets: Sequence[Dataset], cells: Sequence[Cell]) -> None:
     """A generator needs executable tasks: refuse retrieval-only data before anything runs."""
     from primsel.datasets import DatasetError
@@ -255,6 +297,8 @@ def run_experiment(
     on_cell: Callable[[Cell, Mapping[str, float]], None] | None = None,
     backend: str = "serial",
     address: str | None = None,
+    sample: int | None = None,
+    task_ids: Sequence[str] | None = None,
 ) -> ExperimentResult:
     """Run every unfinished cell of an experiment and write its outputs.
 
@@ -276,6 +320,11 @@ def run_experiment(
     on_cell : called after each computed cell with the cell and its report.
     backend : ``"serial"`` or ``"ray"`` (see the module docstring; Ray is an optional extra).
     address : the Ray cluster to connect to (``ray`` backend; default: start a local Ray).
+    sample, task_ids : run the cells on a subset of the tasks of executable data
+        (:func:`primsel.experiments.dataset.subset`: ``sample`` tasks drawn with the
+        experiment's seed, or the tasks ``task_ids``); retrieval is still cross-validated over
+        every task, so the subset's prompts are those of the full run and its LLM answers are
+        reused by it. Local model servers the run started are stopped when it returns.
 
     Returns
     -------
@@ -298,10 +347,21 @@ def run_experiment(
     directory = Path(out) / config.name
     check_output(directory)
     loaded = _load(config, data, tasks, library, log)
+    if sample is not None or task_ids is not None:
+        from primsel.datasets import DatasetError
+
+        if not all(d.executable for _, d in loaded):
+            raise DatasetError("a sample or a list of tasks needs executable tasks (Asper-Bench or the built-in tasks)")
+        seed = int(config.base.get("seed", 0))
+        loaded = [(path, subset(d, sample, task_ids, seed)) for path, d in loaded]
+        how = f"a sample drawn with seed {seed}" if sample is not None else "as listed"
+        for _, d in loaded:
+            print(f"primsel run: {len(d.tasks)} of {len(d.population)} tasks ({how})", file=log)
     datasets = [d for _, d in loaded]
     per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
     cells = [c for _, group in per_dataset for c in group]
     _check_executable(datasets, cells)
+    _prepare_local_models(cells, config.base_dir, log)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         write_atomic(directory / "experiment.json", dumps_json(_manifest(config, datasets, cells)))
@@ -312,7 +372,7 @@ def run_experiment(
     contexts = {}
     for d, group in per_dataset:
         ctx = CellContext(experiment=config.name, library=d.library, dataset=d,
-                          store=RetrievalStore(d.library, d, use_disk=use_cache), workers=workers,
+                          store=RetrievalStore(d.library, _whole(d), use_disk=use_cache), workers=workers,
                           progress=progress, versions=versions, base_dir=config.base_dir)
         contexts.update({c.id: ctx for c in group})
     # a finished cell counts only if the components it names have the source they had when it
@@ -365,14 +425,19 @@ def run_experiment(
         if on_cell is not None:
             on_cell(cell, report)
 
-    if backend == "ray":
-        from primsel.experiments.ray_backend import run_cells
+    try:
+        if backend == "ray":
+            from primsel.experiments.ray_backend import run_cells
 
-        run_cells(todo, contexts, directory, finished, address=address, progress=progress, log=log,
-                  total=len(cells), initial=len(done), name=config.name, sources=sources)
-    else:
-        _run_serial(todo, contexts, directory, finished, progress, log, len(cells), len(done), config.name,
-                    sources)
+            run_cells(todo, contexts, directory, finished, address=address, progress=progress, log=log,
+                      total=len(cells), initial=len(done), name=config.name, sources=sources)
+        else:
+            _run_serial(todo, contexts, directory, finished, progress, log, len(cells), len(done), config.name,
+                        sources)
+    finally:
+        from primsel.llm.local import stop_shared_servers
+
+        stop_shared_servers()
     report_answers(answers, {c.id: c.label for c in cells}, log)
     return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
                             skipped=tuple(done), seconds=time.perf_counter() - begin,

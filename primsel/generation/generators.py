@@ -3,6 +3,7 @@
 Registered names (``primsel.registry.build({"type": ...}, kind="generator")``):
 
 ``openai``     an LLM behind any OpenAI-compatible chat endpoint (:class:`OpenAIGenerator`).
+``local``      a GGUF model served by llama.cpp on this machine for the run (:class:`LocalGenerator`).
 ``reference``  the task's own reference program (an upper bound that ignores the selection).
 ``replay``     programs read from a JSONL file of ``{"task_id", "program"}`` lines.
 
@@ -34,13 +35,14 @@ from primsel.generation.prompts import (
     generation_messages,
     reflection_turn,
 )
-from primsel.llm.client import ChatClient, Completion, LLMError
+from primsel.llm.local import ServerSettings, resolve_gguf, shared_server
+from primsel.llm.client import ChatClient, Completion, LLMError, PromptTooLongError
 from primsel.llm.endpoint import takes_endpoint
 from primsel.llm.templates import load_template
 from primsel.registry import register
 from primsel.types import Primitive, Program, Task
 
-__all__ = ["OpenAIGenerator", "ReferenceGenerator", "ReplayGenerator"]
+__all__ = ["LocalGenerator", "OpenAIGenerator", "ReferenceGenerator", "ReplayGenerator", "prefix_order"]
 
 Items = Sequence[tuple[Task, Sequence[Primitive]]]
 
@@ -160,7 +162,8 @@ class OpenAIGenerator:
     def _program(self, task: Task, messages: list[dict[str, str]], answer: Completion | LLMError) -> Program:
         if isinstance(answer, LLMError):
             program = Program(
-                task_id=task.id, code=None, status="llm_error", raw=f"LLM error: {answer}",
+                task_id=task.id, code=None, status=PROMPT_TOO_LONG if isinstance(answer, PromptTooLongError) else "llm_error",
+                raw=f"LLM error: {answer}",
                 messages=tuple(messages), usage={"calls": 1, "prompt_tokens": 0, "completion_tokens": 0,
                                                   "seconds": 0.0, "cached": 0},
             )
@@ -209,8 +212,17 @@ class OpenAIGenerator:
             answer, unsent requests are cancelled.
         """
         prompts = [self.messages(task, docs) for task, docs in items]
-        answers = self._client.complete_many(prompts)
+        answers = self._complete_in_prefix_order(prompts)
         return [self._program(task, msgs, ans) for (task, _), msgs, ans in zip(items, prompts, answers)]
+
+    def _complete_in_prefix_order(self, prompts: list[list[dict[str, str]]]) -> list[Completion | LLMError]:
+        """The answers to ``prompts`` in their order, the requests sent in :func:`prefix_order`."""
+        order = prefix_order(prompts)
+        answers = self._client.complete_many([prompts[i] for i in order])
+        out: list[Completion | LLMError] = [None] * len(prompts)  # type: ignore[list-item]
+        for i, answer in zip(order, answers):
+            out[i] = answer
+        return out
 
     def conversation(self, task: Task, docs: Sequence[Primitive],
                      turns: Sequence[tuple[Program, str]] = ()) -> list[dict[str, str]]:
@@ -236,7 +248,7 @@ class OpenAIGenerator:
         LLMFatalError, QuotaExceededError : as :meth:`generate_many`.
         """
         prompts = [self.conversation(task, docs, turns) for task, docs, turns in items]
-        answers = self._client.complete_many(prompts)
+        answers = self._complete_in_prefix_order(prompts)
         return [self._program(task, msgs, ans) for (task, _, _), msgs, ans in zip(items, prompts, answers)]
 
     def usage_summary(self) -> dict[str, float]:
@@ -247,6 +259,128 @@ class OpenAIGenerator:
         with self._lock:
             summary.update({f"programs_{status}": n for status, n in sorted(self._statuses.items())})
         return summary
+
+
+#: Program status of a task whose prompt does not fit the model's context (not retried; the task
+#: is an ``error`` of type ``PromptTooLong``).
+PROMPT_TOO_LONG = "prompt_too_long"
+
+
+def prefix_order(prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[int]:
+    """The order to send ``prompts`` in so that consecutive prompts share long prefixes: the
+    indices sorted by the prompt's text (roles and contents joined), ties by index.
+
+    A server with a prompt cache (llama.cpp keeps the last prompt of its slot) then computes
+    only what follows the part a prompt shares with the one before. Sorting strings puts any two
+    with the longest common prefix next to each other, so the sum of shared prefixes between
+    neighbours is as large as any order can make it.
+
+    Returns
+    -------
+    A permutation of ``range(len(prompts))``.
+    """
+    def text(i: int) -> str:
+        return "\x00".join(f"{m['role']}\x01{m['content']}" for m in prompts[i])
+
+    return sorted(range(len(prompts)), key=lambda i: (text(i), i))
+
+
+@register("local", kind="generator")
+class LocalGenerator(OpenAIGenerator):
+    """Program generation by a GGUF model that llama.cpp serves on this machine for the run.
+
+    The :class:`OpenAIGenerator` with the endpoint replaced by a server the run starts: the
+    first request that is not answered from the cache starts llama.cpp's server
+    (:func:`primsel.llm.local.shared_server`: a child process on a free port of
+    127.0.0.1, with ``threads`` threads), and the run stops it when it ends. Components naming
+    the same model and server settings share one server. No API key, no network. The model
+    name in the answer-cache key is the file's stem and sha256 prefix, so a resumed run finds
+    its answers without starting the server.
+
+    Requests go one at a time (one server slot, whose prompt cache holds the last prompt), in
+    :func:`prefix_order`, so each prompt recomputes only what it does not share with the one
+    before; with ``example_selection = "fixed"`` (the default here) the instructions, rules
+    and worked example are the same for every task of a fold.
+
+    Parameters
+    ----------
+    gguf : a GGUF file; None: the packaged Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), assembled into
+        the cache on first use (:func:`primsel.llm.local.prepare`).
+    threads : server threads (None: every core this process may use).
+    n_ctx : context window in tokens; a prompt that does not fit makes its task an ``error``
+        of type ``PromptTooLong`` and the run goes on.
+    n_cache_reuse : llama.cpp's chunk reuse (tokens; 0: off).
+    examples, template, example_selection, extraction, reflect_template : as
+        :class:`OpenAIGenerator`.
+    temperature, seed, max_tokens, timeout_s, max_retries : endpoint settings
+        (:class:`primsel.llm.endpoint.Endpoint`); ``timeout_s`` is per request, prompt
+        processing included (minutes for a long prompt on a loaded CPU).
+
+    Raises
+    ------
+    ValueError : a setting out of range (checked at construction).
+    LLMFatalError : (on the first request) the model cannot be prepared or the server does
+        not start; EndpointUnreachableError when the server dies during the run.
+    """
+
+    def __init__(self, gguf: str | None = None, threads: int | None = None, n_ctx: int = 16384,
+                 n_cache_reuse: int = 256, examples: int = 1, template: str = "ps",
+                 example_selection: str = "fixed", extraction: str = "primsel", reflect_template: str = "reflect",
+                 temperature: float | None = 0.0, seed: int | None = None, max_tokens: int | None = 512,
+                 timeout_s: float = 1800.0, max_retries: int = 1) -> None:
+        self.gguf = os.fspath(gguf) if gguf is not None else None
+        self.server = ServerSettings(threads=threads, n_ctx=n_ctx, n_cache_reuse=n_cache_reuse)
+        self._endpoint = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens,
+                          "timeout_s": timeout_s, "max_retries": max_retries, "concurrency": 1}
+        super().__init__(examples=examples, template=template, example_selection=example_selection,
+                         extraction=extraction, reflect_template=reflect_template, model="local", **self._endpoint)
+        self._bound = False
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor parameters (JSON-serialisable)."""
+        own = {"gguf": self.gguf, "threads": self.server.threads, "n_ctx": self.server.n_ctx,
+               "n_cache_reuse": self.server.n_cache_reuse, "examples": self.examples, "template": self.template,
+               "example_selection": self.example_selection, "extraction": self.extraction,
+               "reflect_template": self.reflect_template}
+        return {**own, **{k: v for k, v in self._endpoint.items() if k != "concurrency"}}
+
+    def _bind(self) -> None:
+        """Point the client at the model: its name now, the server when a request is sent."""
+        if self._bound:
+            return
+        from primsel.llm.local import LocalModelError
+        from primsel.llm.client import LLMFatalError
+
+        try:
+            prepared = resolve_gguf(self.gguf)
+        except LocalModelError as exc:
+            raise LLMFatalError(str(exc)) from None
+        settings = self.server
+
+        def connect() -> str:
+            try:
+                return shared_server(prepared, settings).base_url
+            except LocalModelError as exc:
+                raise LLMFatalError(str(exc)) from None
+
+        self._client = ChatClient(model=prepared.name, connect=connect, **self._endpoint)
+        self._bound = True
+
+    def generate(self, task: Task, docs: Sequence[Primitive]) -> Program:
+        """As :meth:`OpenAIGenerator.generate`, from the local model."""
+        self._bind()
+        return super().generate(task, docs)
+
+    def generate_many(self, items: Items) -> list[Program]:
+        """As :meth:`OpenAIGenerator.generate_many`, from the local model."""
+        self._bind()
+        return super().generate_many(items)
+
+    def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
+                    ) -> list[Program]:
+        """As :meth:`OpenAIGenerator.revise_many`, from the local model."""
+        self._bind()
+        return super().revise_many(items)
 
 
 def _check_extraction(mode: object) -> str:

@@ -72,6 +72,7 @@ __all__ = [
     "EndpointUnreachableError",
     "LLMError",
     "LLMFatalError",
+    "PromptTooLongError",
     "QuotaExceededError",
     "cache_key",
     "parse_retry_after",
@@ -102,6 +103,11 @@ class LLMFatalError(RuntimeError):
     """
 
 
+class PromptTooLongError(LLMError):
+    """The endpoint refused the request because the prompt does not fit the model's context
+    (HTTP 400 naming the context size). Not retried: the same prompt fails again."""
+
+
 class QuotaExceededError(LLMFatalError):
     """The endpoint answered 429 with code ``insufficient_quota``: the account has no credit."""
 
@@ -123,6 +129,10 @@ class Completion:
     seconds : wall time of the call, retries and waits included (about 0 for a cache hit).
     cached : the answer came from the on-disk cache; no request was sent.
     retries : requests repeated after a retryable failure.
+    prompt_tokens_cached : prompt tokens the server did not compute because its prompt cache
+        held them (``usage.prompt_tokens_details.cached_tokens``; 0 if not reported).
+    server_seconds : the server's own time for the answer (llama.cpp's ``timings``: prompt
+        and generation, in seconds; 0 if not reported).
     """
 
     text: str
@@ -132,12 +142,17 @@ class Completion:
     seconds: float = 0.0
     cached: bool = False
     retries: int = 0
+    prompt_tokens_cached: int = 0
+    server_seconds: float = 0.0
 
     def usage(self) -> dict[str, float]:
-        """``prompt_tokens``, ``completion_tokens``, ``seconds``, ``cached`` (0/1), ``calls`` (1)."""
+        """``prompt_tokens``, ``prompt_tokens_cached``, ``completion_tokens``, ``seconds``,
+        ``server_seconds``, ``cached`` (0/1), ``calls`` (1), ``retries``."""
         return {
             "prompt_tokens": self.prompt_tokens,
+            "prompt_tokens_cached": self.prompt_tokens_cached,
             "completion_tokens": self.completion_tokens,
+            "server_seconds": self.server_seconds,
             "seconds": self.seconds,
             "cached": int(self.cached),
             "calls": 1,
@@ -204,8 +219,10 @@ class _Counters:
     errors: int = 0
     truncated: int = 0
     prompt_tokens: int = 0
+    prompt_tokens_cached: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    server_seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def snapshot(self) -> dict[str, float]:
@@ -218,8 +235,10 @@ class _Counters:
                 "errors": self.errors,
                 "truncated": self.truncated,
                 "prompt_tokens": self.prompt_tokens,
+                "prompt_tokens_cached": self.prompt_tokens_cached,
                 "completion_tokens": self.completion_tokens,
                 "seconds": round(self.seconds, 6),
+                "server_seconds": round(self.server_seconds, 6),
             }
 
 
@@ -262,6 +281,9 @@ class ChatClient:
         :func:`primsel.files.caches_disabled`).
     max_backoff_s : cap of one backoff wait in seconds, >= 0.
     max_retry_after_s : cap of one ``Retry-After`` wait in seconds, >= 0.
+    connect : called once, before the first request is sent (never for answers from the
+        cache), returning the base URL to send to; it may start a server (a local model,
+        :mod:`primsel.llm.local`). None: ``base_url`` as configured.
     **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, ``base_url``,
         ``api_key_env``, ``api_key``, ``timeout_s`` (the total deadline of one attempt),
         ``max_retries``, ``temperature``, ``seed``, ``max_tokens``, ``concurrency``,
@@ -274,13 +296,14 @@ class ChatClient:
     """
 
     def __init__(self, cache: bool = True, max_backoff_s: float = 60.0, max_retry_after_s: float = 300.0,
-                 **endpoint: Any) -> None:
+                 connect: Callable[[], str] | None = None, **endpoint: Any) -> None:
         self.endpoint = Endpoint(**endpoint)
         check_number("max_backoff_s", max_backoff_s, minimum=0)
         check_number("max_retry_after_s", max_retry_after_s, minimum=0)
         #: the URL requests go to: ``base_url``, else ``$OPENAI_BASE_URL``, else None (OpenAI's)
         self.base_url = self.endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.cache = cache
+        self._connect = connect
         self.max_backoff_s = float(max_backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
         # used on the event loop only (asyncio primitives bind to the loop at first use)
@@ -409,6 +432,7 @@ class ChatClient:
                     finish_reason=hit.get("finish_reason"),
                     prompt_tokens=int(hit.get("prompt_tokens", 0)),
                     completion_tokens=int(hit.get("completion_tokens", 0)),
+                    prompt_tokens_cached=int(hit.get("prompt_tokens_cached", 0)),
                     seconds=time.perf_counter() - start,
                     cached=True,
                 )
@@ -461,6 +485,10 @@ class ChatClient:
                             f"the endpoint answered {status} for model {self.endpoint.model!r} at "
                             f"{self.base_url or 'the OpenAI default URL'}: {_short(exc)}; stopping the run"
                         ))
+                    if status == 400 and _is_context_error(exc):
+                        with self._counters.lock:
+                            self._counters.errors += 1
+                        raise PromptTooLongError(f"the prompt is longer than the model's context: {_short(exc)}")
                     if status not in RETRY_STATUSES:
                         self._fail(f"rejected with HTTP {status}: {_short(exc)}")
                     reason = f"HTTP {status}"
@@ -503,8 +531,10 @@ class ChatClient:
             c.cache_hits += int(cache_hit)
             c.truncated += int(completion.finish_reason == "length")
             c.prompt_tokens += completion.prompt_tokens
+            c.prompt_tokens_cached += completion.prompt_tokens_cached
             c.completion_tokens += completion.completion_tokens
             c.seconds += completion.seconds
+            c.server_seconds += completion.server_seconds
 
     def _resolve_api_key(self) -> str:
         if self.endpoint.api_key:
@@ -523,6 +553,9 @@ class ChatClient:
         with self._client_lock:
             if self._client is None:
                 import openai  # heavy: imported on first use only
+
+                if self._connect is not None:
+                    self.base_url = self._connect()
 
                 self._client = openai.AsyncOpenAI(
                     api_key=self._resolve_api_key(),
@@ -567,6 +600,8 @@ class ChatClient:
                 "finish_reason": completion.finish_reason,
                 "prompt_tokens": completion.prompt_tokens,
                 "completion_tokens": completion.completion_tokens,
+                "prompt_tokens_cached": completion.prompt_tokens_cached,
+                "server_seconds": completion.server_seconds,
                 "seconds": completion.seconds,
             },
         }
@@ -580,6 +615,15 @@ class ChatClient:
 def _clean(messages: Messages) -> list[dict[str, str]]:
     """``messages`` as plain dicts of strings, each text sendable as UTF-8 (see :func:`_utf8`)."""
     return [{"role": str(m["role"]), "content": _utf8(str(m["content"]))} for m in messages]
+
+
+def _is_context_error(exc: Any) -> bool:
+    """An HTTP 400 that says the prompt exceeds the context (llama.cpp's
+    ``exceed_context_size_error``, OpenAI's ``context_length_exceeded``, vLLM's "maximum context
+    length")."""
+    text = f"{getattr(exc, 'code', '')} {getattr(exc, 'type', '')} {exc} {getattr(exc, 'body', '')}".lower()
+    return any(s in text for s in ("exceed_context_size", "context_length_exceeded", "maximum context length",
+                                   "exceeds the available context"))
 
 
 def _is_quota_error(exc: Any) -> bool:
@@ -628,6 +672,12 @@ def _completion(response: Any, seconds: float, retries: int) -> Completion | Non
     text = (message.get("content") if isinstance(message, Mapping) else None) or ""
     usage = response.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
+    details = usage.get("prompt_tokens_details")
+    cached_tokens = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    timings = response.get("timings")
+    server_ms = 0.0
+    if isinstance(timings, Mapping):
+        server_ms = sum(float(timings.get(k) or 0.0) for k in ("prompt_ms", "predicted_ms"))
     return Completion(
         text=text,
         finish_reason=choice.get("finish_reason"),
@@ -636,4 +686,6 @@ def _completion(response: Any, seconds: float, retries: int) -> Completion | Non
         seconds=seconds,
         cached=False,
         retries=retries,
+        prompt_tokens_cached=int(cached_tokens or 0),
+        server_seconds=server_ms / 1000.0,
     )
