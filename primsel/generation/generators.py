@@ -36,7 +36,7 @@ from primsel.generation.prompts import (
     reflection_turn,
 )
 from primsel.llm.local import ServerSettings, resolve_gguf, shared_server
-from primsel.llm.client import ChatClient, Completion, LLMError, PromptTooLongError
+from primsel.llm.client import ChatClient, Completion, LLMError, PromptTooLongError, prefix_order
 from primsel.llm.endpoint import takes_endpoint
 from primsel.llm.templates import load_template
 from primsel.registry import register
@@ -102,7 +102,7 @@ class OpenAIGenerator:
     def __init__(self, examples: int = 1, template: str = "ps", example_selection: str = "similar",
                  extraction: str = "primsel", reflect_template: str = "reflect", **endpoint: Any) -> None:
         # checks the endpoint settings now; the client sends nothing until asked
-        self._client = ChatClient(**endpoint)
+        self._client = ChatClient(prefix_ordered=True, **endpoint)
         if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
             raise ValueError(f"examples must be an integer >= 0, got {examples!r}")
         if example_selection not in ("similar", "fixed"):
@@ -212,17 +212,8 @@ class OpenAIGenerator:
             answer, unsent requests are cancelled.
         """
         prompts = [self.messages(task, docs) for task, docs in items]
-        answers = self._complete_in_prefix_order(prompts)
+        answers = self._client.complete_many(prompts)
         return [self._program(task, msgs, ans) for (task, _), msgs, ans in zip(items, prompts, answers)]
-
-    def _complete_in_prefix_order(self, prompts: list[list[dict[str, str]]]) -> list[Completion | LLMError]:
-        """The answers to ``prompts`` in their order, the requests sent in :func:`prefix_order`."""
-        order = prefix_order(prompts)
-        answers = self._client.complete_many([prompts[i] for i in order])
-        out: list[Completion | LLMError] = [None] * len(prompts)  # type: ignore[list-item]
-        for i, answer in zip(order, answers):
-            out[i] = answer
-        return out
 
     def conversation(self, task: Task, docs: Sequence[Primitive],
                      turns: Sequence[tuple[Program, str]] = ()) -> list[dict[str, str]]:
@@ -248,7 +239,7 @@ class OpenAIGenerator:
         LLMFatalError, QuotaExceededError : as :meth:`generate_many`.
         """
         prompts = [self.conversation(task, docs, turns) for task, docs, turns in items]
-        answers = self._complete_in_prefix_order(prompts)
+        answers = self._client.complete_many(prompts)
         return [self._program(task, msgs, ans) for (task, _, _), msgs, ans in zip(items, prompts, answers)]
 
     def usage_summary(self) -> dict[str, float]:
@@ -264,25 +255,6 @@ class OpenAIGenerator:
 #: Program status of a task whose prompt does not fit the model's context (not retried; the task
 #: is an ``error`` of type ``PromptTooLong``).
 PROMPT_TOO_LONG = "prompt_too_long"
-
-
-def prefix_order(prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[int]:
-    """The order to send ``prompts`` in so that consecutive prompts share long prefixes: the
-    indices sorted by the prompt's text (roles and contents joined), ties by index.
-
-    A server with a prompt cache (llama.cpp keeps the last prompt of its slot) then computes
-    only what follows the part a prompt shares with the one before. Sorting strings puts any two
-    with the longest common prefix next to each other, so the sum of shared prefixes between
-    neighbours is as large as any order can make it.
-
-    Returns
-    -------
-    A permutation of ``range(len(prompts))``.
-    """
-    def text(i: int) -> str:
-        return "\x00".join(f"{m['role']}\x01{m['content']}" for m in prompts[i])
-
-    return sorted(range(len(prompts)), key=lambda i: (text(i), i))
 
 
 @register("local", kind="generator")
@@ -363,7 +335,7 @@ class LocalGenerator(OpenAIGenerator):
             except LocalModelError as exc:
                 raise LLMFatalError(str(exc)) from None
 
-        self._client = ChatClient(model=prepared.name, connect=connect, **self._endpoint)
+        self._client = ChatClient(model=prepared.name, connect=connect, prefix_ordered=True, **self._endpoint)
         self._bound = True
 
     def generate(self, task: Task, docs: Sequence[Primitive]) -> Program:

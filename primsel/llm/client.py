@@ -73,6 +73,7 @@ __all__ = [
     "LLMError",
     "LLMFatalError",
     "PromptTooLongError",
+    "prefix_order",
     "QuotaExceededError",
     "cache_key",
     "parse_retry_after",
@@ -284,6 +285,9 @@ class ChatClient:
     connect : called once, before the first request is sent (never for answers from the
         cache), returning the base URL to send to; it may start a server (a local model,
         :mod:`primsel.llm.local`). None: ``base_url`` as configured.
+    prefix_ordered : :meth:`complete_many` sends its requests in :func:`prefix_order` (answers
+        still come back in input order), so that a server with a prompt cache computes only what
+        a prompt does not share with the one before.
     **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, ``base_url``,
         ``api_key_env``, ``api_key``, ``timeout_s`` (the total deadline of one attempt),
         ``max_retries``, ``temperature``, ``seed``, ``max_tokens``, ``concurrency``,
@@ -296,7 +300,7 @@ class ChatClient:
     """
 
     def __init__(self, cache: bool = True, max_backoff_s: float = 60.0, max_retry_after_s: float = 300.0,
-                 connect: Callable[[], str] | None = None, **endpoint: Any) -> None:
+                 connect: Callable[[], str] | None = None, prefix_ordered: bool = False, **endpoint: Any) -> None:
         self.endpoint = Endpoint(**endpoint)
         check_number("max_backoff_s", max_backoff_s, minimum=0)
         check_number("max_retry_after_s", max_retry_after_s, minimum=0)
@@ -304,6 +308,7 @@ class ChatClient:
         self.base_url = self.endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.cache = cache
         self._connect = connect
+        self.prefix_ordered = prefix_ordered
         self.max_backoff_s = float(max_backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
         # used on the event loop only (asyncio primitives bind to the loop at first use)
@@ -356,7 +361,8 @@ class ChatClient:
         return _run(self._answer(_clean(messages)))
 
     def complete_many(self, requests: Sequence[Messages]) -> list[Completion | LLMError]:
-        """Answer many chat requests with at most ``concurrency`` in flight, sent in input order.
+        """Answer many chat requests with at most ``concurrency`` in flight, sent in input order
+        (in :func:`prefix_order` when the client is ``prefix_ordered``).
 
         Parameters
         ----------
@@ -376,7 +382,15 @@ class ChatClient:
         """
         if not requests:
             return []
-        return _run(self._answer_many([_clean(m) for m in requests]))
+        cleaned = [_clean(m) for m in requests]
+        if not self.prefix_ordered:
+            return _run(self._answer_many(cleaned))
+        order = prefix_order(cleaned)
+        answers = _run(self._answer_many([cleaned[i] for i in order]))
+        out: list[Completion | LLMError] = [None] * len(cleaned)  # type: ignore[list-item]
+        for i, answer in zip(order, answers):
+            out[i] = answer
+        return out
 
     def usage_summary(self) -> dict[str, float]:
         """Aggregate counters since construction.
@@ -610,6 +624,25 @@ class ChatClient:
             write_atomic(path, json.dumps(entry), durable=False)
         except OSError as exc:
             log.warning("could not write the LLM cache entry %s: %s", path, exc)
+
+
+def prefix_order(prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[int]:
+    """The order to send ``prompts`` in so that consecutive prompts share long prefixes: the
+    indices sorted by the prompt's text (roles and contents joined), ties by index.
+
+    A server with a prompt cache (llama.cpp keeps the last prompt of its slot) then computes
+    only what follows the part a prompt shares with the one before. Sorting strings puts any two
+    with the longest common prefix next to each other, so the sum of shared prefixes between
+    neighbours is as large as any order can make it.
+
+    Returns
+    -------
+    A permutation of ``range(len(prompts))``.
+    """
+    def text(i: int) -> str:
+        return "\x00".join(f"{m['role']}\x01{m['content']}" for m in prompts[i])
+
+    return sorted(range(len(prompts)), key=lambda i: (text(i), i))
 
 
 def _clean(messages: Messages) -> list[dict[str, str]]:

@@ -159,7 +159,7 @@ class LLMSelector(BaseRetriever):
     """
 
     def __init__(self, template: str = "select", **endpoint: Any) -> None:
-        self._client = ChatClient(**endpoint)  # checks the settings; sends nothing until asked
+        self._client = ChatClient(prefix_ordered=True, **endpoint)  # checks the settings; sends nothing until asked
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
         self.template = template
         self._usage: dict[str, dict[str, float]] = {}
@@ -229,3 +229,69 @@ class LLMSelector(BaseRetriever):
     def usage_summary(self) -> dict[str, float]:
         """Aggregate client counters (see :meth:`primsel.llm.client.ChatClient.usage_summary`)."""
         return self._client.usage_summary()
+
+
+@register("local_selector")
+class LocalLLMSelector(LLMSelector):
+    """ASPERA's PS agent (:class:`LLMSelector`) with a GGUF model that llama.cpp serves on this
+    machine for the run, the same way as the ``local`` generator
+    (:class:`primsel.generation.generators.LocalGenerator`): the first request not answered
+    from the cache starts the server (:func:`primsel.llm.local.shared_server`, shared with a
+    ``local`` generator of the same model and settings), the run stops it. Module requests go
+    one at a time, in :func:`primsel.llm.client.prefix_order`, so the server's prompt cache
+    keeps the module documentation a request shares with the one before.
+
+    Parameters
+    ----------
+    gguf : a GGUF file; None: the packaged Qwen2.5-Coder-1.5B-Instruct (Q4_K_M).
+    threads, n_ctx, n_cache_reuse : server settings (:class:`primsel.llm.local.ServerSettings`).
+    template : packaged template name (``"select"``) or a template file path.
+    temperature, seed, max_tokens, timeout_s, max_retries : endpoint settings.
+
+    Raises
+    ------
+    ValueError : a setting out of range.
+    LLMFatalError : (on the first request) the model cannot be prepared or its server does not
+        start, or it dies during the run.
+    """
+
+    def __init__(self, gguf: str | None = None, threads: int | None = None, n_ctx: int = 16384,
+                 n_cache_reuse: int = 256, template: str = "select", temperature: float | None = 0.0,
+                 seed: int | None = None, max_tokens: int | None = 256, timeout_s: float = 1800.0,
+                 max_retries: int = 1) -> None:
+        from primsel.llm.local import ServerSettings
+
+        self.gguf = os.fspath(gguf) if gguf is not None else None
+        self.server = ServerSettings(threads=threads, n_ctx=n_ctx, n_cache_reuse=n_cache_reuse)
+        self._endpoint = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens,
+                          "timeout_s": timeout_s, "max_retries": max_retries, "concurrency": 1}
+        super().__init__(template=template, model="local", **self._endpoint)
+        self._bound = False
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor parameters (JSON-serialisable)."""
+        return {"gguf": self.gguf, "threads": self.server.threads, "n_ctx": self.server.n_ctx,
+                "n_cache_reuse": self.server.n_cache_reuse, "template": self.template,
+                **{k: v for k, v in self._endpoint.items() if k != "concurrency"}}
+
+    def score(self, queries: Mapping[str, str]) -> dict[str, Mapping[str, float]]:
+        """As :meth:`LLMSelector.score`, from the local model."""
+        if not self._bound:
+            from primsel.llm.client import LLMFatalError
+            from primsel.llm.local import LocalModelError, resolve_gguf, shared_server
+
+            try:
+                prepared = resolve_gguf(self.gguf)
+            except LocalModelError as exc:
+                raise LLMFatalError(str(exc)) from None
+            settings = self.server
+
+            def connect() -> str:
+                try:
+                    return shared_server(prepared, settings).base_url
+                except LocalModelError as exc:
+                    raise LLMFatalError(str(exc)) from None
+
+            self._client = ChatClient(model=prepared.name, connect=connect, prefix_ordered=True, **self._endpoint)
+            self._bound = True
+        return super().score(queries)
