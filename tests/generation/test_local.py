@@ -915,3 +915,14 @@ def test_prepare_then_two_builtin_tasks_through_primsel_run_with_the_real_model(
         else:
             assert row["status"] == row["program_status"] and row["seconds"] == 0.0
     assert report["generator_requests"] == 2 and report["generator_server_seconds"] > 0
+
+
+def test_reflection_round_entries_keep_the_cached_prompt_tokens():
+    from primsel.experiments.reflection import _entry
+    from primsel.types import Program
+
+    answered = Program(task_id="1", code="def f():\n    pass\n", status="ok",
+                       usage={"prompt_tokens": 90, "completion_tokens": 8, "prompt_tokens_cached": 60})
+    assert _entry(1, answered, None)["tokens"] == {"prompt": 90, "completion": 8, "prompt_cached": 60}
+    refused = Program(task_id="1", code=None, status="prompt_too_long", raw="LLM error: the prompt is longer")
+    assert _entry(1, refused, None)["status"] == "prompt_too_long"
