@@ -220,7 +220,7 @@ def attribute(
         return row
 
     program_status = program.status if program is not None else "ok"
-    if program is None or program_status == "llm_error":
+    if program is None or program_status in ("llm_error", "prompt_too_long"):
         return verdict("llm", "llm_error")
     if program_status == "truncated":
         return verdict("llm", "truncated", len(code.splitlines()) or None)

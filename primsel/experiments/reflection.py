@@ -206,7 +206,8 @@ def _entry(round_no: int, program: Program, result: ExecutionResult | None) -> d
         "line": result.line if result is not None else None,
         "program_status": program.status,
         "program": program.code,
-        "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0))},
+        "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
+                   "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
         "cached": bool(usage.get("cached", 0)),
         "category": None,
         "feedback": None,
@@ -284,7 +285,7 @@ def run_rounds(
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     for round_no in range(2, reflection.rounds + 1):
         retry = [t for t in tasks if _status(out.programs[t.id], out.results.get(t.id)) != "pass"
-                 and out.programs[t.id].status != "llm_error"]
+                 and out.programs[t.id].status not in ("llm_error", "prompt_too_long")]
         if not retry:
             break
         for t in retry:

@@ -86,7 +86,8 @@ def main(args: argparse.Namespace) -> int:
     except LLMFatalError as exc:
         if isinstance(exc, EndpointUnreachableError):
             print(f"primsel run: error: the LLM endpoint cannot be reached, stopping: {exc}", file=sys.stderr)
-            fix = "start the server or correct base_url / OPENAI_BASE_URL"
+            fix = ("see the server's output above" if "llama.cpp server" in str(exc)
+                   else "start the server or correct base_url / OPENAI_BASE_URL")
         else:
             print(f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
                   f"{type(exc).__name__}: {exc}", file=sys.stderr)

@@ -36,7 +36,14 @@ from primsel.generation.prompts import (
     reflection_turn,
 )
 from primsel.llm.local import ServerSettings, resolve_gguf, shared_server
-from primsel.llm.client import ChatClient, Completion, LLMError, PromptTooLongError, prefix_order
+from primsel.llm.client import (
+    ChatClient,
+    Completion,
+    EndpointUnreachableError,
+    LLMError,
+    PromptTooLongError,
+    prefix_order,
+)
 from primsel.llm.endpoint import takes_endpoint
 from primsel.llm.templates import load_template
 from primsel.registry import register
@@ -292,7 +299,8 @@ class LocalGenerator(OpenAIGenerator):
     ------
     ValueError : a setting out of range (checked at construction).
     LLMFatalError : (on the first request) the model cannot be prepared or the server does
-        not start; EndpointUnreachableError when the server dies during the run.
+        not start; EndpointUnreachableError when the server dies during the run (the message
+        says so, with the server's last output).
     """
 
     def __init__(self, gguf: str | None = None, threads: int | None = None, n_ctx: int = 16384,
@@ -327,32 +335,58 @@ class LocalGenerator(OpenAIGenerator):
             prepared = resolve_gguf(self.gguf)
         except LocalModelError as exc:
             raise LLMFatalError(str(exc)) from None
+        from primsel.llm.local import ServerStoppedError
+
         settings = self.server
 
         def connect() -> str:
             try:
-                return shared_server(prepared, settings).base_url
+                server = shared_server(prepared, settings)
+            except ServerStoppedError as exc:
+                raise EndpointUnreachableError(str(exc)) from None
             except LocalModelError as exc:
                 raise LLMFatalError(str(exc)) from None
+            self._server = server
+            return server.base_url
 
+        self._server: Any = None
         self._client = ChatClient(model=prepared.name, connect=connect, prefix_ordered=True, **self._endpoint)
         self._bound = True
+
+    def _stopped(self, exc: EndpointUnreachableError) -> EndpointUnreachableError:
+        """``exc``, or, when the server this generator was sent to has exited, the error that says so."""
+        server = self._server
+        running = getattr(server, "running", None)
+        if running is None or running():
+            return exc
+        return EndpointUnreachableError(
+            f"the llama.cpp server of {server.model} stopped during the run (exit status "
+            f"{server.process.returncode}); its last output:\n{server.output_tail()}")
 
     def generate(self, task: Task, docs: Sequence[Primitive]) -> Program:
         """As :meth:`OpenAIGenerator.generate`, from the local model."""
         self._bind()
-        return super().generate(task, docs)
+        try:
+            return super().generate(task, docs)
+        except EndpointUnreachableError as exc:
+            raise self._stopped(exc) from None
 
     def generate_many(self, items: Items) -> list[Program]:
         """As :meth:`OpenAIGenerator.generate_many`, from the local model."""
         self._bind()
-        return super().generate_many(items)
+        try:
+            return super().generate_many(items)
+        except EndpointUnreachableError as exc:
+            raise self._stopped(exc) from None
 
     def revise_many(self, items: Sequence[tuple[Task, Sequence[Primitive], Sequence[tuple[Program, str]]]]
                     ) -> list[Program]:
         """As :meth:`OpenAIGenerator.revise_many`, from the local model."""
         self._bind()
-        return super().revise_many(items)
+        try:
+            return super().revise_many(items)
+        except EndpointUnreachableError as exc:
+            raise self._stopped(exc) from None
 
 
 def _check_extraction(mode: object) -> str:

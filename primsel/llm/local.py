@@ -58,6 +58,7 @@ __all__ = [
     "LocalServer",
     "PreparedModel",
     "ServerSettings",
+    "ServerStoppedError",
     "SlicedModel",
     "file_digest",
     "find_prepared",
@@ -79,6 +80,10 @@ _GGUF_MAGIC = b"GGUF"
 
 class LocalModelError(RuntimeError):
     """A local model cannot be prepared or served; the message names the problem and the fix."""
+
+
+class ServerStoppedError(LocalModelError):
+    """A server :func:`shared_server` started has exited during the run."""
 
 
 @dataclass(frozen=True)
@@ -682,7 +687,9 @@ def shared_server(model: PreparedModel, settings: ServerSettings, echo: TextIO |
 
     Raises
     ------
-    LocalModelError : as :meth:`LocalServer.start`.
+    LocalModelError : as :meth:`LocalServer.start`; :class:`ServerStoppedError` when the server
+        it started for ``model`` has exited since (the
+        call after that starts a new one).
     """
     key = (str(model.gguf), settings)
     with _shared_lock:
@@ -693,8 +700,8 @@ def shared_server(model: PreparedModel, settings: ServerSettings, echo: TextIO |
                 tail = server.output_tail()
                 server.stop()
                 del _shared[key]
-                raise LocalModelError(f"the llama.cpp server of {model.name} stopped during the run; its last "
-                                      f"output:\n{tail}")
+                raise ServerStoppedError(f"the llama.cpp server of {model.name} stopped during the run; its last "
+                                         f"output:\n{tail}")
             server = LocalServer(model.gguf, name=model.name, port=0, settings=settings, echo=echo)
             server.start()
             _shared[key] = server
