@@ -307,7 +307,7 @@ class LocalGenerator(OpenAIGenerator):
                  n_cache_reuse: int = 256, examples: int = 1, template: str = "ps",
                  example_selection: str = "fixed", extraction: str = "primsel", reflect_template: str = "reflect",
                  temperature: float | None = 0.0, seed: int | None = None, max_tokens: int | None = 512,
-                 timeout_s: float = 1800.0, max_retries: int = 1) -> None:
+                 timeout_s: float = 3600.0, max_retries: int = 1) -> None:
         self.gguf = os.fspath(gguf) if gguf is not None else None
         self.server = ServerSettings(threads=threads, n_ctx=n_ctx, n_cache_reuse=n_cache_reuse)
         self._endpoint = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens,
