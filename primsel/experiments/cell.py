@@ -477,6 +477,41 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start, sources)
 
 
+_WINDOWS: dict[tuple[Any, ...], dict[str, int]] = {}
+
+
+def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, Any]]:
+    """How every ``dense`` retriever in a specification (itself or a member, :func:`primsel.spec.walk`)
+    embeds the library's documents: :func:`primsel.retrieval.encoders.window_counts` of its
+    document texts (``doc_prefix`` + the ``view`` of each primitive), with its ``model``.
+
+    Returns
+    -------
+    ``{key of the dense specification ("" for the specification itself, "members[3]"): {"model":
+    name, "window_tokens", "texts", "longest_tokens", "texts_windowed", "texts_cut"}}``; empty
+    when the specification holds no ``dense``, or its model or tokenizer cannot be loaded (the
+    retrieval itself then says why).
+    """
+    from primsel import spec as specs
+    from primsel.retrieval.encoders import DEFAULT_MODEL, EncoderLoadError, window_counts
+
+    out: dict[str, dict[str, Any]] = {}
+    for key, node in specs.walk(retriever):
+        if specs.type_name(node) != "dense":
+            continue
+        params = node if isinstance(node, Mapping) else {}
+        model = params.get("model", DEFAULT_MODEL)
+        view, prefix = params.get("view", "full"), params.get("doc_prefix", "")
+        memo = (model, view, prefix, id(library), len(library))
+        if memo not in _WINDOWS:
+            try:
+                _WINDOWS[memo] = window_counts(model, [prefix + p.text(view) for p in library.values()])
+            except (EncoderLoadError, ValueError, TypeError):
+                continue
+        out[key] = {"model": model, **_WINDOWS[memo]}
+    return out
+
+
 def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float,
                sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Write a computed cell's files (config.json, run.trec, tasks.jsonl, failures.jsonl with a
@@ -502,6 +537,7 @@ def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutco
         "data": ctx.dataset.summary(),
         "effective_folds": ctx.store.effective_folds(s.folds),
         **({"extraction": report.get("extraction")} if s.generator else {}),
+        **({"embedding": windows} if (windows := embedding_windows(s.retriever, ctx.library)) else {}),
         "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
         "sources": sources if sources is not None else s.sources(),
         "versions": ctx.versions,

@@ -168,7 +168,7 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import TIE_AWARE, compute_cell
+    from primsel.experiments.cell import TIE_AWARE, compute_cell, embedding_windows
     from primsel.experiments.store import RetrievalStore
     from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError
@@ -212,6 +212,11 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
         bar.update(bar.total - bar.n)
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
+
+    for key, w in embedding_windows(spec, library).items():
+        print(f"dense{' ' + key if key else ''}: {w['texts_windowed']} of {w['texts']} documents longer than "
+              f"the model's {w['window_tokens']} word pieces, embedded whole as the mean of their windows "
+              f"({w['texts_cut']} cut; longest {w['longest_tokens']})", file=sys.stderr)
 
     tag = specs.tag(spec)
     outcome = compute_cell(settings, retrieval, dataset, library, name=tag)
