@@ -24,7 +24,8 @@ def shared(name: str) -> Path:
     """A dataset folder of ../shared/datasets; skips the test when it is absent."""
     path = SHARED / name
     if not path.is_dir():
-        pytest.skip(f"{path} is absent (the shared datasets are not beside the repository)")
+        pytest.skip(f"{path} is absent: set PRIMSEL_SHARED_DATASETS to the folder holding metatool/ and "
+                    "gorilla-apibench/ (default: ../shared/datasets beside the repository; README, Data)")
     return path
 
 
@@ -260,3 +261,16 @@ def test_pydoc_texts_with_a_lone_surrogate_become_its_escape():
 
     assert _unicode("x \ud800 y") == "x \\ud800 y"
     assert _unicode("plain") == "plain" and _unicode(3) == 3
+
+
+def test_missing_retrieval_data_is_not_called_an_archive(tmp_path, capsys):
+    from primsel.cli import main
+
+    cfg = tmp_path / "tools.toml"
+    cfg.write_text('name = "tools"\nretriever = "bm25"\ndata = ["../nowhere/metatool/multi"]\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "Asper-Bench archive not found" not in err
+    assert f"data not found: {tmp_path / '../nowhere/metatool/multi'}" in err
+    assert "the MetaTool or Gorilla APIBench folder or one of their subsets" in err
+    assert "README's Data section says where to download MetaTool and APIBench" in err
