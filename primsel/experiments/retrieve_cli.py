@@ -191,12 +191,12 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    from tqdm import tqdm
+    from primsel.experiments.progress import progress_bar
 
     # a bar over the fits (one per fold for a retriever that learns from tasks), its description
-    # naming the stage, so a long fit is not silence
-    with tqdm(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
-              file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0, disable=args.quiet) as bar:
+    # naming the stage, so a long fit is not silence (a line per stage when stderr is a file)
+    with progress_bar(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
+                      file=sys.stderr, leave=False, disable=args.quiet, lines="stages") as bar:
         def stage(what: str, i: int, n: int) -> None:
             bar.update(i - 1 - bar.n)  # the folds before this one are done
             bar.set_description_str(what, refresh=True)
