@@ -48,6 +48,11 @@ SUBCOMMANDS = {
         "(re)write the Markdown report and plots of an experiment directory",
         "primsel report runs/retrieval_ablation",
     ),
+    "compare": (
+        "primsel.experiments.compare",
+        "compare two runs cell by cell: values side by side, paired tests, the tasks that flip",
+        "primsel compare runs/before/retrieval_ablation runs/after/retrieval_ablation --format csv",
+    ),
     "tasks": (
         "primsel.tasks",
         "list task cards (query, gold primitives, features, checks), filtered; 'tasks show ID' for one",
