@@ -36,6 +36,7 @@ Files of a cell directory (written by :func:`run_cell`, report.json last)::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -477,7 +478,7 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start, sources)
 
 
-_WINDOWS: dict[tuple[Any, ...], dict[str, int]] = {}
+_WINDOWS: dict[tuple[str, str], dict[str, int]] = {}  # (model, digest of the texts) -> counts
 
 
 def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, Any]]:
@@ -502,11 +503,15 @@ def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, A
         params = node if isinstance(node, Mapping) else {}
         model = params.get("model", DEFAULT_MODEL)
         view, prefix = params.get("view", "full"), params.get("doc_prefix", "")
-        memo = (model, view, prefix, id(library), len(library))
+        try:
+            texts = [prefix + p.text(view) for p in library.values()]
+        except (ValueError, TypeError):  # a view or prefix the retriever itself will refuse
+            continue
+        memo = (model, hashlib.sha256("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest())
         if memo not in _WINDOWS:
             try:
-                _WINDOWS[memo] = window_counts(model, [prefix + p.text(view) for p in library.values()])
-            except (EncoderLoadError, ValueError, TypeError):
+                _WINDOWS[memo] = window_counts(model, texts)
+            except EncoderLoadError:
                 continue
         out[key] = {"model": model, **_WINDOWS[memo]}
     return out
