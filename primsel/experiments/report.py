@@ -619,7 +619,7 @@ SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20",
 #: The cut-off of the headline figures (the README's): :func:`best_cells` shows each ranking's
 #: cell at this k where the experiment ran it.
 HEADLINE_K = 15
-#: Widest line :func:`best_cells` prints (longer configuration labels are cut with "…").
+#: Widest line :func:`best_cells` prints (longer configuration labels are cut in the middle, "…").
 SUMMARY_WIDTH = 100
 
 
@@ -678,7 +678,9 @@ def _best_of(cells: Sequence[CellResult], limit: int, where: str = "") -> list[s
     room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
     if widths[0] > room:
         for row in rows:
-            row[0] = row[0] if len(row[0]) <= room else row[0][:room - 1] + "…"
+            # cut in the middle: labels of one ranking's variants differ at their end (selector=...)
+            head = (room - 1) // 2
+            row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][len(row[0]) - (room - 1 - head):]
         widths[0] = room
     fmt = [str.ljust if i < 3 else str.rjust for i in range(len(header))]
     lines = [f"best cell of each ranking (at k = {HEADLINE_K} where run), by "

@@ -35,7 +35,13 @@ def test_long_labels_are_cut_to_keep_lines_within_100_characters():
                  "weights": [1.0, 1.0, 0.15, 0.15] * 4, "method": "wsum"}
     lines = best_cells(experiment([cell(long_spec, 15, 0.6, 0.3), cell("bm25", 15, 0.4, 0.2)]))
     assert max(len(line) for line in lines) <= 100
-    assert lines[3].split()[0].endswith("…") and lines[4].split()[0] == "bm25"
+    from primsel import spec as specs
+
+    full, label = specs.label(long_spec), lines[3].split("  ")[0]
+    # cut in the middle: the head and the end (where variants of one ranking differ) stay
+    assert "…" in label and full.startswith(label.split("…")[0]) and full.endswith(label.split("…")[1])
+    assert len(label.split("…")[1]) >= 15
+    assert lines[4].split()[0] == "bm25"
 
 
 def test_rankings_beyond_the_limit_say_where_they_all_are():
