@@ -48,6 +48,11 @@ SUBCOMMANDS = {
         "(re)write the Markdown report and plots of an experiment directory",
         "primsel report runs/retrieval_ablation",
     ),
+    "compare": (
+        "primsel.experiments.compare",
+        "compare two runs cell by cell: values side by side, paired tests, the tasks that flip",
+        "primsel compare runs/before/retrieval_ablation runs/after/retrieval_ablation --format csv",
+    ),
     "tasks": (
         "primsel.tasks",
         "list task cards (query, gold primitives, features, checks), filtered; 'tasks show ID' for one",
@@ -73,7 +78,8 @@ class UsageError(Exception):
     """Bad command-line input; the message names the problem. Exits with status 2."""
 
 
-def read_jsonl_objects(path: str, expected: str, what: str = "") -> list[tuple[str, dict]]:
+def read_jsonl_objects(path: str, expected: str, what: str = "",
+                       bad: list[str] | None = None) -> list[tuple[str, dict]]:
     """The JSON objects of a JSONL input file, one per non-blank line.
 
     Parameters
@@ -81,6 +87,9 @@ def read_jsonl_objects(path: str, expected: str, what: str = "") -> list[tuple[s
     path : the file.
     expected : what an object must hold, for the error message (``"id and answer"``).
     what : the option that named the file (``"--programs"``), for the error message.
+    bad : when a list, a line that is not valid JSON or not a JSON object is not an error:
+        its message (file, line and, for bad JSON, column) is appended here and the line is
+        left out, so the good lines are still read.
 
     Returns
     -------
@@ -89,8 +98,8 @@ def read_jsonl_objects(path: str, expected: str, what: str = "") -> list[tuple[s
 
     Raises
     ------
-    UsageError : the file cannot be read (or is not UTF-8), or a line is not valid JSON or not
-        a JSON object; the message names the file and the line.
+    UsageError : the file cannot be read (or is not UTF-8), or (without ``bad``) a line is not
+        valid JSON or not a JSON object; the message names the file, the line and the column.
     """
     import json
 
@@ -108,10 +117,15 @@ def read_jsonl_objects(path: str, expected: str, what: str = "") -> list[tuple[s
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(record, dict):
-            raise UsageError(f"{where}: expected a JSON object with {expected}")
-        out.append((where, record))
+            problem = f"{where} column {exc.colno}: not valid JSON ({exc.msg})"
+        else:
+            if isinstance(record, dict):
+                out.append((where, record))
+                continue
+            problem = f"{where}: expected a JSON object with {expected}"
+        if bad is None:
+            raise UsageError(problem)
+        bad.append(problem)
     return out
 
 

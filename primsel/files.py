@@ -136,6 +136,9 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bo
     durable : flush the file to disk (``fsync``) before the rename; caches, which lose
         nothing but time when an entry is lost, pass False.
 
+    The file gets the permissions a plain ``open(path, "w")`` gives: ``0o666`` less the
+    process's umask (``0o644`` under umask 022), not the ``0o600`` of the temporary file.
+
     Raises
     ------
     OSError : the directory cannot be created or the file written; the temporary file is
@@ -146,6 +149,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bo
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
             if durable:
@@ -155,6 +159,28 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bo
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_umask_lock = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's file mode creation mask (``0o022`` typically).
+
+    Read from ``/proc/self/status`` where the kernel gives it; elsewhere set and restored at
+    once (under a lock, so that threads of primsel never see the temporary value).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def canonical_json(obj: Any) -> str:

@@ -16,9 +16,10 @@ retriever never imports torch, faiss or openai.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 KINDS = ("retriever", "generator", "selector")
@@ -146,8 +147,17 @@ def resolve(name: str, kind: str = "retriever") -> type:
         _load_builtins(kind)
     if name not in _REGISTRY[kind]:
         known = ", ".join(sorted(_REGISTRY[kind]))
-        raise UnknownComponentError(f"unknown {kind} {name!r}; known: {known} (or give 'package.module:Class')")
+        raise UnknownComponentError(f"unknown {kind} {name!r}{did_you_mean(name, _REGISTRY[kind])}; known: {known} "
+                                    "(or give 'package.module:Class')")
     return _check_component_class(_REGISTRY[kind][name], name, kind)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'bm25'?"`` naming up to three of ``known`` nearest to ``name``
+    (``difflib.get_close_matches``, similarity >= 0.5, case ignored), or "" when none is near."""
+    choices = {k.lower(): k for k in known}
+    near = [choices[m] for m in difflib.get_close_matches(name.lower(), list(choices), n=3, cutoff=0.5)]
+    return f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
 
 
 def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: Any) -> Any:
@@ -187,7 +197,9 @@ def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: A
             signature.bind(**params)
         except TypeError as exc:
             taken = [p for p, v in signature.parameters.items() if v.kind in (v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
-            raise TypeError(f"{kind} {name!r}: {exc} (it takes: {', '.join(taken) or 'no parameters'})") from exc
+            wrong = next((p for p in params if p not in taken), None)
+            near = did_you_mean(wrong, taken) if wrong is not None else ""
+            raise TypeError(f"{kind} {name!r}: {exc}{near} (it takes: {', '.join(taken) or 'no parameters'})") from exc
     with error_context(f"{kind} {name!r}"):
         return cls(**params)
 

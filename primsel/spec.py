@@ -427,7 +427,8 @@ def _check_parameters(spec: Spec, kind: str) -> None:
     if accepted is not None:
         unknown = sorted(set(spec) - {"type"} - accepted)
         if unknown:
-            raise SpecError(unknown[0], f"unknown {kind} parameter for {name!r}; accepted: "
+            raise SpecError(unknown[0], f"unknown {kind} parameter for {name!r}"
+                                        f"{registry.did_you_mean(unknown[0], accepted)}; accepted: "
                                         f"{', '.join(sorted(accepted))}")
     hints = parameter_types(cls)
     for param, value in spec.items():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,37 @@ def test_read_jsonl_skips_blank_lines_and_names_a_bad_line(tmp_path):
     path.write_text('{"a": 1}\n{"a": \n', encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{path}:2: invalid JSON"):
         list(read_jsonl(path))
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_honour_the_umask(tmp_path, mask, mode):
+    from primsel.files import current_umask, write_atomic
+
+    old = os.umask(mask)
+    try:
+        assert current_umask() == mask
+        write_atomic(tmp_path / "report.md", "text")
+        write_atomic(tmp_path / "cache.npy", b"\x00", durable=False)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "report.md").stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "cache.npy").stat().st_mode) == mode
+
+
+def test_a_run_and_retrieve_out_are_readable_by_others_under_umask_022(tmp_path, monkeypatch, capsys):
+    from primsel.cli import main
+
+    monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('name = "small"\nretriever = "bm25"\nk = 2\n')
+    old = os.umask(0o022)
+    try:
+        assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+        assert main(["retrieve", "--retriever", "bm25", "--quiet", "--out", str(tmp_path / "bm25.trec")]) == 0
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+    written = [p for p in (tmp_path / "runs").rglob("*") if p.is_file()] + [tmp_path / "bm25.trec"]
+    names = {p.name for p in written}
+    assert {"report.md", "config.json", "report.json", "run.trec", "tasks.jsonl", "bm25.trec"} <= names
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {p.name: "0o644" for p in written}

@@ -45,3 +45,31 @@ def test_a_rejected_value_is_prefixed_with_the_component():
 def test_register_decorates_classes_only():
     with pytest.raises(TypeError, match="decorates a class"):
         register("test_not_a_class")(lambda: None)
+
+
+@pytest.mark.parametrize("name, near", [("bm52", "'bm25'"), ("Dense", "'dense'"), ("hybird", "'hybrid'"),
+                                        ("clasifier", "'classifier'")])
+def test_a_wrong_name_suggests_the_nearest_registered_names(name, near):
+    from primsel.registry import UnknownComponentError, resolve
+
+    with pytest.raises(UnknownComponentError, match=rf"unknown retriever '{name}'; did you mean {near}"):
+        resolve(name)
+
+
+def test_a_name_near_nothing_gets_no_suggestion():
+    from primsel.registry import UnknownComponentError, resolve
+
+    with pytest.raises(UnknownComponentError) as exc:
+        resolve("zzzzzz")
+    assert "did you mean" not in str(exc.value) and "known: " in str(exc.value)
+
+
+def test_a_wrong_parameter_suggests_the_nearest_one(capsys, monkeypatch):
+    from primsel.cli import main
+    from primsel.spec import SpecError, check
+
+    with pytest.raises(SpecError, match=r"unknown retriever parameter for 'bm25'; did you mean 'k1'\?"):
+        check({"type": "bm25", "k2": 1.2})
+    monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
+    assert main(["retrieve", "--retriever", '{"type": "bm25", "k2": 1.2}']) == 2
+    assert "got an unexpected keyword argument 'k2'; did you mean 'k1'? (it takes: view, k1, b" in capsys.readouterr().err

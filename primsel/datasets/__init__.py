@@ -88,7 +88,15 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None, origin: str = "-
         raise DatasetError(f"{resolved} (from {origin}) is a directory; give the Asper-Bench archive file "
                            f"itself ({ASPER_BENCH_FILENAME})")
     if not resolved.exists():
-        raise DatasetError(f"Asper-Bench archive not found: {resolved} (from {origin})")
+        if resolved.name.endswith((".tgz", ".tar.gz", ".tar")):
+            raise DatasetError(f"Asper-Bench archive not found: {resolved} (from {origin})")
+        # not named like an archive: it may be meant as retrieval-only data as well
+        raise DatasetError(
+            f"data not found: {resolved} (from {origin}): no such file or directory. Data is the "
+            f"Asper-Bench archive ({ASPER_BENCH_FILENAME}) or retrieval-only data: a BEIR directory, "
+            "the MetaTool or Gorilla APIBench folder or one of their subsets (.../metatool/multi, "
+            ".../gorilla-apibench/torchhub), or pydoc[:SIZE]; the README's Data section says where to "
+            "download MetaTool and APIBench")
     if not resolved.is_file():
         raise DatasetError(f"{resolved} (from {origin}) is not a regular file; give the Asper-Bench archive")
     return resolved

@@ -130,7 +130,20 @@ def build_catalogue(packages: Sequence[str] = (), use_cache: bool = True) -> tup
         logger.info("pydoc catalogue built in %.1f s", time.perf_counter() - start)
     lines = path.read_text(encoding="utf-8").splitlines()
     meta = json.loads(lines[0])["meta"]
-    return meta, [json.loads(line) for line in lines[1:]]
+    return meta, [{k: _unicode(v) for k, v in json.loads(line).items()} for line in lines[1:]]
+
+
+def _unicode(value: Any) -> Any:
+    """A string with each lone surrogate (a docstring may hold one, written as an escape in
+    its source) replaced by the text of its ``\\udXXXX`` escape, so that every later stage
+    (hashing, tokenising, embedding, writing) gets valid Unicode text; other values as given."""
+    if not isinstance(value, str):
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", errors="backslashreplace").decode("utf-8")
+    return value
 
 
 def _name_words(name: str) -> set[str]:

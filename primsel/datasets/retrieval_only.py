@@ -17,6 +17,7 @@ gold document) is counted in :attr:`RetrievalDataset.notes`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,12 +148,44 @@ def read_text(path: Path) -> str:
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file, or :class:`DatasetError` naming the file and the line of a syntax error."""
+    """A JSON file, or :class:`DatasetError` naming the file and the line of a syntax error or
+    of a lone surrogate escape (:func:`check_unicode`)."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        raise DatasetError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    problem = check_unicode(value)
+    if problem:
+        line = next((n for n, raw in enumerate(text.splitlines(), start=1) if _SURROGATE_ESCAPE.search(raw)), 1)
+        raise DatasetError(f"{path}:{line}: {problem}")
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def check_unicode(value: Any) -> str | None:
+    """None when every string in a JSON value (keys included) is valid Unicode text, else what
+    is wrong: JSON's ``\\uD83D`` escape of half a surrogate pair, without its other half,
+    gives a string that no UTF-8 text can hold (so it could not be hashed, embedded or written).
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                i = exc.start
+                return (f"the text {item[max(0, i - 20):i]!r}... holds a lone surrogate (escape "
+                        f"\\u{ord(item[i]):04x}, half of a pair without the other half): not valid Unicode text")
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -160,16 +193,21 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
 
     Raises
     ------
-    DatasetError : the file is missing, unreadable or not UTF-8, or a line is not JSON (the
-        message names the file and the line).
+    DatasetError : the file is missing, unreadable or not UTF-8, or a line is not JSON or
+        holds a lone surrogate escape (:func:`check_unicode`); the message names the file and
+        the line.
     """
     text = read_text(path)
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                yield number, json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+                raise DatasetError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+            problem = check_unicode(value)
+            if problem:
+                raise DatasetError(f"{path}:{number}: {problem}")
+            yield number, value
 
 
 def require_text(value: Any, where: str, key: str, empty: bool = False) -> str:

@@ -3,7 +3,8 @@
 Both tests take two equally long sequences of per-task scores (``a[i]`` and ``b[i]`` belong to
 the same task) and return a two-sided p-value for "the mean per-task difference is zero".
 
-* :func:`paired_t_test`: Student's paired t-test (``scipy.stats.ttest_rel``).
+* :func:`paired_t_test`: Student's paired t-test (``scipy.stats.ttest_rel``, computed as
+  ``scipy.stats.ttest_1samp`` of the differences).
 * :func:`randomisation_test`: the paired randomisation (sign-flip permutation) test: under the
   null hypothesis the sign of each per-task difference is arbitrary, so the observed mean
   difference is compared with the mean differences of all (or ``n_resamples`` random) sign
@@ -11,7 +12,10 @@ the same task) and return a two-sided p-value for "the mean per-task difference 
   Carterette (2007), "A comparison of statistical significance tests for information retrieval
   evaluation", CIKM, and Fisher (1935), The Design of Experiments.
 
-When every difference is zero both tests return p = 1 (scipy would return NaN for the t-test).
+Both tests see the same differences: a per-task difference within float rounding of zero
+(``|a[i] - b[i]| <= NOISE * max(1, |a[i]|, |b[i]|)``, e.g. 5.6e-17 between two sums of the same
+terms in another order) is taken as zero. When every difference is zero both tests return
+p = 1 (scipy would return NaN for the t-test, and a t-test on 5.6e-17 everywhere gives 0).
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ import numpy as np
 
 #: Default number of random sign flips of :func:`randomisation_test`.
 N_RESAMPLES = 10_000
-# Relative tolerance when comparing a resampled statistic with the observed one, so that
-# flips giving the same mean up to rounding count as "at least as extreme".
-_TOLERANCE = 1e-12
+#: Relative tolerance of both tests: a per-task difference within ``NOISE * max(1, |a|, |b|)``
+#: of zero is zero, and a resampled statistic within ``NOISE * max(1, observed)`` of the
+#: observed one counts as "at least as extreme".
+NOISE = 1e-12
+_TOLERANCE = NOISE
 
 
 def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
@@ -40,7 +46,9 @@ def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
         raise ValueError("paired scores are empty")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         raise ValueError("paired scores contain NaN or infinite values")
-    return x - y
+    d = x - y
+    scale = np.maximum(1.0, np.maximum(np.abs(x), np.abs(y)))
+    return np.where(np.abs(d) <= NOISE * scale, 0.0, d)
 
 
 def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
@@ -53,8 +61,9 @@ def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
 
     Returns
     -------
-    float in [0, 1]: 1.0 when every difference is zero; with n = 1 (no variance estimate) and a
-    non-zero difference, 1.0 as well (no evidence); otherwise ``scipy.stats.ttest_rel(a, b).pvalue``.
+    float in [0, 1]: 1.0 when every difference is zero (within :data:`NOISE`); with n = 1 (no variance estimate) and a
+    non-zero difference, 1.0 as well (no evidence); otherwise ``scipy.stats.ttest_1samp(a - b, 0).pvalue`` (the same as
+    ``scipy.stats.ttest_rel(a, b)``) over the differences with noise set to zero.
     When the differences are all equal and non-zero (zero variance) the p-value is 0.0.
 
     Raises
@@ -70,7 +79,7 @@ def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
         return 0.0
     from scipy import stats
 
-    return float(stats.ttest_rel(np.asarray(a, dtype=float), np.asarray(b, dtype=float)).pvalue)
+    return float(stats.ttest_1samp(d, 0.0).pvalue)
 
 
 def randomisation_test(
@@ -95,7 +104,7 @@ def randomisation_test(
 
     Returns
     -------
-    float in (0, 1]; 1.0 when every difference is zero.
+    float in (0, 1]; 1.0 when every difference is zero (within :data:`NOISE`).
 
     Raises
     ------

@@ -36,6 +36,7 @@ Files of a cell directory (written by :func:`run_cell`, report.json last)::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -483,6 +484,45 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start, sources)
 
 
+_WINDOWS: dict[tuple[str, str], dict[str, int]] = {}  # (model, digest of the texts) -> counts
+
+
+def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, Any]]:
+    """How every ``dense`` retriever in a specification (itself or a member, :func:`primsel.spec.walk`)
+    embeds the library's documents: :func:`primsel.retrieval.encoders.window_counts` of its
+    document texts (``doc_prefix`` + the ``view`` of each primitive), with its ``model``.
+
+    Returns
+    -------
+    ``{key of the dense specification ("" for the specification itself, "members[3]"): {"model":
+    name, "window_tokens", "texts", "longest_tokens", "texts_windowed", "texts_cut"}}``; empty
+    when the specification holds no ``dense``, or its model or tokenizer cannot be loaded (the
+    retrieval itself then says why).
+    """
+    from primsel import spec as specs
+    from primsel.retrieval.encoders import DEFAULT_MODEL, EncoderLoadError, window_counts
+
+    out: dict[str, dict[str, Any]] = {}
+    for key, node in specs.walk(retriever):
+        if specs.type_name(node) != "dense":
+            continue
+        params = node if isinstance(node, Mapping) else {}
+        model = params.get("model", DEFAULT_MODEL)
+        view, prefix = params.get("view", "full"), params.get("doc_prefix", "")
+        try:
+            texts = [prefix + p.text(view) for p in library.values()]
+        except (ValueError, TypeError):  # a view or prefix the retriever itself will refuse
+            continue
+        memo = (model, hashlib.sha256("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest())
+        if memo not in _WINDOWS:
+            try:
+                _WINDOWS[memo] = window_counts(model, texts)
+            except EncoderLoadError:
+                continue
+        out[key] = {"model": model, **_WINDOWS[memo]}
+    return out
+
+
 def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float,
                sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Write a computed cell's files (config.json, run.trec, tasks.jsonl, failures.jsonl with a
@@ -508,6 +548,7 @@ def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutco
         "data": ctx.dataset.summary(),
         "effective_folds": ctx.store.effective_folds(s.folds),
         **({"extraction": report.get("extraction")} if s.generator else {}),
+        **({"embedding": windows} if (windows := embedding_windows(s.retriever, ctx.library)) else {}),
         "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
         "sources": sources if sources is not None else s.sources(),
         "versions": ctx.versions,

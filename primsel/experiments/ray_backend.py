@@ -90,7 +90,7 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
     ImportError : Ray is not installed.
     Whatever a cell's computation raises (re-raised here; the cells written before stay).
     """
-    from tqdm import tqdm
+    from primsel.experiments.progress import progress_bar
 
     if not todo:
         return
@@ -119,8 +119,8 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
             ref = compute.remote(cell, retrievals[key], data_ref, library_ref, ctx.workers, ctx.base_dir,
                                  ctx.store.use_disk)
             pending[ref] = cell
-        with tqdm(total=total, initial=initial, desc=name, unit="cell", file=log, disable=not progress,
-                  dynamic_ncols=True) as bar:
+        with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
+                          disable=not progress) as bar:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:

@@ -616,34 +616,49 @@ SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20",
                    ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
 
 
+#: The cut-off of the headline figures (the README's): :func:`best_cells` shows each ranking's
+#: cell at this k where the experiment ran it.
+HEADLINE_K = 15
+#: Widest line :func:`best_cells` prints (longer configuration labels are cut in the middle, "…").
+SUMMARY_WIDTH = 100
+
+
 def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
-    """A short table (plain text lines) of the best cell of each ranking, best first: the cell
-    of the highest task success when a generator ran, else of the highest set F1 (macro),
-    ties broken by fewer documentation tokens. At most ``limit`` rows; the full table is the
-    report's. Empty when no cell is finished. An experiment on several datasets gets one such
-    table per dataset, under a line naming it."""
-    groups = dataset_groups(experiment)
-    if len(groups) > 1:
-        out: list[str] = []
-        for data, group in groups:
-            block = _best_of(group, limit)
-            if block:
-                out += [f"== {_data_text(data)}", *block]
-        return out
-    return _best_of(experiment.cells, limit)
+    """A short table (plain text lines, at most :data:`SUMMARY_WIDTH` characters) of the best
+    cell of each ranking, under a line naming the dataset.
+
+    Each ranking shows its cell at k = :data:`HEADLINE_K` when the experiment ran that k (else
+    at any k) of the highest task success when a generator ran, else of the highest set F1
+    (macro), ties broken by fewer documentation tokens. Rankings are ordered by task success
+    (with a generator), then recall@15, then set F1. At most ``limit`` rows; a last line says
+    how many more there are and where all are (the report). Empty when no cell is finished.
+    An experiment on several datasets gets one such table per dataset."""
+    out: list[str] = []
+    where = f"all in the report: primsel report {experiment.directory}"
+    for data, group in dataset_groups(experiment):
+        block = _best_of(group, limit, where)
+        if block:
+            out += [f"== {_data_text(data)}", *block]
+    return out
 
 
-def _best_of(cells: Sequence[CellResult], limit: int) -> list[str]:
+def _best_of(cells: Sequence[CellResult], limit: int, where: str = "") -> list[str]:
     """:func:`best_cells` of one dataset's cells."""
     cells = [c for c in cells if c.finished]
     if not cells:
         return []
     has_gen = any(c.settings.get("generator") for c in cells)
 
-    def merit(c: CellResult) -> tuple[float, float, float]:
+    def merit(c: CellResult) -> tuple[float, float, float, float]:
         r = c.report
-        return (float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get("set_f1_macro", 0.0)),
+        return (float(c.settings.get("k") == HEADLINE_K),
+                float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get("set_f1_macro", 0.0)),
                 -float(r.get("docs_tokens", 0.0)))
+
+    def order(c: CellResult) -> tuple[float, float, float]:
+        r = c.report
+        return (float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get(f"recall@{HEADLINE_K}", 0.0)),
+                float(r.get("set_f1_macro", 0.0)))
 
     best: dict[tuple[str, str], CellResult] = {}
     for c in cells:
@@ -651,7 +666,7 @@ def _best_of(cells: Sequence[CellResult], limit: int) -> list[str]:
         if key not in best or merit(c) > merit(best[key]):
             best[key] = c
     labels = _series_labels(cells)
-    ranked = sorted(best.items(), key=lambda item: merit(item[1]), reverse=True)[:limit]
+    ranked = sorted(best.items(), key=lambda item: order(item[1]), reverse=True)[:limit]
     header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
     rows = []
     for key, c in ranked:
@@ -660,11 +675,19 @@ def _best_of(cells: Sequence[CellResult], limit: int) -> list[str]:
                      *([_num(r.get("success"))] if has_gen else []),
                      *(_num(r.get(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)])
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
+    if widths[0] > room:
+        for row in rows:
+            # cut in the middle: labels of one ranking's variants differ at their end (selector=...)
+            head = (room - 1) // 2
+            row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][len(row[0]) - (room - 1 - head):]
+        widths[0] = room
     fmt = [str.ljust if i < 3 else str.rjust for i in range(len(header))]
-    lines = [f"best cell of each ranking, by {'task success, then ' if has_gen else ''}set F1 (macro):"]
+    lines = [f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
+             f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
     lines += ["  ".join(f(v, w) for f, v, w in zip(fmt, row, widths)).rstrip() for row in [header, *rows]]
     if len(best) > limit:
-        lines.append(f"... {len(best) - limit} more rankings")
+        lines.append(f"... {len(best) - limit} more rankings" + (f" ({where})" if where else ""))
     return lines
 
 

@@ -168,7 +168,7 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import TIE_AWARE, compute_cell
+    from primsel.experiments.cell import TIE_AWARE, compute_cell, embedding_windows
     from primsel.experiments.store import RetrievalStore
     from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError
@@ -191,12 +191,12 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    from tqdm import tqdm
+    from primsel.experiments.progress import progress_bar
 
     # a bar over the fits (one per fold for a retriever that learns from tasks), its description
-    # naming the stage, so a long fit is not silence
-    with tqdm(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
-              file=sys.stderr, leave=False, dynamic_ncols=True, mininterval=0, disable=args.quiet) as bar:
+    # naming the stage, so a long fit is not silence (a line per stage when stderr is a file)
+    with progress_bar(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
+                      file=sys.stderr, leave=False, disable=args.quiet, lines="stages") as bar:
         def stage(what: str, i: int, n: int) -> None:
             bar.update(i - 1 - bar.n)  # the folds before this one are done
             bar.set_description_str(what, refresh=True)
@@ -212,6 +212,11 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
         bar.update(bar.total - bar.n)
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
+
+    for key, w in embedding_windows(spec, library).items():
+        print(f"dense{' ' + key if key else ''}: {w['texts_windowed']} of {w['texts']} documents longer than "
+              f"the model's {w['window_tokens']} word pieces, embedded whole as the mean of their windows "
+              f"({w['texts_cut']} cut; longest {w['longest_tokens']})", file=sys.stderr)
 
     tag = specs.tag(spec)
     outcome = compute_cell(settings, retrieval, dataset, library, name=tag)

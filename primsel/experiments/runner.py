@@ -449,17 +449,17 @@ def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], direc
                 total: int, initial: int, name: str, sources: Mapping[str, Mapping[str, Any]]) -> None:
     """Compute and write the cells one after the other, in grid order (``sources``: cell id ->
     the source digests its config.json records, :func:`primsel.experiments.cell.run_cell`)."""
-    from tqdm import tqdm
+    from primsel.experiments.progress import progress_bar
 
-    with tqdm(total=total, initial=initial, desc=name, unit="cell", file=log,
-              disable=not progress, position=0, dynamic_ncols=True) as cell_bar:
+    with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
+                      disable=not progress, position=0) as cell_bar:
         for cell in todo:
             ctx = contexts[cell.id]
             cell_bar.set_postfix_str(cell.label, refresh=True)
             # selection, then (with a generator) generation and execution, one step per task each
             steps = len(ctx.dataset.tasks) * (3 if cell.settings.generator else 1)
-            with tqdm(total=steps, desc="  tasks", unit="task", file=log, leave=False,
-                      disable=not progress, position=1, dynamic_ncols=True) as task_bar:
+            with progress_bar(total=steps, desc="  tasks", unit="task", file=log, leave=False,
+                              disable=not progress, position=1, lines="none") as task_bar:
                 report = run_cell(cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id])
             cell_bar.update(1)
             finished(cell, report)

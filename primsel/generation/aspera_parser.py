@@ -109,8 +109,11 @@ _CLOSE_TAG = "```"
 # step 3: the opening tag, the shortest text, the closing backticks
 _BLOCK = re.compile(re.escape(_OPEN_TAG) + r"(.*?)" + re.escape(_CLOSE_TAG), re.DOTALL)
 # step 4: a column-0 identifier call; ``.*?`` may cross lines (DOTALL); ``\s*$`` takes the
-# whitespace after the closing parenthesis up to the last line end it can reach
+# whitespace after the closing parenthesis up to the last line end it can reach. ASPERA's
+# pattern, kept as the specification; :func:`_call_line_spans` finds its matches in linear time
+# (the regex engine backtracks from every ``a(`` line start to the end of the text: quadratic)
 _CALL_LINE = re.compile(r"^[a-zA-Z_]\w*\(.*?\)\s*$", re.MULTILINE | re.DOTALL)
+_CALL_START = re.compile(r"^[a-zA-Z_]\w*\(", re.MULTILINE)
 # step 5: positions where a piece starts
 _PIECE_START = re.compile(
     r"^(?=def\s+\w+\s*\([^)]*\)\s*(?:->\s*[\w\[\], ]+)?\s*:"
@@ -204,9 +207,53 @@ def remove_call_lines(text: str) -> tuple[str, tuple[str, ...]]:
     (the text without them, stripped of surrounding line breaks and spaces; the removed lines).
     """
     removed: list[str] = []
-    for match in _CALL_LINE.finditer(text):
-        removed.extend(match.group(0).rstrip().splitlines())
-    return _CALL_LINE.sub("", text).strip("\n "), tuple(removed)
+    kept: list[str] = []
+    last = 0
+    for start, end in _call_line_spans(text):
+        removed.extend(text[start:end].rstrip().splitlines())
+        kept.append(text[last:start])
+        last = end
+    kept.append(text[last:])
+    return "".join(kept).strip("\n "), tuple(removed)
+
+
+def _call_line_spans(text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of every match of ``_CALL_LINE`` that ``finditer`` gives, in O(n).
+
+    A match starts at a line start with ``identifier(`` and ends at the first ``)`` after it
+    whose following white space reaches a line end or the end of the text (what ``\\s*$``
+    needs); it then takes that white space up to its last line end (before the ``\\n``), or to
+    the end of the text when the white space reaches it (``\\s*`` is greedy). One pass from
+    the right gives, for every position, the first such ``)`` at or after it; matches do not
+    overlap, as with ``finditer``.
+    """
+    n = len(text)
+    close_at = [-1] * (n + 1)  # the first usable ")" at or after each position, -1 if none
+    end_of = [-1] * (n + 1)    # the end of the match that ")" closes
+    close, close_end = -1, -1
+    run_end, run_newline = n, -1  # the white-space run starting after position i
+    for i in range(n - 1, -1, -1):
+        ch = text[i]
+        if ch == ")":
+            if run_end == n:
+                close, close_end = i, n
+            elif run_newline >= 0:
+                close, close_end = i, run_newline
+        close_at[i], end_of[i] = close, close_end
+        if ch.isspace():  # the regex engine's \s is str.isspace
+            if run_newline < 0 and ch == "\n":
+                run_newline = i
+        else:
+            run_end, run_newline = i, -1
+    spans = []
+    position = 0
+    for match in _CALL_START.finditer(text):
+        start = match.start()
+        if start < position or close_at[match.end()] < 0:
+            continue
+        position = end_of[match.end()]
+        spans.append((start, position))
+    return spans
 
 
 def split_pieces(text: str) -> list[str]:

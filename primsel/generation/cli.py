@@ -5,11 +5,15 @@
 Input: one JSON object per line, ``{"id": "17", "answer": "...", "finish_reason": "stop"}``
 (``finish_reason`` optional; ``id`` a string or an integer; ``answer`` a string or null). Blank
 lines are skipped. Output: one line per input line, in input order, to ``--out`` (or stdout):
-``{"id", "status" (ok|truncated|no_program), "program", "entry_point", "dropped_lines",
-"parse_failure", "async_entry"}`` (:class:`primsel.generation.extract.Extraction`). The last
-stdout line is ``extracted N/M``: N answers gave a program (status ``ok`` and, in ``aspera``
-mode, no parser failure) out of M. Exit 0; 2 on an unreadable input (the message names the line)
-or an unwritable ``--out``.
+``{"id", "task_id" (the id as a string), "status" (ok|truncated|no_program), "program",
+"entry_point", "dropped_lines", "parse_failure", "async_entry"}``
+(:class:`primsel.generation.extract.Extraction`), so the output is the input of ``primsel
+verify --programs`` as it is (which does not run a ``truncated`` row). The last stdout line is
+``extracted N/M``: N answers gave a program (status ``ok`` and, in ``aspera`` mode, no parser
+failure) out of M. A line that is not a JSON object with the fields above is reported on stderr
+(file, line and, for bad JSON, column) and left out; the other lines still get their rows.
+Exit 0; 1 when some lines were left out; 2 on an input that cannot be read or an unwritable
+``--out``.
 
 ``--mode`` (default ``primsel``) chooses the rules (:mod:`primsel.generation.extract`;
 ``aspera``: :mod:`primsel.generation.aspera_parser`); ``--entry`` names the function the prompt
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from contextlib import ExitStack
 from typing import Any
 
 #: Keys of an output row, in order.
-ROW_KEYS = ("id", "status", "program", "entry_point", "dropped_lines", "parse_failure", "async_entry")
+ROW_KEYS = ("id", "task_id", "status", "program", "entry_point", "dropped_lines", "parse_failure", "async_entry")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,37 +44,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="OUT.jsonl", help="write the rows here instead of stdout")
 
 
-def read_answers(path: str) -> list[tuple[Any, str | None, str | None]]:
+def read_answers(path: str, bad: list[str] | None = None) -> list[tuple[Any, str | None, str | None]]:
     """``(id, answer, finish_reason)`` of every non-blank line of ``path`` (read with
     :func:`primsel.cli.read_jsonl_objects`).
 
+    Parameters
+    ----------
+    path : the JSONL file.
+    bad : when a list, a line that is not a JSON object with the fields below is not an error:
+        its message is appended here and the line left out.
+
     Raises
     ------
-    primsel.cli.UsageError : the file cannot be read, or a line is not a JSON object with an
-        ``id`` (string or integer), an ``answer`` (string or null) and an optional
-        ``finish_reason`` (string or null); the message gives the file and line number.
+    primsel.cli.UsageError : the file cannot be read, or (without ``bad``) a line is not a JSON
+        object with an ``id`` (string or integer), an ``answer`` (string or null) and an
+        optional ``finish_reason`` (string or null); the message gives the file and line number
+        (and the column of bad JSON).
     """
     from primsel.cli import UsageError, read_jsonl_objects
 
     rows = []
-    for where, record in read_jsonl_objects(path, "id and answer"):
+    for where, record in read_jsonl_objects(path, "id and answer", bad=bad):
         ident = record.get("id")
+        answer, finish = record.get("answer"), record.get("finish_reason")
         if isinstance(ident, bool) or not isinstance(ident, (str, int)) or ident == "":
-            raise UsageError(f"{where}: 'id' must be a non-empty string or an integer")
-        if "answer" not in record:
-            raise UsageError(f"{where}: missing 'answer'")
-        answer, finish = record["answer"], record.get("finish_reason")
-        if answer is not None and not isinstance(answer, str):
-            raise UsageError(f"{where}: 'answer' must be a string or null")
-        if finish is not None and not isinstance(finish, str):
-            raise UsageError(f"{where}: 'finish_reason' must be a string or null")
-        rows.append((ident, answer, finish))
+            problem = f"{where}: 'id' must be a non-empty string or an integer"
+        elif "answer" not in record:
+            problem = f"{where}: missing 'answer'"
+        elif answer is not None and not isinstance(answer, str):
+            problem = f"{where}: 'answer' must be a string or null"
+        elif finish is not None and not isinstance(finish, str):
+            problem = f"{where}: 'finish_reason' must be a string or null"
+        else:
+            rows.append((ident, answer, finish))
+            continue
+        if bad is None:
+            raise UsageError(problem)
+        bad.append(problem)
     return rows
 
 
 def row(ident: Any, found: Any) -> dict[str, Any]:
     """The output row of one answer (:data:`ROW_KEYS`)."""
-    return {"id": ident, "status": found.status, "program": found.program, "entry_point": found.entry_point,
+    return {"id": ident, "task_id": str(ident), "status": found.status, "program": found.program, "entry_point": found.entry_point,
             "dropped_lines": list(found.dropped_lines), "parse_failure": found.parse_failure,
             "async_entry": found.async_entry}
 
@@ -79,7 +96,10 @@ def main(args: argparse.Namespace) -> int:
     from primsel.cli import output_stream
     from primsel.generation.extract import extract
 
-    answers = read_answers(args.answers)
+    bad: list[str] = []
+    answers = read_answers(args.answers, bad)
+    for problem in bad:
+        print(f"primsel extract: {problem}; line left out", file=sys.stderr)
     extracted = 0
     with ExitStack() as stack:
         out = output_stream(stack, args.out)
@@ -87,5 +107,5 @@ def main(args: argparse.Namespace) -> int:
             found = extract(answer, args.mode, args.entry, finish)
             extracted += found.status == "ok" and found.parse_failure is None
             out.write(json.dumps(row(ident, found)) + "\n")
-    print(f"extracted {extracted}/{len(answers)}")
-    return 0
+    print(f"extracted {extracted}/{len(answers)}" + (f" ({len(bad)} bad lines left out)" if bad else ""))
+    return 1 if bad else 0

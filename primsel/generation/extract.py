@@ -37,8 +37,11 @@ Rules of the ``primsel`` mode (in this order)
    every call in it (outside lambdas) is to a pure builtin (``int``, ``len``, ``range``, ...)
    or to a name the program imports from a module outside the assistant library
    (``timedelta(hours=1)`` after ``from datetime import timedelta``).
-6. **Entry point** (DESIGN.md, Programs): the requested name if defined at top level, else the
-   first top-level ``def``. An ``async def`` entry point is flagged (``async_entry``): calling it
+6. **Entry point** (DESIGN.md, Programs): the requested name if defined at top level; when no
+   name is requested, the top-level function the answer itself calls at module level (its
+   first such call in the text: ``main()``, ``print(main())``, ``result = main()``, an ``if
+   __name__ == "__main__":`` tail; the statement is removed by rule 5); else the first
+   top-level ``def``. An ``async def`` entry point is flagged (``async_entry``): calling it
    returns a coroutine that is never awaited, so the sandbox gives ``error`` /
    ``AsyncEntryPoint`` without running it, in every mode.
 
@@ -444,19 +447,46 @@ def _extract_primsel(raw: str, function_name: str | None, finish_reason: str | N
     return program_extraction(chosen.code, function_name, truncated)
 
 
+def _called_function(code: str) -> str | None:
+    """The top-level function that the module-level statements of ``code`` call first (in the
+    order of the text), or None: ``main`` for ``print(main())`` after ``def helper`` and
+    ``def main``. Calls inside definitions do not count; code that does not parse has none."""
+    tree = parse_program(code)
+    if tree is None:
+        return None
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    calls = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        stack: list[ast.AST] = [stmt]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in defined:
+                calls.append((node.lineno, node.col_offset, node.func.id))
+            stack.extend(ast.iter_child_nodes(node))
+    return min(calls)[2] if calls else None
+
+
 def program_extraction(code: str, entry: str | None = None, truncated: bool = False) -> Extraction:
     """A program given as program text (not an answer), by rules 5 and 6 of the ``primsel`` mode.
 
     Parameters
     ----------
     code : the program.
-    entry : preferred entry point.
+    entry : preferred entry point; None: the top-level function the code calls at module level
+        (rule 6), else the first top-level ``def``.
     truncated : the code was cut (status ``"truncated"``; rule 5 is then not applied).
     """
     dropped: tuple[str, ...] = ()
+    called = _called_function(code)
     if not truncated:
         code, dropped = keep_definitions(code)
     names = _defined_functions(code)
+    if entry is None and called in names:
+        entry = called
     name = entry_point(code, entry)
     if name is None and names:
         name = entry if entry in names else names[0]

@@ -6,8 +6,11 @@ llama.cpp server, ...) and returns a :class:`Completion`. It
 * gives every attempt a **total deadline** of ``timeout_s`` seconds: connecting, sending and
   receiving the whole answer. A server that trickles its answer (one byte every 0.5 s) is cut
   off at the deadline, not only when it pauses longer than ``timeout_s``;
-* retries 408, 409, 429, 5xx answers, timeouts and connection errors up to ``max_retries``
-  times. **Backoff**: the wait before retry ``i`` (``i = 0, 1, ...``) is
+* retries the transient answers in :data:`RETRY_STATUSES` (408, 409, 429, 500, 502, 503,
+  504, 520, 521, 522, 523, 524, 529), timeouts, connection errors and malformed answers (an HTTP
+  200 whose body is empty, white space, cut JSON, not UTF-8 or not a JSON object) up to
+  ``max_retries`` times; the other 5xx (501 Not Implemented, 505, 506-511, 525-527, ...) say the
+  same thing to every attempt and fail at once. **Backoff**: the wait before retry ``i`` (``i = 0, 1, ...``) is
   ``min(backoff_s * 2**i, max_backoff_s)`` seconds times a random factor in [0.8, 1.0], unless
   the answer has a ``Retry-After`` header (seconds or an HTTP date; ``retry-after-ms`` too):
   then it waits as long as that says, capped at ``max_retry_after_s``. So, without
@@ -81,8 +84,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: HTTP statuses retried with backoff (besides timeouts and connection errors).
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: HTTP statuses retried with backoff (besides timeouts, connection errors and malformed answers):
+#: 408 Request Timeout, 409 Conflict, 429 Too Many Requests, 500 Internal Server Error, 502 Bad
+#: Gateway, 503 Service Unavailable, 504 Gateway Timeout, the proxy codes 520-524 (unknown
+#: error, web server down, connection timed out, origin unreachable, timeout: Cloudflare and
+#: others) and 529 (overloaded). Other statuses are not retried.
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 #: HTTP statuses that stop the run: every later request would fail the same way.
 FATAL_STATUSES = frozenset({401, 403, 404})
 
@@ -512,11 +519,16 @@ class ChatClient:
                 except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
                     reason = f"connection error: {_cause(exc)}"
                     connection_failures += 1
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 with a broken body
+                    reason = f"malformed answer: {_malformed(exc)}"
                 else:
-                    completion = _completion(response, time.perf_counter() - start, retries)
-                    if completion is None:
-                        self._fail("the endpoint answered without choices")
-                    return completion
+                    if not isinstance(response, Mapping):
+                        reason = f"malformed answer: the body is not a JSON object ({_preview(response)})"
+                    else:
+                        completion = _completion(response, time.perf_counter() - start, retries)
+                        if completion is None:
+                            self._fail("the endpoint answered without choices")
+                        return completion
             if retries >= self.endpoint.max_retries:
                 if connection_failures == retries + 1:
                     self._fail_fatal(EndpointUnreachableError(
@@ -702,7 +714,7 @@ def _completion(response: Any, seconds: float, retries: int) -> Completion | Non
         return None
     choice = choices[0]
     message = choice.get("message")
-    text = (message.get("content") if isinstance(message, Mapping) else None) or ""
+    text = _text(message.get("content") if isinstance(message, Mapping) else None)
     usage = response.get("usage")
     usage = usage if isinstance(usage, Mapping) else {}
     details = usage.get("prompt_tokens_details")
@@ -722,3 +734,40 @@ def _completion(response: Any, seconds: float, retries: int) -> Completion | Non
         prompt_tokens_cached=int(cached_tokens or 0),
         server_seconds=server_ms / 1000.0,
     )
+
+
+def _text(content: Any) -> str:
+    """The text of a message ``content``: a string as it is; a list of parts (``[{"type":
+    "text", "text": "..."}, ...]`` or strings) joined without separator, parts without text
+    (images, refusals) skipped; None and anything else -> ""."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    return ""
+
+
+def _malformed(exc: json.JSONDecodeError | UnicodeDecodeError) -> str:
+    """What is wrong with a body that did not decode: empty, white space, cut or bad JSON, not
+    UTF-8."""
+    if isinstance(exc, UnicodeDecodeError):
+        byte = exc.object[exc.start:exc.start + 1].hex()
+        return f"the body is not UTF-8 (byte 0x{byte} at offset {exc.start})"
+    if isinstance(exc, json.JSONDecodeError):
+        if not exc.doc.strip():
+            return "the body is empty" if not exc.doc else "the body is only white space"
+        if exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string"):
+            return f"the JSON body is cut off after {len(exc.doc)} characters"
+        return f"the body is not valid JSON: {exc.msg}: line {exc.lineno} column {exc.colno}"
+    return _short(exc)
+
+
+def _preview(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

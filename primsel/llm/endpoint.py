@@ -36,8 +36,9 @@ class Endpoint:
         files). Never part of :meth:`params`.
     timeout_s : the total deadline of one attempt in seconds (connecting, sending and receiving
         the whole answer), finite and > 0.
-    max_retries : retries after the first attempt on 408, 409, 429, 5xx, timeouts and
-        connection errors, >= 0.
+    max_retries : retries after the first attempt on the transient statuses of
+        :data:`primsel.llm.client.RETRY_STATUSES` (408, 409, 429, 500, 502-504, 520-524, 529),
+        timeouts, connection errors and malformed answers, >= 0.
     temperature, seed, max_tokens : sampling parameters (None: not sent); part of the
         answer-cache key. temperature finite and >= 0, seed a 64-bit integer, max_tokens >= 1.
     concurrency : most requests in flight at once, >= 1.

@@ -12,9 +12,19 @@ finds its directory without any network access, and the directory is loaded with
 which ``huggingface_hub`` and primsel were imported. A model that is not on disk fails at once
 with :class:`EncoderLoadError` naming it (download it first, e.g. ``hf download NAME``).
 
-**Cache layout**: ``embeddings/<model name>-<content key>/<sha256 of text>.npy`` below the cache
-directory (:func:`primsel.files.cache_dir`), one float32 vector per text, as the model returned
-it. The content key is the start of :func:`model_digest`, a sha256 over the model's files, so
+**Whole texts, one at a time.** A text longer than the model's window (``max_seq_length`` word
+pieces with the special tokens: 256 for all-MiniLM-L6-v2) is not cut: it is split into
+consecutive windows (the tokenizer's overflow, no overlap), each embedded with its own special
+tokens, and its vector is the mean of the window vectors weighted by their token counts. A text
+that fits gets the vector sentence-transformers computes for it alone. Every text is embedded on
+its own (no padding, no batch mates), so its vector never depends on which texts were embedded
+with it, and a cache filled by any earlier run gives byte-identical results.
+:func:`window_counts` says how many windows texts take.
+
+**Cache layout**: ``embeddings/<model name>-<content key>-<scheme>/<sha256 of text>.npy`` below
+the cache directory (:func:`primsel.files.cache_dir`), one float32 vector per text, as the
+encoder computed it; ``<scheme>`` is :data:`EMBEDDING_SCHEME` (vectors of an older scheme are
+never read). The content key is the start of :func:`model_digest`, a sha256 over the model's files, so
 weights or configuration changed in place give new vectors, never stale ones. File digests
 are remembered by path, size and modification time (:func:`primsel.files.file_sha256`). An
 encoder reads its model's content once, at its first use. Inside
@@ -50,6 +60,10 @@ SKIPPED_DIRECTORIES = frozenset({"onnx", "openvino"})
 SKIPPED_SUFFIXES = frozenset({".md", ".h5", ".msgpack", ".ot"})
 
 Encoder = Callable[[Sequence[str]], Any]
+
+#: How :class:`SentenceEncoder` computes a vector (part of the cache folder's name): every text
+#: alone, long texts as the token-weighted mean of their windows.
+EMBEDDING_SCHEME = "alone-windows"
 
 logger = logging.getLogger(__name__)
 
@@ -175,13 +189,12 @@ class SentenceEncoder:
     ----------
     model : :data:`DEFAULT_MODEL`, a local model directory, or a hub name already in the local
         Hugging Face cache (see :func:`resolve_model`; never downloaded).
-    batch_size : texts per forward pass.
     use_cache : read and write the embedding cache (also off inside
         :func:`primsel.files.caches_disabled`).
 
     Raises
     ------
-    ValueError : an empty model name or a batch size < 1.
+    ValueError : an empty model name.
 
     Notes
     -----
@@ -189,13 +202,10 @@ class SentenceEncoder:
     a model changed on disk afterwards is seen by a new encoder.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64, use_cache: bool = True) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, use_cache: bool = True) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty string, got {model!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.model = model
-        self.batch_size = batch_size
         self.use_cache = use_cache
         self._model: Any = None
         self._location: Path | None = None
@@ -227,15 +237,15 @@ class SentenceEncoder:
 
     @property
     def cache_path(self) -> Path:
-        """Directory of this model's cached vectors: the model name (made file-system safe) and
-        the first 16 hex digits of :attr:`model_digest`.
+        """Directory of this model's cached vectors: the model name (made file-system safe), the
+        first 16 hex digits of :attr:`model_digest` and :data:`EMBEDDING_SCHEME`.
 
         Raises
         ------
         EncoderLoadError : the model is not on disk or cannot be read.
         """
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model.strip("/"))[-60:]
-        return cache_dir() / "embeddings" / f"{safe}-{self.model_digest[:16]}"
+        return cache_dir() / "embeddings" / f"{safe}-{self.model_digest[:16]}-{EMBEDDING_SCHEME}"
 
     def _load(self) -> Any:
         if self._model is None:
@@ -267,7 +277,9 @@ class SentenceEncoder:
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of ``texts``, ``(len(texts), dim) float32``, as the model returns them.
+        """Vectors of ``texts``, ``(len(texts), dim) float32``: each text embedded alone, a text
+        longer than the model's window as the token-weighted mean of its windows (see the
+        module docstring). A text's vector does not depend on the other texts.
 
         Raises
         ------
@@ -289,9 +301,9 @@ class SentenceEncoder:
                         pass
         missing = list(dict.fromkeys(t for t, key in zip(texts, keys) if key not in found))
         if missing:
-            vectors = np.asarray(self._load().encode(missing, batch_size=self.batch_size,
-                                                     show_progress_bar=False), dtype=np.float32)
-            for text, vec in zip(missing, vectors):
+            model = self._load()
+            for text in missing:
+                vec = embed_alone(model, text)
                 key = hashlib.sha256(text.encode()).hexdigest()
                 found[key] = vec
                 if folder is not None:
@@ -299,6 +311,84 @@ class SentenceEncoder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[key] for key in keys]).astype(np.float32)
+
+
+def embed_alone(model: Any, text: str) -> np.ndarray:
+    """The vector of one text under a loaded ``SentenceTransformer``, ``(dim,) float32``.
+
+    The text is tokenised into windows of ``model.max_seq_length`` word pieces (special tokens
+    included; consecutive, no overlap; the tokenizer's ``return_overflowing_tokens``). Each
+    window goes through the model alone (no padding); one window gives the model's vector of
+    the text, several give the mean of their vectors weighted by their token counts.
+    """
+    import torch
+
+    tokenizer = model.tokenizer
+    parts = tokenizer(text, truncation=True, max_length=model.max_seq_length, return_overflowing_tokens=True)
+    names = [name for name in tokenizer.model_input_names if name in parts]
+    vectors, weights = [], []
+    with torch.inference_mode():
+        for i, ids in enumerate(parts["input_ids"]):
+            features = {name: torch.tensor([parts[name][i]]) for name in names}
+            vectors.append(model(features)["sentence_embedding"][0].float().cpu().numpy())
+            weights.append(len(ids))
+    if len(vectors) == 1:
+        return np.asarray(vectors[0], dtype=np.float32)
+    return np.average(np.stack(vectors), axis=0, weights=weights).astype(np.float32)
+
+
+def window_counts(model: str, texts: Sequence[str]) -> dict[str, int]:
+    """How :class:`SentenceEncoder` embeds ``texts``: how many fit the model's window and how
+    many are split into several windows (none is cut).
+
+    Loads the model's tokenizer only (offline, :func:`resolve_model`).
+
+    Parameters
+    ----------
+    model : as for :class:`SentenceEncoder`.
+    texts : the texts, e.g. every document of a library.
+
+    Returns
+    -------
+    ``{"window_tokens": the window in word pieces, special tokens included, "texts": n,
+    "longest_tokens": word pieces of the longest text with special tokens, "texts_windowed":
+    texts longer than one window (embedded as the mean of their windows), "texts_cut": 0}``.
+    ``texts_cut`` counts texts of which a part is not embedded: always 0 since texts are
+    windowed (a model that read only its first window cut ``texts_windowed`` of them).
+
+    Raises
+    ------
+    EncoderLoadError : the model or its tokenizer cannot be loaded.
+    """
+    location = resolve_model(model)
+    try:
+        from transformers import AutoTokenizer
+
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(str(location), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - missing package, files and library errors alike
+        raise EncoderLoadError(f"cannot load the tokenizer of {model!r} from {location}: {exc}") from exc
+    window = _max_seq_length(location, tokenizer)
+    longest, windowed = 0, 0
+    with quiet_transformers():  # no "sequence longer than the maximum" warning: not cut here
+        for text in texts:
+            n = len(tokenizer(text, truncation=False)["input_ids"])
+            longest = max(longest, n)
+            windowed += n > window
+    return {"window_tokens": window, "texts": len(texts), "longest_tokens": longest,
+            "texts_windowed": windowed, "texts_cut": 0}
+
+
+def _max_seq_length(location: Path, tokenizer: Any) -> int:
+    """The window sentence-transformers gives the model: ``max_seq_length`` of its
+    ``sentence_bert_config.json``, else the tokenizer's ``model_max_length``."""
+    import json
+
+    try:
+        value = json.loads((location / "sentence_bert_config.json").read_text(encoding="utf-8")).get("max_seq_length")
+    except (OSError, ValueError):
+        value = None
+    return int(value) if isinstance(value, int) and value > 0 else int(tokenizer.model_max_length)
 
 
 @contextlib.contextmanager

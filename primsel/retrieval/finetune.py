@@ -295,7 +295,9 @@ class FinetunedRetriever(BaseRetriever):
         self._net: Any = None
         self.fit_seconds = 0.0
         self._weights_key = self._key(train_tasks)
-        self._queries = VectorStore(self.folder / "queries")
+        # "-alone": query vectors computed one text at a time (those of "queries", from batches,
+        # depended on which queries were encoded together, so they are not read)
+        self._queries = VectorStore(self.folder / "queries-alone")
         if not self._trained:  # the base model's dense retrieval
             self._docs = l2_normalise(self._base_doc_vectors())
             return self
@@ -425,9 +427,10 @@ class FinetunedRetriever(BaseRetriever):
             else:
                 import torch
 
-                with torch.no_grad():
-                    vectors = self._network().encode(missing, batch_size=64, show_progress_bar=False,
-                                                     convert_to_numpy=True)
+                net = self._network()
+                with torch.no_grad():  # one text at a time: a vector never depends on its batch mates
+                    vectors = np.stack([net.encode([text], show_progress_bar=False, convert_to_numpy=True)[0]
+                                        for text in missing])
             vectors = np.asarray(vectors, dtype=np.float32)
             if self.cache and self._trained:
                 self._queries.put(missing, vectors)

@@ -15,6 +15,10 @@ def format_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
     """The TREC text of a run: for every task (in the run's order) its primitives ranked by
     score descending, ties by primitive id, ranks from 1.
 
+    Scores are written with :func:`format_score`, the shortest text that reads back as the
+    same float, so :func:`read_run` returns exactly the scores written and ranks them as they
+    were ranked (two scores a rounding would make equal stay apart).
+
     Raises
     ------
     ValueError : the tag, a task id or a primitive id is empty or contains whitespace.
@@ -28,8 +32,17 @@ def format_run(run: Mapping[str, Mapping[str, float]], tag: str) -> str:
         _check_token(task_id, "task id")
         for rank, pid in enumerate(ranking(scores), start=1):
             _check_token(pid, "primitive id")
-            lines.append(f"{task_id} Q0 {pid} {rank} {float(scores[pid]):.10g} {tag}\n")
+            lines.append(f"{task_id} Q0 {pid} {rank} {format_score(scores[pid])} {tag}\n")
     return "".join(lines)
+
+
+def format_score(score: float) -> str:
+    """The shortest decimal text of ``score`` that ``float()`` reads back as the same float
+    (Python's ``repr``), without a trailing ``.0``: ``1.0 -> "1"``, ``0.5 -> "0.5"``,
+    ``0.9999999999999998 -> "0.9999999999999998"``, ``1e+16 -> "1e+16"``.
+    """
+    text = repr(float(score))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def write_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLike[str], tag: str) -> None:

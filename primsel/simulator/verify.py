@@ -8,9 +8,14 @@ input order, to ``--out`` (or stdout): ``{"task_id", "status", "error_type", "me
 ``expected_call``, ``actual_call`` (where the program's execution first departs from the task's
 reference program run on the same initial state: :func:`primsel.eval.localise.localise`) and
 ``category`` (its diagnosis, :func:`primsel.eval.attribution.attribute`); those rows are written
-once every program has run. The last stdout line is ``passed N/M``; progress goes to stderr. Exit status 0
-when the run completed (whatever the verdicts), 2 on bad arguments or an unreadable dataset,
-130 when interrupted (Ctrl-C; the rows already written are kept).
+once every program has run. The last stdout line is ``passed N/M``; progress goes to stderr.
+The output of ``primsel extract`` is a ``--programs`` file as it is: a row whose ``status`` is
+``truncated`` (the answer was cut off) is not run and gets ``error`` / ``TruncatedAnswer``. A
+line that is not a JSON object with a ``task_id`` and a ``program`` is reported on stderr (file,
+line and, for bad JSON, column) and left out; the other lines are run. Exit status 0 when the
+run completed (whatever the verdicts), 1 when it completed with lines left out, 2 on bad
+arguments, an unreadable file or dataset, 130 when interrupted (Ctrl-C; the rows already
+written are kept).
 """
 
 from __future__ import annotations
@@ -91,7 +96,10 @@ def _verify(args: argparse.Namespace) -> int:
             f"primsel verify: --workers {args.workers} capped at {most} ({MAX_WORKERS_PER_CPU} per CPU)",
             file=sys.stderr,
         )
-    jobs = read_programs(args.programs) if args.programs else None
+    bad: list[str] = []
+    jobs = read_programs(args.programs, bad) if args.programs else None
+    for problem in bad:
+        print(f"primsel verify: {problem}; line left out", file=sys.stderr)
     try:
         archive = resolve_dataset(args.data)
         tasks = {task.id: task for task in load_tasks(archive)}
@@ -118,47 +126,70 @@ def _verify(args: argparse.Namespace) -> int:
             out.write(json.dumps(row) + "\n")
             out.flush()
             progress.update(done, passed)
-    print(f"passed {passed}/{total}")
-    return 0
+    print(f"passed {passed}/{total}" + (f" ({len(bad)} bad lines left out)" if bad else ""))
+    return 1 if bad else 0
 
 
-def read_programs(path: str) -> list[tuple[str, str | None, str | None]]:
+#: ``entry_point`` of a job read from a row that ``primsel extract`` marked ``truncated``: the
+#: job is not run (see :func:`read_programs`).
+TRUNCATED = "\x00truncated"
+
+
+def read_programs(path: str, bad: list[str] | None = None) -> list[tuple[str, str | None, str | None]]:
     """Read ``(task_id, program, entry_point)`` jobs from a JSONL file; blank lines are skipped.
+
+    A row with ``"status": "truncated"`` (``primsel extract``'s mark of an answer cut off) gives
+    the entry point :data:`TRUNCATED`: it is reported, not run.
+
+    Parameters
+    ----------
+    path : the JSONL file.
+    bad : when a list, a line that is not a JSON object with the fields below is not an error:
+        its message is appended here and the line left out.
 
     Raises
     ------
-    primsel.cli.UsageError : the file is missing or unreadable, or a line is not a JSON object
-        with a string (or integer) ``task_id`` and a string (or null) ``program``; the message
-        gives the line number.
+    primsel.cli.UsageError : the file is missing or unreadable, or (without ``bad``) a line is
+        not a JSON object with a string (or integer) ``task_id`` and a string (or null)
+        ``program``; the message gives the line number (and the column of bad JSON).
     """
     from primsel.cli import UsageError, read_jsonl_objects
 
     jobs = []
-    for where, record in read_jsonl_objects(path, "task_id and program", what="--programs"):
+    for where, record in read_jsonl_objects(path, "task_id and program", what="--programs", bad=bad):
         task_id = record.get("task_id")
         if isinstance(task_id, int) and not isinstance(task_id, bool):
             task_id = str(task_id)
+        program, entry = record.get("program"), record.get("entry_point")
         if not isinstance(task_id, str) or not task_id:
-            raise UsageError(f"{where}: 'task_id' must be a non-empty string")
-        if "program" not in record:
-            raise UsageError(f"{where}: missing 'program'")
-        program = record["program"]
-        if program is not None and not isinstance(program, str):
-            raise UsageError(f"{where}: 'program' must be a string or null")
-        entry = record.get("entry_point")
-        if entry is not None and not isinstance(entry, str):
-            raise UsageError(f"{where}: 'entry_point' must be a string or null")
-        jobs.append((task_id, program, entry))
+            problem = f"{where}: 'task_id' must be a non-empty string"
+        elif "program" not in record:
+            problem = f"{where}: missing 'program'"
+        elif program is not None and not isinstance(program, str):
+            problem = f"{where}: 'program' must be a string or null"
+        elif entry is not None and not isinstance(entry, str):
+            problem = f"{where}: 'entry_point' must be a string or null"
+        else:
+            jobs.append((task_id, program, TRUNCATED if record.get("status") == "truncated" else entry))
+            continue
+        if bad is None:
+            raise UsageError(problem)
+        bad.append(problem)
     return jobs
 
 
 def _rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, str | None, str | None]]) -> Iterator[dict]:
-    """Result rows in job order; unknown task ids become ``error``/``UnknownTask`` rows."""
-    known = [(tasks[task_id], program, entry) for task_id, program, entry in jobs if task_id in tasks]
+    """Result rows in job order; unknown task ids become ``error``/``UnknownTask`` rows, and
+    truncated answers ``error``/``TruncatedAnswer`` rows (not run)."""
+    known = [(tasks[task_id], program, entry) for task_id, program, entry in jobs
+             if task_id in tasks and entry != TRUNCATED]
     results = sandbox.execute_many(known)
-    for task_id, _, _ in jobs:
+    for task_id, _, entry in jobs:
         if task_id not in tasks:
             yield _row(task_id, "error", "UnknownTask", f"no task with id {task_id!r} in the dataset", None, 0.0)
+            continue
+        if entry == TRUNCATED:
+            yield _truncated_row(task_id)
             continue
         result = next(results)
         yield _row(result.task_id, result.status, result.error_type, result.message, result.line, result.seconds)
@@ -170,7 +201,8 @@ def _explained_rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, s
     from primsel.library import Library
     from primsel.types import Program
 
-    known = [(tasks[task_id], program, entry) for task_id, program, entry in jobs if task_id in tasks]
+    known = [(tasks[task_id], program, entry) for task_id, program, entry in jobs
+             if task_id in tasks and entry != TRUNCATED]
     results = list(sandbox.execute_many(known))
     failed = list(dict.fromkeys(r.task_id for r in results if not r.passed))
     references = {r.task_id: r for r in sandbox.execute_many((tasks[t], tasks[t].program, None) for t in failed)}
@@ -181,6 +213,9 @@ def _explained_rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, s
             row = _row(task_id, "error", "UnknownTask", f"no task with id {task_id!r} in the dataset", None, 0.0)
             yield {**row, **dict.fromkeys(EXPLAIN_KEYS)}
             continue
+        if entry == TRUNCATED:
+            yield {**_truncated_row(task_id), **dict.fromkeys(EXPLAIN_KEYS)}
+            continue
         result = next(explained)
         row = _row(result.task_id, result.status, result.error_type, result.message, result.line, result.seconds)
         if not result.passed:
@@ -190,6 +225,11 @@ def _explained_rows(sandbox: Any, tasks: dict[str, Any], jobs: list[tuple[str, s
             row.update({key: why.get(key) for key in EXPLAIN_KEYS})
             row["expected_call"], row["actual_call"] = _clean(row["expected_call"]), _clean(row["actual_call"])
         yield row
+
+
+def _truncated_row(task_id: str) -> dict:
+    return _row(task_id, "error", "TruncatedAnswer",
+                "the answer was cut off (primsel extract marked it truncated); not run", None, 0.0)
 
 
 def _row(

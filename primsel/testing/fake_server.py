@@ -43,6 +43,8 @@ class Reply:
     finish_reason : ``"stop"``, ``"length"``, ...
     headers : extra response headers (``{"Retry-After": "2"}``).
     body : a JSON body that replaces the default (completion or error body).
+    raw : bytes sent as the body as they are (with ``Content-Type: application/json``), in
+        place of any JSON body: ``b""``, ``b"  "``, cut JSON, a Latin-1 byte.
     error_code : for error statuses: the ``error.code`` and ``error.type`` of the body
         (``"insufficient_quota"``, ``"rate_limit_exceeded"``).
     delay_s : seconds to wait before answering (added to the server's latency).
@@ -57,6 +59,7 @@ class Reply:
     finish_reason: str = "stop"
     headers: Mapping[str, str] = field(default_factory=dict)
     body: Any = None
+    raw: bytes | None = None
     error_code: str | None = None
     delay_s: float = 0.0
     hang: bool = False
@@ -252,7 +255,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             return
 
         def _send_json(self, status: int, body: Any, headers: Mapping[str, str], trickle_s: float = 0.0) -> None:
-            data = json.dumps(body).encode("utf-8")
+            data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
             if trickle_s > 0:
                 self._trickle(status, data, headers, trickle_s)
                 return
@@ -307,7 +310,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     return
                 if wait > 0 and server._closing.wait(wait):
                     return
-                if reply.body is not None:
+                if reply.raw is not None:
+                    body = reply.raw
+                elif reply.body is not None:
                     body = reply.body
                 elif reply.status == 200:
                     body = completion_body(str(request.get("model", "")), reply)

@@ -10,6 +10,7 @@ Needs ``torch`` and ``transformers`` (the ``dense`` extra), imported when called
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -60,7 +61,13 @@ def write_tiny_model(directory: str | os.PathLike[str], texts: Iterable[str], *,
     torch.manual_seed(seed)
     with quiet_transformers():
         BertModel(config).save_pretrained(root, safe_serialization=True)
-        BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True).save_pretrained(root)
+        tokens = [*SPECIAL_TOKENS, *words]
+        if "vocab" in inspect.signature(BertTokenizerFast.__init__).parameters:
+            # transformers 5 ignores vocab_file: every word would be [UNK]
+            tokenizer = BertTokenizerFast(vocab={t: i for i, t in enumerate(tokens)}, do_lower_case=True)
+        else:
+            tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+        tokenizer.save_pretrained(root)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},

@@ -24,7 +24,8 @@ def shared(name: str) -> Path:
     """A dataset folder of ../shared/datasets; skips the test when it is absent."""
     path = SHARED / name
     if not path.is_dir():
-        pytest.skip(f"{path} is absent (the shared datasets are not beside the repository)")
+        pytest.skip(f"{path} is absent: set PRIMSEL_SHARED_DATASETS to the folder holding metatool/ and "
+                    "gorilla-apibench/ (default: ../shared/datasets beside the repository; README, Data)")
     return path
 
 
@@ -209,3 +210,67 @@ def test_a_generator_on_retrieval_only_data_is_refused_before_anything_is_writte
     assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
     assert "beir-toy is retrieval-only data" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Text that is not valid Unicode
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("file", ["queries.jsonl", "corpus.jsonl"])
+def test_a_lone_surrogate_escape_is_refused_naming_file_and_line(tmp_path, file):
+    root = write_beir(tmp_path / "toy")
+    path = root / file
+    lines = path.read_text(encoding="utf-8").splitlines()
+    # json.dumps writes the lone surrogate as the escape \ud83d (half of an emoji's pair)
+    row = json.loads(lines[1])
+    row["text"] = "rain \ud83d tomorrow"
+    lines[1] = json.dumps(row)
+    assert "\\ud83d" in lines[1]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=rf"{file}:2: the text .*'rain '.* holds a lone surrogate "
+                                           r"\(escape \\ud83d"):
+        load_beir(root)
+
+
+def test_retrieve_on_a_lone_surrogate_exits_2_with_file_and_line(tmp_path, capsys):
+    from primsel.cli import main
+
+    root = write_beir(tmp_path / "toy", queries=[{"_id": "q1", "text": "rain \udc00"}, {"_id": "q2", "text": "euros"}])
+    assert main(["retrieve", "--retriever", "bm25", "--data", str(root), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "queries.jsonl:1: the text 'rain '... holds a lone surrogate (escape \\udc00" in err
+    assert "Traceback" not in err
+
+
+def test_a_surrogate_pair_escape_is_valid_text(tmp_path):
+    root = write_beir(tmp_path / "toy", queries=[{"_id": "q1", "text": "rain \U0001F327"}, {"_id": "q2", "text": "euros"}])
+    assert "\\ud83c\\udf27" in (root / "queries.jsonl").read_text()
+    assert load_beir(root).tasks[0].query == "rain \U0001F327"
+
+
+def test_a_lone_surrogate_in_a_json_file_names_its_line(tmp_path):
+    from primsel.datasets.retrieval_only import read_json
+
+    path = tmp_path / "tools.json"
+    path.write_text('{\n  "a": "fine",\n  "b": "bad \\udfff"\n}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"tools.json:3: the text 'bad '... holds a lone surrogate"):
+        read_json(path)
+
+
+def test_pydoc_texts_with_a_lone_surrogate_become_its_escape():
+    from primsel.datasets.pydoc import _unicode
+
+    assert _unicode("x \ud800 y") == "x \\ud800 y"
+    assert _unicode("plain") == "plain" and _unicode(3) == 3
+
+
+def test_missing_retrieval_data_is_not_called_an_archive(tmp_path, capsys):
+    from primsel.cli import main
+
+    cfg = tmp_path / "tools.toml"
+    cfg.write_text('name = "tools"\nretriever = "bm25"\ndata = ["../nowhere/metatool/multi"]\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "Asper-Bench archive not found" not in err
+    assert f"data not found: {tmp_path / '../nowhere/metatool/multi'}" in err
+    assert "the MetaTool or Gorilla APIBench folder or one of their subsets" in err
+    assert "README's Data section says where to download MetaTool and APIBench" in err

@@ -81,3 +81,26 @@ def test_compare_matches_by_task_id():
     assert out["p_randomisation"] == 2 / 4
     with pytest.raises(ValueError, match="different tasks"):
         compare({"t1": 1.0}, {"t2": 1.0})
+
+
+def test_float_noise_on_every_task_is_no_difference_for_either_test():
+    # the case: sums of the same terms in another order differ by 5.6e-17 on every task;
+    # the t-test said p = 0.0 (a constant non-zero difference), the randomisation test 1.0
+    a = [0.1 + 0.2 + 0.3] * 3 + [0.7, 0.4]
+    b = [0.3 + 0.2 + 0.1] * 3 + [0.7, 0.4]
+    assert a[0] - b[0] == pytest.approx(1.1e-16, abs=1e-17)
+    assert paired_t_test(a, b) == 1.0
+    assert randomisation_test(a, b) == 1.0
+    c = [x + 5.6e-17 for x in [0.5, 0.25, 0.75, 0.125]]
+    assert all(x != y for x, y in zip(c, [0.5, 0.25, 0.75, 0.125]))
+    assert paired_t_test(c, [0.5, 0.25, 0.75, 0.125]) == randomisation_test(c, [0.5, 0.25, 0.75, 0.125]) == 1.0
+    assert compare({"1": 0.6 + 5.6e-17, "2": 0.3}, {"1": 0.6, "2": 0.3 + 5.6e-17})["p_t"] == 1.0
+
+
+def test_a_real_difference_next_to_noise_is_kept():
+    # d = [1, 2, 3] plus noise on a fourth task (0.1 + 0.2 - 0.3 = 5.6e-17): d = [1, 2, 3, 0]
+    assert 0.1 + 0.2 != 0.3
+    t_value = stats.ttest_1samp([1, 2, 3, 0], 0.0).pvalue
+    assert paired_t_test([1, 2, 3, 0.1 + 0.2], [0, 0, 0, 0.3]) == pytest.approx(t_value)
+    # randomisation: non-zero d = [1, 2, 3]; |sum of flips| >= 6 for 2 of 8 patterns
+    assert randomisation_test([1, 2, 3, 0.1 + 0.2], [0, 0, 0, 0.3]) == 2 / 8

@@ -470,17 +470,19 @@ def test_run_ends_with_the_best_cell_of_each_ranking_on_stdout(tmp_path, capsys)
     assert cli_main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
     out = capsys.readouterr().out.splitlines()
     exp = tmp_path / "runs" / "small"
-    assert out[0] == "best cell of each ranking, by set F1 (macro):"
-    assert out[1].split() == ["configuration", "k", "closure", "R@10", "R@15", "C@20", "MRR", "F1", "ma", "tokens"]
-    assert out[-1] == str(exp / "report.md") and len(out) == 2 + 2 + 1
+    assert out[0] == "== the built-in tasks (32 tasks)"
+    assert out[1] == "best cell of each ranking (at k = 15 where run), by R@15:"
+    assert out[2].split() == ["configuration", "k", "closure", "R@10", "R@15", "C@20", "MRR", "F1", "ma", "tokens"]
+    assert out[-1] == str(exp / "report.md") and len(out) == 3 + 2 + 1
     reports = {}
     for c in json.loads((exp / "experiment.json").read_text())["cells"]:
         reports.setdefault(c["settings"]["retriever"], []).append(
             (json.loads((exp / c["id"] / "report.json").read_text()), c["settings"]))
-    printed = {line.split()[0]: line.split() for line in out[2:4]}
+    printed = {line.split()[0]: line.split() for line in out[3:5]}
     for retriever, cells in reports.items():
+        # no cell at k = 15 in this grid (k 1 and 2): the cell of the best set F1
         report, settings = max(cells, key=lambda rs: (rs[0]["set_f1_macro"], -rs[0]["docs_tokens"]))
         assert printed[retriever][1:3] == [str(settings["k"]), "yes" if settings["closure"] else "no"]
         assert printed[retriever][-2] == f"{report['set_f1_macro']:.3f}"
-    # best first
-    assert [float(line.split()[-2]) for line in out[2:4]] == sorted((float(l.split()[-2]) for l in out[2:4]), reverse=True)
+    # best R@15 first
+    assert [float(line.split()[4]) for line in out[3:5]] == sorted((float(l.split()[4]) for l in out[3:5]), reverse=True)

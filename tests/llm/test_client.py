@@ -536,3 +536,76 @@ def test_caches_disabled_neither_reads_nor_writes_answers(server):
     assert client.complete(HELLO).text == "first"              # nor replaced
     assert server.request_count == 3
     assert len([f for f in (cache_dir() / "llm").rglob("*.json")]) == 1
+
+
+# -- malformed answers and transient statuses --------------------------------------------------
+
+MALFORMED = [
+    (b"", "the body is empty"),
+    (b"  \n", "the body is only white space"),
+    (b'{"choices": [{"message": {"content": "hi', "cut off after 40 characters"),
+    (b'{"choices": [}', "not valid JSON: Expecting value: line 1 column 14"),
+    (b'{"choices": [{"message": {"content": "caf\xe9"}}]}', r"not UTF-8 \(byte 0xe9 at offset 41\)"),
+]
+
+
+@pytest.mark.parametrize("raw, problem", MALFORMED)
+def test_a_malformed_answer_is_retried_then_answered(server, raw, problem):
+    server.push(Reply(raw=raw), Reply(content="ok"))
+    client, waits = make_client(server)
+    answer = client.complete(HELLO)
+    assert answer.text == "ok" and answer.retries == 1
+    assert server.request_count == 2 and len(waits) == 1
+
+
+@pytest.mark.parametrize("raw, problem", MALFORMED)
+def test_a_malformed_answer_after_the_retries_is_an_llm_error_naming_the_problem(server, raw, problem):
+    server.push(*[Reply(raw=raw)] * 2)
+    client, _ = make_client(server, max_retries=1)
+    with pytest.raises(LLMError, match=f"gave up after 2 attempts; last: malformed answer: .*{problem}"):
+        client.complete(HELLO)
+    assert client.usage_summary()["errors"] == 1
+
+
+def test_malformed_answers_are_per_request_errors_of_complete_many(server):
+    # the answers come in sending order (concurrency 1): requests 1 and 3 get broken bodies
+    server.push(Reply(content="a"), Reply(raw=b""), Reply(content="c"), Reply(raw=b"\xff"))
+    client, _ = make_client(server, max_retries=0, concurrency=1)
+    out = client.complete_many([[{"role": "user", "content": str(i)}] for i in range(4)])
+    assert [o.text if not isinstance(o, LLMError) else "error" for o in out] == ["a", "error", "c", "error"]
+    assert "the body is empty" in str(out[1]) and "not UTF-8 (byte 0xff at offset 0)" in str(out[3])
+
+
+def test_a_json_body_that_is_not_an_object_is_malformed(server):
+    server.push(Reply(body=["not", "an", "object"]))
+    client, _ = make_client(server, max_retries=0)
+    with pytest.raises(LLMError, match="malformed answer: the body is not a JSON object"):
+        client.complete(HELLO)
+
+
+def test_content_given_as_a_list_of_parts_is_joined(server):
+    parts = [{"type": "text", "text": "def f():\n"}, {"type": "image_url", "image_url": {"url": "x"}},
+             {"type": "text", "text": "    return 1\n"}]
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": parts}, "finish_reason": "stop"}]}
+    server.push(Reply(body=body))
+    client, _ = make_client(server)
+    answer = client.complete(HELLO)
+    assert answer.text == "def f():\n    return 1\n"
+    assert isinstance(answer.text, str)
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529])
+def test_each_transient_status_is_retried(server, status):
+    server.push(Reply(status=status), Reply(content="ok"))
+    client, waits = make_client(server)
+    assert client.complete(HELLO).text == "ok"
+    assert server.request_count == 2 and len(waits) == 1
+
+
+@pytest.mark.parametrize("status", [400, 422, 501, 505, 511, 525, 526])
+def test_a_status_that_every_attempt_would_repeat_is_not_retried(server, status):
+    server.push(Reply(status=status), Reply(content="ok"))
+    client, waits = make_client(server)
+    with pytest.raises(LLMError, match=f"rejected with HTTP {status}"):
+        client.complete(HELLO)
+    assert server.request_count == 1 and waits == []

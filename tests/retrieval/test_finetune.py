@@ -92,3 +92,13 @@ def test_frozen_document_vectors_stay_the_base_models(small_library, small_tasks
     assert not np.allclose(learned._docs, base, atol=1e-4)
     untrained = FinetunedRetriever(**TINY).fit(small_library, ())
     assert np.allclose(untrained._docs, base, atol=1e-6)
+
+
+@pytest.mark.dense
+def test_a_trained_query_vector_does_not_depend_on_the_queries_ranked_with_it(small_library, small_tasks):
+    pytest.importorskip("sentence_transformers")
+    trained = FinetunedRetriever(**TINY, cache=False).fit(small_library, small_tasks[:6])
+    texts = [t.query for t in small_tasks]
+    together = trained._encode_queries(texts)
+    alone = FinetunedRetriever(**TINY, cache=False).fit(small_library, small_tasks[:6])._encode_queries(texts[6:7])
+    assert together[6].tobytes() == alone[0].tobytes()

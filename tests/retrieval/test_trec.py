@@ -56,3 +56,36 @@ def test_integer_ids_are_refused_when_writing():
         format_run({1: {"a": 1.0}}, "t")
     with pytest.raises(TypeError, match="primitive id 3 is int"):
         format_run({"1": {3: 1.0}}, "t")
+
+
+def test_scores_that_differ_past_ten_digits_keep_their_order(tmp_path):
+    # With 10 significant digits both scores were written as 0.123456789, read back equal and
+    # re-ranked by id ("a" before "z"): the gold "z" fell to rank 2, MRR 1.0 -> 0.5.
+    from primsel.eval.metrics import evaluate
+
+    run = {"1": {"z": 0.12345678901234, "a": 0.12345678900001}}
+    write_run(run, tmp_path / "run.trec", "t")
+    back = read_run(tmp_path / "run.trec")
+    assert back == run
+    assert evaluate(back, {"1": ["z"]}, ["mrr"]) == {"mrr": 1.0}
+
+
+def test_a_weighted_sum_near_tie_keeps_its_order(tmp_path):
+    from primsel.eval.metrics import evaluate
+
+    run = {"1": {"z": 1.0, "a": 0.9999999999999998}}
+    write_run(run, tmp_path / "run.trec", "t")
+    text = (tmp_path / "run.trec").read_text()
+    assert text == "1 Q0 z 1 1 t\n1 Q0 a 2 0.9999999999999998 t\n"
+    back = read_run(tmp_path / "run.trec")
+    assert back["1"]["a"] == 0.9999999999999998
+    assert evaluate(back, {"1": ["z"]}, ["mrr"]) == {"mrr": 1.0}
+
+
+@pytest.mark.parametrize("score, text", [(1.0, "1"), (0.5, "0.5"), (-0.0, "-0"), (1e16, "1e+16"),
+                                         (0.1 + 0.2, "0.30000000000000004")])
+def test_format_score_is_the_shortest_round_trip(score, text):
+    from primsel.retrieval.trec import format_score
+
+    assert format_score(score) == text
+    assert float(text) == score

@@ -76,18 +76,26 @@ def test_programs_file_rows_in_input_order(no_archive, tmp_path, capsys):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("{not json}\n", "line 1: not valid JSON"),
-        ('{"task_id": "1", "program": "x"}\n[1, 2]\n', "line 2: expected a JSON object"),
+        ("{not json}\n", "line 1 column 2: not valid JSON"),
+        ("[1, 2]\n", "line 1: expected a JSON object"),
         ('{"program": "def f(): pass"}\n', "line 1: 'task_id' must be a non-empty string"),
         ('{"task_id": "1"}\n', "line 1: missing 'program'"),
         ('{"task_id": "1", "program": 3}\n', "line 1: 'program' must be a string or null"),
     ],
 )
-def test_bad_programs_file_exits_2(no_archive, tmp_path, capsys, content, message):
+def test_a_bad_programs_line_is_named_and_left_out_and_the_others_run(no_archive, tmp_path, capsys, content,
+                                                                       message):
+    from primsel.datasets import load_builtin_tasks
+
+    task = load_builtin_tasks()[0]
     path = tmp_path / "bad.jsonl"
-    path.write_text(content)
-    assert verify.run(["--programs", str(path)]) == 2
-    assert message in capsys.readouterr().err
+    path.write_text(content + json.dumps({"task_id": task.id, "program": task.program}) + "\n")
+    assert verify.run(["--programs", str(path), "--timeout", "60"]) == 1
+    captured = capsys.readouterr()
+    assert f"primsel verify: {path} {message}" in captured.err and "line left out" in captured.err
+    lines = captured.out.splitlines()
+    assert lines[-1] == "passed 1/1 (1 bad lines left out)"
+    assert [(json.loads(x)["task_id"], json.loads(x)["status"]) for x in lines[:-1]] == [(task.id, "pass")]
 
 
 def test_bad_arguments_exit_2(no_archive, tmp_path, capsys):
