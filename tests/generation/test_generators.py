@@ -9,7 +9,7 @@ import pytest
 from primsel import registry
 from primsel.llm.client import QuotaExceededError
 from primsel.testing.fake_server import FakeOpenAIServer, Reply, last_user_message
-from primsel.generation.generators import OpenAIGenerator, ReferenceGenerator, ReplayGenerator
+from primsel.generation.generators import OpenAIGenerator, ReferenceGenerator, ReplayGenerator, prefix_order
 from primsel.types import Generator
 
 
@@ -131,9 +131,12 @@ def test_failed_request_gives_llm_error_and_the_run_goes_on(toy_library, toy_tas
     with FakeOpenAIServer(responder=answer_with_reference(toy_tasks)) as srv:
         srv.push(Reply(status=400))
         gen = OpenAIGenerator(model="m", base_url=srv.base_url, examples=0, concurrency=1, **fast).fit(toy_library)
-        programs = gen.generate_many([(t, []) for t in toy_tasks])
-    assert [p.status for p in programs] == ["llm_error", "ok", "ok", "ok"]
-    assert programs[0].code is None and "400" in programs[0].raw
+        items = [(t, []) for t in toy_tasks]
+        programs = gen.generate_many(items)
+    # requests go in prefix order: the scripted 400 answers the first request sent
+    first = prefix_order([gen.messages(t, docs) for t, docs in items])[0]
+    assert [p.status for p in programs] == ["llm_error" if i == first else "ok" for i in range(len(toy_tasks))]
+    assert programs[first].code is None and "400" in programs[first].raw
 
 
 def test_quota_error_stops_generate_many(toy_library, toy_tasks, fast):
