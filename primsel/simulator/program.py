@@ -199,7 +199,12 @@ def readable_paths(scratch: str | None = None) -> list[str]:
 # -- the spawner ---------------------------------------------------------------------------------
 
 
-def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
+def serve_spawner(
+    control: socket.socket,
+    readable: list[str] | None,
+    user: tuple[int, int] | None = None,
+    runtime: list[str] | None = None,
+) -> None:
     """Serve spawn requests from the worker on ``control`` until it closes (never returns).
 
     Messages (one JSON document per ``SOCK_SEQPACKET`` message): ``spawn`` with two descriptors attached (the program's input and
@@ -207,6 +212,11 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
     ``seccomp``, ``landlock``: forks a program process and answers ``{"pid": N}``. ``end`` with
     ``pids``: SIGKILLs those processes' groups, reaps them and answers their wait statuses
     (``{"status": {pid: status or null}}``).
+
+    Program processes run as ``user`` (default :data:`primsel.simulator.isolation.UNPRIVILEGED_USER`)
+    when the spawner runs as root; the spawner first makes ``runtime`` (default ``readable``)
+    reachable for that user in its own mount namespace
+    (:func:`primsel.simulator.isolation.share_paths`).
     """
     import json
 
@@ -218,6 +228,12 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
     apps = load_apps()
     codec = codec_module.Codec(apps)
     broken = []  # what could not be built: every program process asking for it refuses to run
+    user = tuple(user) if user else isolation.UNPRIVILEGED_USER
+    if os.geteuid() == 0:
+        try:
+            isolation.share_paths(runtime or readable or [], user)
+        except OSError as exc:
+            broken.append(("user", f"the Python runtime cannot be made readable for uid {user[0]}: {exc}"))
     try:
         template = isolation.seccomp_template()
     except OSError as exc:
@@ -248,7 +264,7 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
                 for layer, reason in broken:
                     if request.get(layer, True):
                         _refuse(fds[1], reason)
-                run_program_process(fds[0], fds[1], request, ruleset, apps, codec, own, template)
+                run_program_process(fds[0], fds[1], {**request, "user": user}, ruleset, apps, codec, own, template)
             answer: dict[str, Any] = {"pid": pid}
         elif request["op"] == "end":
             answer = {"status": {str(p): _end(int(p)) for p in request["pids"]}}
@@ -311,6 +327,7 @@ def run_program_process(
             stdout_cap=limits["stdout_cap"],
             landlock_ruleset=ruleset if limits.get("landlock", True) else None,
             seccomp=template if limits.get("seccomp", True) else None,
+            user=limits.get("user", isolation.UNPRIVILEGED_USER),
         )
     except BaseException as exc:
         _refuse(fd_out, f"the sandbox could not be set up: {_text(exc)}")

@@ -64,19 +64,20 @@ _SCRATCH_PREFIX = "primsel-worker-"
 _SCRATCH_NAME = re.compile(r"primsel-worker-(\d+)-")
 
 
-def sandbox_info(seccomp: bool = True, landlock: bool = True) -> dict[str, Any]:
+def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, int] = (65534, 65534)) -> dict[str, Any]:
     """What isolation a :class:`Sandbox` applies on this machine.
 
     Parameters
     ----------
     seccomp : whether the sandbox would be asked to use the seccomp filter.
     landlock : whether the sandbox would be asked to use Landlock.
+    user : ``(uid, gid)`` program processes would run as when the sandbox runs as root.
 
     Returns
     -------
     dict with ``isolation`` (a sentence), ``seccomp`` (bool: the filter will be loaded),
     ``seccomp_detail`` (what it denies, or why it is off), ``landlock`` and ``landlock_detail``
-    (the same for Landlock), ``audit_hook`` (True), ``rlimits`` (names of the resource limits
+    (the same for Landlock), ``audit_hook`` (True), ``privileges`` (who program processes run as), ``rlimits`` (names of the resource limits
     set in each task's process) and ``platform``.
     """
     from primsel.simulator import landlock as landlock_module
@@ -98,6 +99,10 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True) -> dict[str, Any]:
         "landlock": layers["landlock"][0],
         "landlock_detail": layers["landlock"][1],
         "audit_hook": True,
+        "privileges": (f"program processes run as uid {user[0]}, gid {user[1]}, no supplementary groups"
+                       if os.geteuid() == 0 else f"program processes run as this user (uid {os.getuid()})")
+        + ", with no capabilities (bounding, permitted, effective, inheritable and ambient sets empty) "
+        "and no_new_privs",
         "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0"],
         "platform": sys.platform,
     }
@@ -110,8 +115,9 @@ class SandboxError(RuntimeError):
 class _Worker:
     """One worker process and its line protocol (used by one thread at a time)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], user: tuple[int, int] = (65534, 65534)) -> None:
         self.env = env
+        self.user = user
         self.process: subprocess.Popen[bytes] | None = None
         self.buffer = b""
         self.hello: dict[str, Any] = {}
@@ -127,7 +133,7 @@ class _Worker:
         self.scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
         self.process = subprocess.Popen(
             # -P: the caller's working directory is not put on the worker's sys.path.
-            [sys.executable, "-P", "-m", "primsel.simulator.worker", self.scratch],
+            [sys.executable, "-P", "-m", "primsel.simulator.worker", self.scratch, "%d:%d" % self.user],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=self.env,
@@ -263,6 +269,9 @@ class Sandbox:
     judge_timeout : wall-clock limit per task of the judge's own work (the setup and evaluation
         programs outside program calls), in seconds; past it the task is ``error`` /
         ``EvaluatorError``.
+    program_user : ``(uid, gid)`` the program processes run as when the sandbox runs as root
+        (default nobody/nogroup, 65534/65534); both in ``[1, 2**32 - 2]``. An ordinary user's
+        sandbox runs them as that user. Either way they have no capabilities.
 
     Raises
     ------
@@ -280,6 +289,7 @@ class Sandbox:
         seccomp: bool = True,
         landlock: bool = True,
         judge_timeout: float = JUDGE_TIMEOUT,
+        program_user: tuple[int, int] = (65534, 65534),
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -293,6 +303,11 @@ class Sandbox:
             raise ValueError(f"stdout_cap must be >= 0, got {stdout_cap}")
         if program_cap < 1:
             raise ValueError(f"program_cap must be >= 1, got {program_cap}")
+        if not (
+            isinstance(program_user, tuple) and len(program_user) == 2
+            and all(type(v) is int and 0 < v < 2**32 - 1 for v in program_user)
+        ):  # fmt: skip
+            raise ValueError(f"program_user must be (uid, gid), both in [1, 2**32 - 2] (not root), got {program_user!r}")
         cpus = os.cpu_count() or 1
         self.workers = min(workers or cpus, MAX_WORKERS_PER_CPU * cpus)
         self.timeout = float(timeout)
@@ -302,6 +317,7 @@ class Sandbox:
         self.program_cap = int(program_cap)
         self.seccomp = seccomp
         self.landlock = landlock
+        self.program_user = program_user
         self._lock = threading.Lock()
         self._all: list[_Worker] = []
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
@@ -317,7 +333,7 @@ class Sandbox:
 
     def info(self) -> dict[str, Any]:
         """:func:`sandbox_info` for this sandbox's settings."""
-        return sandbox_info(self.seccomp, self.landlock)
+        return sandbox_info(self.seccomp, self.landlock, self.program_user)
 
     def execute(self, task: Task, program: str | None, entry_point: str | None = None) -> ExecutionResult:
         """Run ``program`` against ``task`` and return the verdict.
@@ -448,7 +464,7 @@ class Sandbox:
                     concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="primsel-sandbox")
                 )
                 for _ in range(self.workers):
-                    worker = _Worker(_worker_env())
+                    worker = _Worker(_worker_env(), self.program_user)
                     self._all.append(worker)
                     self._idle.put(worker)
             return self._executor[0].submit(self._run, task.id, request)

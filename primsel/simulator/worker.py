@@ -100,16 +100,20 @@ class Spawner:
     Parameters
     ----------
     readable : what Landlock leaves readable to program processes (None: no Landlock).
+    user : ``(uid, gid)`` program processes run as when the worker runs as root.
+    runtime : what program processes must be able to reach (as ``user``), Landlock or not.
     """
 
-    def __init__(self, readable: list[str] | None) -> None:
+    def __init__(
+        self, readable: list[str] | None, user: tuple[int, int] | None = None, runtime: list[str] | None = None
+    ) -> None:
         from primsel.simulator import program
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             ours.close()
-            program.serve_spawner(theirs, readable)
+            program.serve_spawner(theirs, readable, user, runtime)
         theirs.close()
         self.pid = pid
         self.socket = ours
@@ -260,7 +264,10 @@ def _exit_on_signal(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve requests from stdin until it closes; ``argv[0]``, if given, is the scratch directory.
+    """Serve requests from stdin until it closes.
+
+    ``argv[0]``, if given, is the scratch directory, ``argv[1]`` the ``UID:GID`` program
+    processes run as when the worker runs as root (default 65534:65534, nobody/nogroup).
 
     The scratch directory is removed on every way out: stdin closed, the caller gone while a
     reply is written (broken pipe), or SIGTERM (sent by the kernel when the caller dies).
@@ -269,19 +276,20 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     scratch = argv[0] if argv else None
+    user = tuple(int(v) for v in argv[1].split(":")) if len(argv) > 1 else None
     _worker.update(pid=os.getpid(), scratch=scratch)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller handles Ctrl-C and closes our stdin
     try:
         with contextlib.suppress(OSError):
             prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # die with the caller (stdin EOF also ends us)
-        return _serve(scratch)
+        return _serve(scratch, user)
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _serve(scratch: str | None) -> int:
+def _serve(scratch: str | None, user: tuple[int, ...] | None = None) -> int:
     from primsel.simulator import landlock, program, seccomp
 
     requests = os.fdopen(os.dup(0), "rb")
@@ -295,7 +303,8 @@ def _serve(scratch: str | None) -> int:
     install_aliases(("apps",))
     seccomp_available, seccomp_detail = seccomp.status()
     landlock_available, landlock_detail = landlock.status()
-    spawner = Spawner(program.readable_paths(scratch) if landlock_available else None)
+    runtime = program.readable_paths(scratch)
+    spawner = Spawner(runtime if landlock_available else None, user, runtime)
     from primsel.simulator.judge import JudgeLibrary
 
     library = JudgeLibrary(apps)

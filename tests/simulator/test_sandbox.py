@@ -908,3 +908,68 @@ def test_every_pair_of_the_two_case_tasks_passes_on_its_own(asper_path):
     with Sandbox() as box:
         statuses = [r.status for r in box.execute_many(jobs)]
     assert statuses == ["pass"] * 30
+
+
+# -- privileges -------------------------------------------------------------------------------
+
+STATUS_PROBE = textwrap.dedent(
+    """\
+    def answer():
+        with open("/proc/self/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle.read().splitlines())
+        names = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+        raise ValueError(repr({name: fields[name].split() for name in names}))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="capabilities are Linux's")
+def test_program_process_has_no_privileges():
+    # Landlock keeps /proc out of reach, so this probe needs it off; the other layers stay.
+    with Sandbox(workers=1, landlock=False) as box:
+        result = run(box, STATUS_PROBE)
+    assert (result.status, result.error_type) == ("error", "ValueError")
+    fields = ast.literal_eval(result.message)
+    expected_uid = "65534" if os.geteuid() == 0 else str(os.getuid())
+    assert fields["Uid"] == [expected_uid] * 4  # real, effective, saved, file system
+    assert fields["Uid"][0] != "0"
+    assert fields["Gid"] == [("65534" if os.geteuid() == 0 else str(os.getgid()))] * 4
+    assert fields["Groups"] == []
+    for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(fields[name][0], 16) == 0, name
+    if os.geteuid() == 0 or _user_namespaces_allowed():
+        assert int(fields["CapBnd"][0], 16) == 0
+    assert fields["NoNewPrivs"] == ["1"]
+
+
+def test_program_user_is_configurable_and_never_root():
+    if os.geteuid() == 0:
+        with Sandbox(workers=1, landlock=False, program_user=(4321, 4322)) as box:
+            fields = ast.literal_eval(run(box, STATUS_PROBE).message)
+        assert (fields["Uid"], fields["Gid"]) == (["4321"] * 4, ["4322"] * 4)
+    for user in ((0, 0), (0, 65534), (65534, 0), (-1, 1), (1,), (2**32 - 1, 1), ("1", 1)):
+        with pytest.raises(ValueError, match="program_user"):
+            Sandbox(program_user=user)
+
+
+def test_blocking_directories_names_what_the_user_cannot_search(tmp_path):
+    from primsel.simulator.isolation import blocking_directories
+
+    closed = tmp_path / "closed"
+    (closed / "runtime" / "lib").mkdir(parents=True)
+    (tmp_path / "open").mkdir()
+    closed.chmod(0o700)
+    tmp_path.chmod(0o755)
+    owner = (os.stat(closed).st_uid, os.stat(closed).st_gid)
+    stranger = (owner[0] + 1, owner[1] + 1)
+    paths = [str(closed / "runtime" / "lib"), str(tmp_path / "open")]
+    assert blocking_directories(paths, owner) == {}
+    blocking = blocking_directories(paths, stranger)
+    assert blocking[str(closed)] == {"runtime"}
+    assert str(tmp_path) not in blocking
+
+
+def _user_namespaces_allowed() -> bool:
+    """Whether this (unprivileged) user may create a user namespace."""
+    probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
+    return subprocess.run([sys.executable, "-c", probe]).returncode == 0
