@@ -209,7 +209,7 @@ def serve_spawner(
 
     Messages (one JSON document per ``SOCK_SEQPACKET`` message): ``spawn`` with two descriptors attached (the program's input and
     output pipes) and the limits ``workdir``, ``memory_mb``, ``timeout``, ``stdout_cap``,
-    ``seccomp``, ``landlock``: forks a program process and answers ``{"pid": N}``. ``end`` with
+    ``seccomp``, ``landlock``, ``audit_hook``: forks a program process and answers ``{"pid": N}``. ``end`` with
     ``pids``: SIGKILLs those processes' groups, reaps them and answers their wait statuses
     (``{"status": {pid: status or null}}``).
 
@@ -328,6 +328,7 @@ def run_program_process(
             landlock_ruleset=ruleset if limits.get("landlock", True) else None,
             seccomp=template if limits.get("seccomp", True) else None,
             user=limits.get("user", isolation.UNPRIVILEGED_USER),
+            hook=limits.get("audit_hook", True),
         )
     except BaseException as exc:
         _refuse(fd_out, f"the sandbox could not be set up: {_text(exc)}")

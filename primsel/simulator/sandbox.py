@@ -272,6 +272,9 @@ class Sandbox:
     program_user : ``(uid, gid)`` the program processes run as when the sandbox runs as root
         (default nobody/nogroup, 65534/65534); both in ``[1, 2**32 - 2]``. An ordinary user's
         sandbox runs them as that user. Either way they have no capabilities.
+    audit_hook : add the Python audit hook in each program process (a convenience layer that
+        turns blocked operations into a ``PermissionError`` at the program's line); switched off
+        only to show that the layers beneath hold without it.
 
     Raises
     ------
@@ -290,6 +293,7 @@ class Sandbox:
         landlock: bool = True,
         judge_timeout: float = JUDGE_TIMEOUT,
         program_user: tuple[int, int] = (65534, 65534),
+        audit_hook: bool = True,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -318,6 +322,7 @@ class Sandbox:
         self.seccomp = seccomp
         self.landlock = landlock
         self.program_user = program_user
+        self.audit_hook = bool(audit_hook)
         self._lock = threading.Lock()
         self._all: list[_Worker] = []
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
@@ -333,7 +338,9 @@ class Sandbox:
 
     def info(self) -> dict[str, Any]:
         """:func:`sandbox_info` for this sandbox's settings."""
-        return sandbox_info(self.seccomp, self.landlock, self.program_user)
+        info = sandbox_info(self.seccomp, self.landlock, self.program_user)
+        info["audit_hook"] = self.audit_hook
+        return info
 
     def execute(self, task: Task, program: str | None, entry_point: str | None = None) -> ExecutionResult:
         """Run ``program`` against ``task`` and return the verdict.
@@ -452,6 +459,7 @@ class Sandbox:
             "stdout_cap": self.stdout_cap,
             "seccomp": self.seccomp,
             "landlock": self.landlock,
+            "audit_hook": self.audit_hook,
         }
 
     def _submit(self, task: Task, request: dict[str, Any]) -> concurrent.futures.Future[ExecutionResult]:

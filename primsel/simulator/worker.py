@@ -190,7 +190,7 @@ def run_request(
     spawner : where program processes come from.
     request : ``task`` (dict), ``program``, ``entry``, ``timeout`` (s, the program's limit over
         the whole task), ``judge_timeout`` (s, the judge's own limit), ``memory_mb``,
-        ``stdout_cap``, ``seccomp``, ``landlock``.
+        ``stdout_cap``, ``seccomp``, ``landlock``, ``audit_hook`` (optional, default true).
     scratch : directory in which the program processes' throwaway working directories are made.
 
     Returns
@@ -207,6 +207,7 @@ def run_request(
     start = time.monotonic()
     pairs = len(request["task"]["setup_programs"])
     limits = {key: request[key] for key in ("memory_mb", "timeout", "stdout_cap", "seccomp", "landlock")}
+    limits["audit_hook"] = request.get("audit_hook", True) is not False
     workdirs: list[str] = []
     fds: list[int] = []
     channels: list[tuple[int, int]] = []

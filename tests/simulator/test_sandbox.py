@@ -973,3 +973,37 @@ def _user_namespaces_allowed() -> bool:
     """Whether this (unprivileged) user may create a user namespace."""
     probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
     return subprocess.run([sys.executable, "-c", probe]).returncode == 0
+
+
+def test_the_audit_hook_tables_are_not_in_a_caught_traceback(sandbox):
+    program = textwrap.dedent(
+        """\
+        def answer():
+            import os
+            try:
+                os.system("true")
+            except PermissionError as exc:
+                tb = exc.__traceback__
+                seen = []
+                while tb is not None:
+                    frame = tb.tb_frame
+                    seen.extend(type(v).__name__ for v in frame.f_locals.values())
+                    seen.extend(type(v).__name__ for v in frame.f_code.co_consts)
+                    tb = tb.tb_next
+                raise ValueError(" ".join(sorted(set(seen))))
+        """
+    )
+    result = run(sandbox, program)
+    assert (result.status, result.error_type) == ("error", "ValueError")
+    found = set(result.message.split())
+    assert "str" in found  # the event and the message are there
+    assert {"frozenset", "function", "type"}.isdisjoint(found)  # the tables are not
+
+
+def test_audit_hook_can_be_switched_off():
+    program = "def answer():\n    import os\n    return 42 if os.system('true') == 0 else 0\n"
+    with Sandbox(workers=1, audit_hook=False) as box:
+        assert box.info()["audit_hook"] is False
+        result = run(box, program)
+    # without the hook os.system reaches the kernel, where seccomp refuses the fork: it fails
+    assert (result.status, result.error_type) == ("fail", "SolutionError")
