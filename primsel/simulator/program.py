@@ -210,8 +210,8 @@ def serve_spawner(
     Messages (one JSON document per ``SOCK_SEQPACKET`` message): ``spawn`` with two descriptors attached (the program's input and
     output pipes) and the limits ``workdir``, ``memory_mb``, ``timeout``, ``stdout_cap``,
     ``seccomp``, ``landlock``, ``audit_hook``: forks a program process and answers ``{"pid": N}``. ``end`` with
-    ``pids``: SIGKILLs those processes' groups, reaps them and answers their wait statuses
-    (``{"status": {pid: status or null}}``).
+    ``pids``: SIGKILLs those processes' groups, reaps them and answers their wait statuses and
+    CPU seconds (``{"status": {pid: status or null}, "cpu": {pid: seconds}}``).
 
     Program processes run as ``user`` (default :data:`primsel.simulator.isolation.UNPRIVILEGED_USER`)
     when the spawner runs as root; the spawner first makes ``runtime`` (default ``readable``)
@@ -267,7 +267,8 @@ def serve_spawner(
                 run_program_process(fds[0], fds[1], {**request, "user": user}, ruleset, apps, codec, own, template)
             answer: dict[str, Any] = {"pid": pid}
         elif request["op"] == "end":
-            answer = {"status": {str(p): _end(int(p)) for p in request["pids"]}}
+            ended = {str(p): _end(int(p)) for p in request["pids"]}
+            answer = {"status": {p: e[0] for p, e in ended.items()}, "cpu": {p: e[1] for p, e in ended.items()}}
         else:
             answer = {"error": "malformed request"}
         for fd in fds:
@@ -278,8 +279,11 @@ def serve_spawner(
             os._exit(0)
 
 
-def _end(pid: int) -> int | None:
-    """SIGKILL a program process and its group, reap it; its wait status (None: not reaped)."""
+def _end(pid: int) -> tuple[int | None, float]:
+    """SIGKILL a program process and its group, reap it.
+
+    Returns ``(wait status or None if not reaped, CPU seconds it used, user and system)``.
+    """
     for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
@@ -287,13 +291,13 @@ def _end(pid: int) -> int | None:
     pause = 0.0005
     while True:
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
-            return None
+            return None, 0.0
         if done:
-            return status
+            return status, usage.ru_utime + usage.ru_stime
         if time.monotonic() >= deadline:
-            return None
+            return None, 0.0
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 

@@ -359,9 +359,11 @@ class Sandbox:
         ``error``/``AsyncEntryPoint`` (at its line) and a program over ``program_cap`` bytes
         ``error``/``ProgramTooLarge``, all without starting a process.
 
+        A worker that cannot be (re)started, dies or stops answering gives this task ``error``
+        (``WorkerStartFailed``, ``WorkerDied``) and is started again for the next task.
+
         Raises
         ------
-        SandboxError : a worker process could not be started.
         RuntimeError : the sandbox is closed.
         """
         prepared = self._prepare(task, program, entry_point)
@@ -478,9 +480,19 @@ class Sandbox:
             return self._executor[0].submit(self._run, task.id, request)
 
     def _run(self, task_id: str, request: dict[str, Any]) -> ExecutionResult:
+        """Run one request on an idle worker; never raises (a failure is this task's ``error``)."""
         worker = self._idle.get()
+        start = time.monotonic()  # the wall time of this task, restarts included
         try:
             reply = worker.request(request, self.timeout + self.judge_timeout + ANSWER_GRACE)
+        except (OSError, SandboxError, ValueError, subprocess.SubprocessError) as exc:
+            # the worker could not be (re)started: no temporary directory, no process, no
+            # greeting; this task says so and the next one tries again
+            with contextlib.suppress(Exception):
+                worker.kill()
+            return ExecutionResult(task_id, "error", "WorkerStartFailed",
+                                   f"the sandbox worker could not be started: {type(exc).__name__}: {exc}",
+                                   seconds=time.monotonic() - start, raised_by="task")  # fmt: skip
         finally:
             self._idle.put(worker)
         if reply is None:
@@ -489,24 +501,33 @@ class Sandbox:
                 "error",
                 "WorkerDied",
                 "the sandbox worker died or stopped answering; it was restarted",
-                seconds=self.timeout,
+                seconds=time.monotonic() - start,
                 raised_by="task",  # a fault of the sandbox, not of the program
             )
-        return ExecutionResult(
-            task_id=task_id,
-            status=reply["status"],
-            error_type=reply.get("error_type"),
-            message=reply.get("message"),
-            line=reply.get("line"),
-            called_primitives=tuple(reply.get("called_primitives", ())),
-            stdout_truncated=bool(reply.get("stdout_truncated", False)),
-            seconds=float(reply.get("seconds", 0.0)),
-            program_seconds=float(reply.get("program_seconds", 0.0)),
-            trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
-            outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
-            paths=tuple(tuple(path) for path in reply.get("paths", ())),
-            raised_by=reply.get("raised_by"),
-        )
+        try:
+            return _result(task_id, reply, time.monotonic() - start)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            return ExecutionResult(task_id, "error", "SandboxError", f"the sandbox worker sent a malformed reply: {exc}",
+                                   seconds=time.monotonic() - start, raised_by="task")  # fmt: skip
+
+
+def _result(task_id: str, reply: dict[str, Any], seconds: float) -> ExecutionResult:
+    """The :class:`ExecutionResult` of a worker's reply; ``seconds``: the wall time it took."""
+    return ExecutionResult(
+        task_id=task_id,
+        status=reply["status"],
+        error_type=reply.get("error_type"),
+        message=reply.get("message"),
+        line=reply.get("line"),
+        called_primitives=tuple(reply.get("called_primitives", ())),
+        stdout_truncated=bool(reply.get("stdout_truncated", False)),
+        seconds=seconds,
+        program_seconds=float(reply.get("program_seconds", 0.0)),
+        trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
+        outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
+        paths=tuple(tuple(path) for path in reply.get("paths", ())),
+        raised_by=reply.get("raised_by"),
+    )
 
 
 def _value(item: ExecutionResult | concurrent.futures.Future[ExecutionResult]) -> ExecutionResult:

@@ -37,6 +37,13 @@ from typing import Any
 
 #: Seconds the spawner may take to answer before the worker gives up on it.
 SPAWNER_TIMEOUT = 30.0
+#: Address space the judge may add to what the worker holds once started, in MiB (RLIMIT_AS):
+#: a program's answer (at most 16 MiB of JSON, a million values) decodes in far less.
+JUDGE_MEMORY_MB = 2048
+
+
+class ScratchError(RuntimeError):
+    """The worker's scratch directory cannot hold a program's working directory (restart)."""
 
 
 def install_aliases(groups: tuple[str, ...]) -> None:
@@ -157,12 +164,16 @@ class Spawner:
             self._answer()
         return [int(self._answer()[1]["pid"]) for _ in range(count)]
 
-    def statuses(self) -> dict[int, int | None]:
-        """Wait statuses from the answer to the last :meth:`end` (earlier answers are dropped)."""
+    def statuses(self) -> dict[int, tuple[int | None, float]]:
+        """``{pid: (wait status, CPU seconds)}`` from the answer to the last :meth:`end`.
+
+        Earlier answers are dropped; a process that could not be reaped has status None.
+        """
         answer: dict[str, Any] = {}
         while self.pending:
             kind, answer = self._answer()
-        return {int(pid): status for pid, status in answer.get("status", {}).items()}
+        cpu = answer.get("cpu", {})
+        return {int(pid): (status, float(cpu.get(pid, 0.0))) for pid, status in answer.get("status", {}).items()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -220,7 +231,10 @@ def run_request(
             fds.extend((to_read, to_write, from_read, from_write))
             channels.append((to_write, from_read))
             program_ends.extend((to_read, from_write))
-            workdirs.append(tempfile.mkdtemp(prefix="primsel-program-", dir=scratch))
+            try:
+                workdirs.append(tempfile.mkdtemp(prefix="primsel-program-", dir=scratch))
+            except OSError as exc:
+                raise ScratchError(f"no working directory for the program could be made in {scratch}: {exc}") from exc
             spawner.spawn(to_read, from_write, {**limits, "workdir": workdirs[-1]})
         pids = spawner.pids(pairs)
         for fd in program_ends:  # the spawner has forked: its copies are the programs'
@@ -236,14 +250,31 @@ def run_request(
             shutil.rmtree(workdir, ignore_errors=True)
     if verdict["error_type"] == "ProcessDied":
         # SIGKILL is the spawner's own clean-up; any other end is how the program's process died.
-        statuses = [s for s in spawner.statuses().values() if s is not None
-                    and not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]  # fmt: skip
-        if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGXCPU for s in statuses):
+        ended = [(s, cpu) for s, cpu in spawner.statuses().values() if s is not None
+                 and not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]  # fmt: skip
+        # SIGXCPU is a timeout only when the CPU time really reached the limit (a program can
+        # send itself SIGXCPU at once)
+        if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGXCPU and cpu >= float(request["timeout"])
+               for s, cpu in ended):  # fmt: skip
             verdict.update(status="timeout", error_type=None, message="CPU time limit exceeded")
-        elif statuses:
-            verdict["message"] = f"the program's process {_how(statuses[0])}"
+        elif ended:
+            verdict["message"] = f"the program's process {_how(ended[0][0])}"
     verdict["seconds"] = time.monotonic() - start
     return verdict
+
+
+def _limit_memory(megabytes: int) -> None:
+    """Limit this process's address space to what it has now plus ``megabytes`` MiB (RLIMIT_AS)."""
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            current = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        wanted = current + megabytes * (1 << 20)
+        if hard != resource.RLIM_INFINITY:
+            wanted = min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
 
 
 def _how(status: int) -> str:
@@ -310,6 +341,7 @@ def _serve(scratch: str | None, user: tuple[int, ...] | None = None) -> int:
 
     library = JudgeLibrary(apps)
     install_aliases(("setup_tools", "check_tools"))
+    _limit_memory(JUDGE_MEMORY_MB)  # the spawner, forked before, keeps its own limits
     hello = {
         "ready": True,
         "pid": os.getpid(),
@@ -330,6 +362,9 @@ def _serve(scratch: str | None, user: tuple[int, ...] | None = None) -> int:
                 reply = run_request(library, spawner, request, scratch)
             except SpawnerError as exc:  # no clean parent for program processes: restart
                 reply = _result("error", f"sandbox worker failure: {exc}", "SandboxError")
+                stop = True
+            except ScratchError as exc:  # the caller restarts us with a new scratch directory
+                reply = _result("error", str(exc), "ScratchError")
                 stop = True
             except Exception as exc:  # a bad request must not kill the worker
                 reply = _result("error", f"sandbox worker failure: {exc}", "SandboxError")

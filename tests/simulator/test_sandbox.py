@@ -1007,3 +1007,65 @@ def test_audit_hook_can_be_switched_off():
         result = run(box, program)
     # without the hook os.system reaches the kernel, where seccomp refuses the fork: it fails
     assert (result.status, result.error_type) == ("fail", "SolutionError")
+
+
+# -- the caller never crashes; the judge's work on the program's output is the program's ---------
+
+
+def test_a_worker_that_cannot_start_is_this_tasks_error_and_the_next_task_runs(monkeypatch):
+    import primsel.simulator.sandbox as sandbox_module
+
+    real = sandbox_module.tempfile.mkdtemp
+    calls = []
+
+    def fails_once(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise PermissionError(1, "Operation not permitted", "/tmp")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox_module.tempfile, "mkdtemp", fails_once)
+    with Sandbox(workers=1) as box:
+        first = run(box, "def answer():\n    return 42\n")
+        second = run(box, "def answer():\n    return 42\n")
+    assert (first.status, first.error_type, first.raised_by) == ("error", "WorkerStartFailed", "task")
+    assert "PermissionError" in first.message
+    assert second.status == "pass"
+
+
+def test_a_lost_scratch_directory_is_this_tasks_error_and_the_next_task_runs():
+    import shutil
+
+    with Sandbox(workers=1) as box:
+        assert run(box, "def answer():\n    return 42\n").status == "pass"
+        shutil.rmtree(box._all[0].scratch)
+        lost = run(box, "def answer():\n    return 42\n")
+        assert (lost.status, lost.error_type, lost.raised_by) == ("error", "ScratchError", "task")
+        assert run(box, "def answer():\n    return 42\n").status == "pass"  # a restarted worker
+
+
+def test_sigxcpu_sent_by_the_program_itself_is_not_a_timeout():
+    program = "def answer():\n    import signal\n    signal.raise_signal(signal.SIGXCPU)\n    return 42\n"
+    with Sandbox(workers=1, timeout=5) as box:
+        result = run(box, program)
+    assert (result.status, result.error_type) == ("error", "ProcessDied")
+    assert result.message == "the program's process was killed by SIGXCPU"
+
+
+def test_a_hash_flooding_set_is_refused_quickly():
+    # every item hashes to 7: a set of them takes quadratic time to build
+    program = "def answer():\n    return {7 + i * (2**61 - 1) for i in range(3000)}\n"
+    with Sandbox(workers=1, timeout=10) as box:
+        result = run(box, program)
+    assert (result.status, result.error_type, result.raised_by) == ("error", "UnsupportedReturn", "sandbox")
+    assert "hash" in result.message
+    assert result.seconds < 10 + 60  # well within the task's and the judge's limits
+
+
+def test_a_check_made_slow_by_the_program_output_is_the_programs_timeout():
+    check = CHECK_42.replace("    answer = executable()\n", "    answer = executable()\n    while answer == 42:\n        pass\n")
+    with Sandbox(workers=1, timeout=5, judge_timeout=0.5) as box:
+        result = run(box, "def answer():\n    return 42\n", make_task(check))
+        before = run(box, "def answer():\n    return 42\n", make_task(check.replace("answer = executable()", "while True:\n        pass\n    answer = executable()")))
+    assert (result.status, result.error_type, result.raised_by) == ("timeout", "CheckTimeout", "program")
+    assert (before.status, before.error_type, before.raised_by) == ("error", "EvaluatorError", "task")
