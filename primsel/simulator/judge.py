@@ -348,12 +348,13 @@ class ProgramHandle:
         if "exception" in answer:
             info = answer["exception"]
             if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
-                self.outcomes.append((len(kept), "raise", _cap(f"{info['type'][:NAME_CAP]}: {info['message']}")))
+                self.outcomes.append((len(kept), "raise",
+                                      _cap(clean_text(f"{clean_name(info['type'])}: {info['message']}"))))
                 self.paths.append(path)
             self.raise_program_exception(info)
         if not returned:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
-        self.outcomes.append((len(kept), "return", summarise(value)))
+        self.outcomes.append((len(kept), "return", _cap(clean_text(summarise(value)))))
         self.paths.append(path)
         return value
 
@@ -387,7 +388,7 @@ class ProgramHandle:
         return value
 
     def _path(self, data: Any) -> list[int]:
-        if type(data) is not list or len(data) > PATH_CAP or any(type(v) is not int or v < 0 for v in data):
+        if type(data) is not list or len(data) > PATH_CAP or any(type(v) is not int or not 0 <= v <= MAX_LINE for v in data):
             raise codec_module.CodecError("malformed path of executed lines")
         return data
 
@@ -406,7 +407,7 @@ class ProgramHandle:
                 raise codec_module.CodecError("malformed call trace")
             if entry[0] not in self.library.primitive_ids:
                 raise codec_module.CodecError("the call trace names no primitive of the library")
-            line = entry[1] if entry[1] is not None and entry[1] >= 1 else None
+            line = entry[1] if entry[1] is not None and 1 <= entry[1] <= MAX_LINE else None
             trace.append((entry[0], line, clean_text(entry[2][:ARGS_CAP])))
         return trace
 
@@ -455,12 +456,15 @@ def _cap(text: str) -> str:
     return text if len(text) <= MESSAGE_CAP else text[:MESSAGE_CAP] + "..."
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+#: Largest program line number kept (a program is at most 256 KiB, so it has fewer lines).
+MAX_LINE = 1_000_000
 
 
 def clean_text(text: str) -> str:
-    """``text`` as valid UTF-8 without control characters: lone surrogates become ``?`` and
-    control characters (terminal escapes among them) other than tab and line break are dropped."""
+    """``text`` as valid UTF-8 without control characters: lone surrogates become ``?``;
+    control characters (terminal escapes among them) other than tab and line break, bidi
+    overrides and isolates and zero-width characters are dropped."""
     if not text.isascii():
         text = text.encode("utf-8", "replace").decode("utf-8")
     return _CONTROL.sub("", text) if _CONTROL.search(text) else text
@@ -586,7 +590,7 @@ def verdict(
         status, error_type, line, raised_by = _status(library, exc), type(exc).__name__, None, "task"
         message = _message(exc)
     error_type = clean_name(error_type) if error_type is not None else None
-    line = line if type(line) is int and line >= 1 else None
+    line = line if type(line) is int and 1 <= line <= MAX_LINE else None
     result.update(status=status, error_type=error_type, message=_cap(clean_text(message)), line=line,
                   raised_by=raised_by)
     return result

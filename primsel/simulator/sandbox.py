@@ -183,10 +183,14 @@ class _Worker:
                 if attempt:
                     return None
         line = self._read_line(time.monotonic() + deadline_s)
-        if line is None:
+        try:
+            reply = json.loads(line) if line is not None else None
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
             self.kill()
             return None
-        return json.loads(line)
+        return reply
 
     def _read_line(self, deadline: float) -> bytes | None:
         fd = self.process.stdout.fileno()
@@ -485,6 +489,8 @@ class Sandbox:
         start = time.monotonic()  # the wall time of this task, restarts included
         try:
             reply = worker.request(request, self.timeout + self.judge_timeout + ANSWER_GRACE)
+            if reply is not None and reply.get("restart") is True:
+                worker.stop()  # it is exiting: the next task starts a new one
         except (OSError, SandboxError, ValueError, subprocess.SubprocessError) as exc:
             # the worker could not be (re)started: no temporary directory, no process, no
             # greeting; this task says so and the next one tries again

@@ -368,6 +368,8 @@ def _serve(scratch: str | None, user: tuple[int, ...] | None = None) -> int:
                 stop = True
             except Exception as exc:  # a bad request must not kill the worker
                 reply = _result("error", f"sandbox worker failure: {exc}", "SandboxError")
+            if stop:
+                reply["restart"] = True  # the caller stops this worker and starts a new one
             replies.write(json.dumps(reply).encode() + b"\n")
             replies.flush()
             if stop:

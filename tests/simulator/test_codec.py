@@ -212,3 +212,9 @@ def test_commas_inside_strings_are_not_values():
     assert too_many_values(json.dumps([0] * 1_000_001).encode())
     assert too_many_values(b'["a\\",", 1, 2]', 3)  # an escaped quote does not end the string
     assert not too_many_values(b'["a\\",", 1]', 3)
+
+
+def test_clean_text_drops_controls_bidi_and_lone_surrogates():
+    from primsel.simulator.judge import clean_text
+
+    assert clean_text("a\x1b[2Jb\u202ec\u2066d\u200be\ud800f\tg\nh") == "a[2Jbcde?f\tg\nh"
