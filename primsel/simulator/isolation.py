@@ -312,7 +312,7 @@ def _mount(libc: ctypes.CDLL, source: str | None, target: str, kind: str | None,
         raise OSError(error, f"mount of {target} failed: {os.strerror(error)}")
 
 
-def share_paths(paths: Iterable[str], user: tuple[int, int]) -> list[str]:
+def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None = None) -> list[str]:
     """Let ``user`` reach ``paths`` through directories it may not search, in a new mount namespace.
 
     For a process running as root whose runtime lies beneath a directory closed to others
@@ -326,6 +326,8 @@ def share_paths(paths: Iterable[str], user: tuple[int, int]) -> list[str]:
     ----------
     paths : absolute, resolved paths ``user`` must reach.
     user : ``(uid, gid)`` the children will run as.
+    stage : directory for the short-lived mount points used on the way (default: the system's
+        temporary directory); the worker's scratch directory, so nothing outlives the worker.
 
     Returns
     -------
@@ -344,8 +346,9 @@ def share_paths(paths: Iterable[str], user: tuple[int, int]) -> list[str]:
         raise OSError(error, f"unshare(CLONE_NEWNS) failed: {os.strerror(error)}")
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing propagates to the host
     covered = sorted(blocking, key=lambda d: (d.count("/"), d))
+    stage_dir = stage
     for directory in covered:
-        stage = tempfile.mkdtemp(prefix="primsel-stage-")
+        stage = tempfile.mkdtemp(prefix="primsel-stage-", dir=stage_dir)
         try:
             _mount(libc, "tmpfs", stage, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700,size=64k")
             entries = sorted(blocking[directory])

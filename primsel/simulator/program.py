@@ -204,6 +204,7 @@ def serve_spawner(
     readable: list[str] | None,
     user: tuple[int, int] | None = None,
     runtime: list[str] | None = None,
+    scratch: str | None = None,
 ) -> None:
     """Serve spawn requests from the worker on ``control`` until it closes (never returns).
 
@@ -216,7 +217,7 @@ def serve_spawner(
     Program processes run as ``user`` (default :data:`primsel.simulator.isolation.UNPRIVILEGED_USER`)
     when the spawner runs as root; the spawner first makes ``runtime`` (default ``readable``)
     reachable for that user in its own mount namespace
-    (:func:`primsel.simulator.isolation.share_paths`).
+    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``).
     """
     import json
 
@@ -231,7 +232,7 @@ def serve_spawner(
     user = tuple(user) if user else isolation.UNPRIVILEGED_USER
     if os.geteuid() == 0:
         try:
-            isolation.share_paths(runtime or readable or [], user)
+            isolation.share_paths(runtime or readable or [], user, scratch)
         except OSError as exc:
             broken.append(("user", f"the Python runtime cannot be made readable for uid {user[0]}: {exc}"))
     try:

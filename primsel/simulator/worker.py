@@ -109,10 +109,15 @@ class Spawner:
     readable : what Landlock leaves readable to program processes (None: no Landlock).
     user : ``(uid, gid)`` program processes run as when the worker runs as root.
     runtime : what program processes must be able to reach (as ``user``), Landlock or not.
+    scratch : the worker's scratch directory (where the spawner stages its mounts).
     """
 
     def __init__(
-        self, readable: list[str] | None, user: tuple[int, int] | None = None, runtime: list[str] | None = None
+        self,
+        readable: list[str] | None,
+        user: tuple[int, int] | None = None,
+        runtime: list[str] | None = None,
+        scratch: str | None = None,
     ) -> None:
         from primsel.simulator import program
 
@@ -120,7 +125,7 @@ class Spawner:
         pid = os.fork()
         if pid == 0:
             ours.close()
-            program.serve_spawner(theirs, readable, user, runtime)
+            program.serve_spawner(theirs, readable, user, runtime, scratch)
         theirs.close()
         self.pid = pid
         self.socket = ours
@@ -336,7 +341,7 @@ def _serve(scratch: str | None, user: tuple[int, ...] | None = None) -> int:
     seccomp_available, seccomp_detail = seccomp.status()
     landlock_available, landlock_detail = landlock.status()
     runtime = program.readable_paths(scratch)
-    spawner = Spawner(runtime if landlock_available else None, user, runtime)
+    spawner = Spawner(runtime if landlock_available else None, user, runtime, scratch)
     from primsel.simulator.judge import JudgeLibrary
 
     library = JudgeLibrary(apps)
