@@ -8,6 +8,7 @@ them, so that killing primsel never leaves a program or a model server running.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 
@@ -23,6 +24,13 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 
 
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """The C library (``use_errno``), loaded once per process and inherited by forks: loading it
+    takes a few hundred microseconds, which a sandbox fork per program should not pay."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def prctl(option: int, value: int, value2: int = 0) -> None:
     """``prctl(option, value, value2, 0, 0)`` through libc (Linux).
 
@@ -30,8 +38,7 @@ def prctl(option: int, value: int, value2: int = 0) -> None:
     ------
     OSError : the call failed (errno of the call).
     """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(*(ctypes.c_ulong(v) for v in (option, value, value2, 0, 0))) != 0:
+    if libc().prctl(*(ctypes.c_ulong(v) for v in (option, value, value2, 0, 0))) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"prctl({option}) failed: {os.strerror(error)}")
 

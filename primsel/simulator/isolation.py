@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from primsel import processes
 from primsel.processes import (
     PR_CAP_AMBIENT,
     PR_CAP_AMBIENT_CLEAR_ALL,
@@ -69,17 +70,18 @@ def _capabilities(libc: ctypes.CDLL, clear: bool) -> tuple[int, int, int]:
                  for n in ("effective", "permitted", "inheritable"))  # fmt: skip
 
 
-def _drop_bounding_set() -> bool:
+def _drop_bounding_set(libc: ctypes.CDLL) -> bool:
     """Remove every capability from the bounding set; False if not permitted (no CAP_SETPCAP)."""
+    call, zero = libc.prctl, ctypes.c_ulong(0)
     for cap in range(64):  # EINVAL past the kernel's last capability
-        try:
-            prctl(PR_CAPBSET_DROP, cap)
-        except OSError as exc:
-            if exc.errno == errno.EINVAL:
-                return True
-            if exc.errno == errno.EPERM:
-                return False
-            raise
+        if call(PR_CAPBSET_DROP, ctypes.c_ulong(cap), zero, zero, zero) == 0:
+            continue
+        error = ctypes.get_errno()
+        if error == errno.EINVAL:
+            return True
+        if error == errno.EPERM:
+            return False
+        raise OSError(error, f"prctl(PR_CAPBSET_DROP, {cap}) failed: {os.strerror(error)}")
     return True
 
 
@@ -128,8 +130,8 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
     if user is not None:
         if len(user) != 2 or not all(type(v) is int and 0 < v < 2**32 - 1 for v in user):
             raise ValueError(f"user must be (uid, gid), both in [1, 2**32 - 2], got {user!r}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    bounding_cleared = _drop_bounding_set()
+    libc = processes.libc()
+    bounding_cleared = _drop_bounding_set(libc)
     if not bounding_cleared and _capabilities(libc, clear=False)[0]:
         raise OSError(errno.EPERM, "the process has capabilities but cannot drop its bounding set")
     if not bounding_cleared and os.geteuid() != 0:
@@ -137,7 +139,7 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
         # holds CAP_SETPCAP there and can empty its bounding set (if user namespaces are allowed).
         with contextlib.suppress(OSError):
             _own_user_namespace(libc)
-            bounding_cleared = _drop_bounding_set()
+            bounding_cleared = _drop_bounding_set(libc)
     with contextlib.suppress(OSError):  # EINVAL before Linux 4.3, which has no ambient set
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     if os.geteuid() == 0 or os.getuid() == 0:
@@ -326,8 +328,9 @@ def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None =
     ----------
     paths : absolute, resolved paths ``user`` must reach.
     user : ``(uid, gid)`` the children will run as.
-    stage : directory for the short-lived mount points used on the way (default: the system's
-        temporary directory); the worker's scratch directory, so nothing outlives the worker.
+    stage : directory for the short-lived mount points used on the way, e.g. the worker's
+        scratch directory, so nothing outlives the worker (when it lies beneath a directory to
+        cover: the system's temporary directory).
 
     Returns
     -------
@@ -346,7 +349,11 @@ def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None =
         raise OSError(error, f"unshare(CLONE_NEWNS) failed: {os.strerror(error)}")
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing propagates to the host
     covered = sorted(blocking, key=lambda d: (d.count("/"), d))
-    stage_dir = stage
+    # the staging place must stay reachable once the directories are covered
+    candidates = [c for c in (stage, tempfile.gettempdir(), "/tmp") if c and os.path.isdir(c)]
+    stage_dir = next((c for c in candidates if not any(_beneath(c, d) for d in covered)), None)
+    if stage_dir is None:
+        raise OSError(errno.ENOENT, "no directory to stage mounts in outside the ones to cover")
     for directory in covered:
         stage = tempfile.mkdtemp(prefix="primsel-stage-", dir=stage_dir)
         try:
@@ -367,6 +374,12 @@ def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None =
             with contextlib.suppress(OSError):
                 os.rmdir(stage)
     return covered
+
+
+def _beneath(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies beneath it (both absolute and resolved)."""
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def _placeholder(path: str, directory: bool) -> None:
