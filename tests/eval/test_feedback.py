@@ -163,8 +163,13 @@ def leaks(text: str, task: Task, code: str, res: ExecutionResult, diagnosis: dic
     """What ``text`` holds of the task's evaluation programs or reference program that the
     program under test did not write or do itself (its text, its calls and returned values, the
     query and the setup programs are its own to see)."""
-    own = "\n".join([code, task.query, *task.setup_programs, *(f"{pid}({args})" for pid, _, args in res.trace),
-                     *(summary for _, _, summary in res.outcomes)])
+    from primsel.eval.localise import normalise_ids
+
+    calls = [f"{pid}({args})" for pid, _, args in res.trace]
+    summaries = [summary for _, _, summary in res.outcomes]
+    # the program's own calls and values, as recorded and with run-time ids renamed as told
+    own = "\n".join([code, task.query, *task.setup_programs, *calls, *summaries,
+                     *normalise_ids(calls[:10] + summaries[:2])])
     own_lines = {line.strip() for line in own.splitlines()}
     found = []
     for name, source in [*(("evaluation program", ep) for ep in task.evaluation_programs),
