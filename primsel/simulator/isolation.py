@@ -85,18 +85,23 @@ def _drop_bounding_set(libc: ctypes.CDLL) -> bool:
     return True
 
 
-def _own_user_namespace(libc: ctypes.CDLL) -> None:
-    """Enter a new user namespace in which the caller's uid and gid map to themselves only."""
+def _own_user_namespace(libc: ctypes.CDLL) -> bool:
+    """Enter a new user namespace in which the caller's uid and gid map to themselves only.
+
+    Returns False (nothing changed) where user namespaces are not allowed. The maps only keep
+    the ids the process sees; its ids on the host, which file permissions use, never change.
+    """
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(_CLONE_NEWUSER) != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"unshare(CLONE_NEWUSER) failed: {os.strerror(error)}")
+        return False
     for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1")):
-        fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+        with contextlib.suppress(OSError):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+    return True
 
 
 def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[str, Any]:
@@ -134,12 +139,12 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
     bounding_cleared = _drop_bounding_set(libc)
     if not bounding_cleared and _capabilities(libc, clear=False)[0]:
         raise OSError(errno.EPERM, "the process has capabilities but cannot drop its bounding set")
-    if not bounding_cleared and os.geteuid() != 0:
-        # An ordinary user: in a user namespace of its own, mapping only its ids, the process
-        # holds CAP_SETPCAP there and can empty its bounding set (if user namespaces are allowed).
-        with contextlib.suppress(OSError):
-            _own_user_namespace(libc)
-            bounding_cleared = _drop_bounding_set(libc)
+    if not bounding_cleared and os.geteuid() != 0 and _own_user_namespace(libc):
+        # An ordinary user: in a user namespace of its own the process holds CAP_SETPCAP (and
+        # a full bounding set) there, and can empty its bounding set.
+        bounding_cleared = _drop_bounding_set(libc)
+        if not bounding_cleared:
+            raise OSError(errno.EPERM, "the bounding set could not be emptied in a new user namespace")
     with contextlib.suppress(OSError):  # EINVAL before Linux 4.3, which has no ambient set
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     if os.geteuid() == 0 or os.getuid() == 0:
@@ -436,8 +441,6 @@ def confine(
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a parent's handler is not ours
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.setsid()  # own session and process group: the parent kills the group; no terminal
-    with contextlib.suppress(OSError):
-        prctl(PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem or ptrace by other processes of the user
     os.chdir(workdir)
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
@@ -462,7 +465,8 @@ def confine(
     _limit(resource.RLIMIT_CORE, 0)
     parent = os.getppid()
     drop_privileges(user)
-    # A change of ids clears the parent-death signal and resets dumpable: set both again.
+    # A change of ids clears the parent-death signal: set it again. Not dumpable from here on:
+    # no /proc/<pid>/mem or ptrace by other processes of the user.
     die_with_parent(parent)
     with contextlib.suppress(OSError):
         prctl(PR_SET_DUMPABLE, 0)
