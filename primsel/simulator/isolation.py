@@ -1,16 +1,19 @@
-"""Confinement applied to a sandbox process before it runs anything of a task.
+"""Confinement applied to a program process before it runs anything of a task.
 
-Both processes of an execution, the *judge* (setup and evaluation programs) and the *program
-process* (the program under test), call :func:`confine` right after they are forked and before
-any task code runs. It gives the process its own session and process group, makes it die with
-its parent, moves it into a throwaway working directory, closes every descriptor but the ones it
-needs, points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped
+The *program process* (the program under test) calls :func:`confine` right after it is forked
+and before the program text reaches it. It gives the process its own session and process group,
+moves it into a throwaway working directory, closes every descriptor but the ones it needs,
+points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped
 buffer, sets resource limits (address space, CPU seconds, file size 0, few descriptors, no core
-files), restricts itself with Landlock (:mod:`primsel.simulator.landlock`), loads the seccomp
-filter (:mod:`primsel.simulator.seccomp`) and adds an audit hook refusing the same operations at
-the Python level (a second layer only).
+files), drops every privilege (:func:`drop_privileges`: no capability in any set, an
+unprivileged user when it runs as root, no supplementary groups, ``no_new_privs``), makes it die
+with its parent and non-dumpable, restricts itself with Landlock
+(:mod:`primsel.simulator.landlock`), loads the seccomp allow-list
+(:mod:`primsel.simulator.seccomp`) and adds an audit hook refusing the same operations at the
+Python level (a convenience only: the layers beneath hold without it). :func:`share_paths` lets
+the unprivileged user reach a Python installation beneath a directory closed to others, in a
+private mount namespace of the spawner.
 """
-
 from __future__ import annotations
 
 import contextlib

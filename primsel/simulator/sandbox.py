@@ -5,9 +5,9 @@ primsel.simulator.worker``, started with :mod:`subprocess` in a clean interprete
 of the caller; they die with it). Each worker is a *judge* (:mod:`primsel.simulator.judge`): it
 runs the task's setup and evaluation programs itself, and the program under test runs in a
 separate *program process* per (SIP, EP) pair (:mod:`primsel.simulator.program`), forked from a
-spawner that never held anything of a task, confined (its own session, resource limits,
-Landlock, seccomp, an audit hook: :mod:`primsel.simulator.isolation`) before the program text
-reaches it. World state, return values and exceptions cross as checked, typed data
+spawner that never held anything of a task, confined (its own session, resource limits, no
+privileges, Landlock, a seccomp allow-list, an audit hook: :mod:`primsel.simulator.isolation`)
+before the program text reaches it. World state, return values and exceptions cross as checked, typed data
 (:mod:`primsel.simulator.codec`). So every program starts from a pristine process, nothing it
 does (rebinding a primitive, hooking the interpreter, deleting events) reaches the judge or the
 next task, and :func:`sandbox_info` tells what is active on this machine. Program text is
