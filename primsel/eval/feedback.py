@@ -12,10 +12,10 @@ level        the feedback holds
 ``error``    how it ended: cut off at the length limit, no program found, the time limit, or the
              exception the program raised (class, program line with its text, message); for a
              program that ran to the end, only that its outcome was judged wrong
-``trace``    where its execution first departs from the reference program's on the same initial
-             state (:mod:`primsel.eval.localise`): the diagnosis category, the program's line
-             with its text and the program's own call (or returned value) there, and the kind of
-             difference
+``trace``    what the program did, as its own process recorded it: its first library calls (the
+             program line and the call with a short summary of its arguments) and how each call
+             of its entry point ended (the returned value or the exception, summarised); ids
+             made at run time shown as ``<id1>``, ``<id2>``, ... so the same run reads the same
 ===========  ==================================================================================
 
 What the feedback never holds (the rule, enforced here and tested):
@@ -27,21 +27,26 @@ What the feedback never holds (the rule, enforced here and tested):
   (:attr:`primsel.types.ExecutionResult.raised_by` ``"program"`` or ``"sandbox"``); anything
   the task's setup or evaluation program raised, or a fault of the judge (``"task"``), is told
   as the status alone;
-* nothing of the reference program (AEP), which is the gold solution: not its text, not its calls
-  (the localisation's ``expected_call``), not its returned value, not the gold primitives or
-  the ones the selection missed. From the comparison with the reference only the position in
-  the *program's* execution (``divergence_line``, ``actual_call``: the program's own call or
-  outcome) and the kind of difference (``difference``, ``category``) are shown;
+* nothing of the reference program (AEP), which is the gold solution: not its text, not its calls,
+  not its returned value, not the gold primitives or the ones the selection missed, and no
+  comparison with it. The call trace and outcomes are written by the program's own process, so
+  a program can forge them; compared with the reference (:mod:`primsel.eval.localise`), a
+  forged trace would confirm a guess at the reference's calls every round. The comparison
+  (the failure diagnosis) is for the researcher's rows and round records, never for the
+  model;
 * nothing of the setup program (SIP) beyond what the program's own calls returned.
 
-So a model that reads the feedback learns what its own program did and where it went wrong, never
-what the right answer is.
+* nothing unclean: every text that comes from the program (messages, class names, quoted
+  lines, call and value summaries) is shown on one line, without control characters, bidi
+  overrides or lone surrogates, and cut at :data:`QUOTE_CAP` characters.
+
+So a model that reads the feedback learns what its own program did, never what the right answer
+is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import re
 
 from primsel.types import ExecutionResult, Program
 
@@ -51,11 +56,16 @@ __all__ = ["LEVELS", "error_text", "feedback_text", "told_exception"]
 LEVELS = ("verdict", "error", "trace")
 #: Longest call or value text quoted from the program's execution (characters).
 QUOTE_CAP = 300
+#: Library calls of the program listed at level ``trace`` (the rest are counted).
+CALLS_SHOWN = 10
+#: Control characters (line breaks included), bidirectional overrides and isolates, zero-width
+#: characters and lone surrogates: never shown.
+_UNCLEAN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]+")
 
 _VERDICT = "Your program did not pass: it does not carry out the request correctly."
 _HANDED_BACK = "It handed the request back to the user (RequiresUserInput), which this request does not call for."
 #: Error types of faults outside the program (the judge, the sandbox's workers).
-_OUTSIDE = frozenset({"EvaluatorError", "SandboxError", "WorkerDied"})
+_OUTSIDE = frozenset({"EvaluatorError", "SandboxError", "WorkerDied", "WorkerStartFailed", "ScratchError"})
 
 #: What each diagnosis category says, from the program's side (README, "Failure diagnosis").
 _CATEGORY = {
@@ -101,7 +111,7 @@ def error_text(program: Program, result: ExecutionResult | None, level: str = "e
 
 
 def feedback_text(level: str, program: Program, result: ExecutionResult | None,
-                  attribution: Mapping[str, Any] | None = None, timeout: float | None = None) -> str:
+                  timeout: float | None = None) -> str:
     """The feedback on one failed round (see the module docstring for what each level holds and
     what no level ever holds).
 
@@ -110,9 +120,6 @@ def feedback_text(level: str, program: Program, result: ExecutionResult | None,
     level : ``"verdict"``, ``"error"`` or ``"trace"``.
     program : the round's program (its status, text and extraction are read).
     result : its execution result, or None when it was not run (cut off, no program).
-    attribution : the failure's diagnosis (:func:`primsel.eval.attribution.attribute`): only
-        ``category``, ``difference``, ``divergence_line`` and ``actual_call`` are read, at level
-        ``trace``; without a comparison with the reference the trace part is left out.
     timeout : the task's time limit in seconds, named when the program ran out of time.
 
     Returns
@@ -130,8 +137,8 @@ def feedback_text(level: str, program: Program, result: ExecutionResult | None,
     if level == "verdict":
         return lines[0]
     lines += _how_it_ended(program, result, timeout)
-    if level == "trace" and attribution:
-        lines += _where_it_departs(program, attribution)
+    if level == "trace" and result is not None:
+        lines += _what_it_did(program, result)
     return "\n".join(lines)
 
 
@@ -140,9 +147,15 @@ def _check_level(level: str) -> None:
         raise ValueError(f"feedback level must be one of {', '.join(repr(v) for v in LEVELS)}, got {level!r}")
 
 
-def _quote(text: str | None) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= QUOTE_CAP else text[:QUOTE_CAP] + "..."
+def clean(text: str | None, cap: int = QUOTE_CAP) -> str:
+    """``text`` fit to quote to a model: one line, without control characters (runs of them,
+    line breaks included, become one space), bidi overrides, zero-width characters or lone
+    surrogates, cut at ``cap`` characters (then ``...``)."""
+    text = _UNCLEAN.sub(" ", str(text or "")).strip()
+    return text if len(text) <= cap else text[:cap] + "..."
+
+
+_quote = clean
 
 
 def _line_of(program: Program, line: int | None) -> str:
@@ -173,7 +186,7 @@ def _how_it_ended(program: Program, result: ExecutionResult | None, timeout: flo
     if told:
         where = _line_of(program, result.line)
         said = f": {_quote(result.message)}" if result.message else ""
-        out.append(f"It raised {result.error_type}" + (f" at {where}" if where else "") + said)
+        out.append(f"It raised {clean(result.error_type, 100)}" + (f" at {where}" if where else "") + said)
     if result.status == "requires_user_input":
         out.append(_HANDED_BACK)
     elif not told and result.error_type in _OUTSIDE:
@@ -183,37 +196,26 @@ def _how_it_ended(program: Program, result: ExecutionResult | None, timeout: flo
     return out
 
 
-def _where_it_departs(program: Program, attribution: Mapping[str, Any]) -> list[str]:
-    difference = attribution.get("difference")
-    if difference is None:
-        return []
-    category = str(attribution.get("category") or "")
-    line = attribution.get("divergence_line")
-    where = _line_of(program, line if isinstance(line, int) else None)
-    actual = _quote(attribution.get("actual_call"))
-    head = "Compared with a correct program run on the same initial state"
-    at = f"at {where}" if where else "where it departs"
-    if difference == "arguments":
-        said = (f"its first library call that differs is {at}: `{actual}`; a correct program calls the same "
-                "function there with other arguments.")
-    elif difference == "order":
-        said = f"{at} it calls `{actual}`: the calls are right but made in another order."
-    elif difference == "extra_call":
-        said = f"{at} it calls `{actual}`, a call a correct program does not make at that point."
-    elif difference == "missing_call":
-        if actual.startswith(("return ", "raise ")) or not actual:
-            said = "its library calls end too early: a call a correct program makes is missing" + \
-                   (f"; it then ended with `{actual}`." if actual else ".")
-        else:
-            said = f"{at} it calls `{actual}` where a correct program first makes a call your program never makes."
-    elif difference == "exception":
-        said = f"it raised where a correct program does not{' (' + at + ')' if where else ''}" + \
-               (f": `{actual}`." if actual else ".")
-    elif difference == "return":
-        said = f"every library call agrees, but the value it returns differs: `{actual}`" + \
-               (f" ({at})." if where else ".")
-    else:  # "none"
-        said = ("its library calls and returned value agree; the effect it leaves differs in a way the "
-                "calls do not show (e.g. records changed directly).")
-    out = [f"Diagnosis: {category} ({_CATEGORY[category]})."] if category in _CATEGORY else []
-    return [*out, f"{head}, {said}"]
+def _what_it_did(program: Program, result: ExecutionResult) -> list[str]:
+    """The program's own record of its run: its first library calls and how its calls ended."""
+    out = []
+    from primsel.eval.localise import normalise_ids
+
+    # ids made at run time (uuid4) are renamed <id1>, <id2>, ... so the same run is told the same
+    shown = result.trace[:CALLS_SHOWN]
+    outcomes = result.outcomes[:2]
+    texts = normalise_ids([f"{primitive}({arguments})" for primitive, _, arguments in shown]
+                          + [summary for _, _, summary in outcomes])
+    calls = []
+    for (_, line, _), text in zip(shown, texts):
+        call = f"`{clean(text)}`"
+        calls.append(f"line {line} {call}" if isinstance(line, int) and 0 < line <= 10**6 else call)
+    if calls:
+        more = len(result.trace) - len(calls)
+        out.append("Its library calls, in order: " + "; ".join(calls) + (f" (and {more} more)." if more > 0 else "."))
+    elif result.outcomes:
+        out.append("It made no library call.")
+    for (_, how, _), text in zip(outcomes, texts[len(shown):]):
+        verb = "returned" if how == "return" else "raised"
+        out.append(f"A call of its entry point {verb} `{clean(text)}`.")
+    return out

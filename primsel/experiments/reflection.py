@@ -22,10 +22,11 @@ then for each earlier round the model's answer and the feedback on its program
 Every round's request goes through the generator's answer cache, so a run that is interrupted
 and started again sends no request twice. A task's final status is that of its last round.
 
-Feedback at every level comes from the execution result and the failure diagnosis
+Feedback at every level comes from the execution result alone; it never holds the evaluation
+program's text or expected values, nor anything of the reference program, nor a comparison
+with it (the rule: :mod:`primsel.eval.feedback`). The failure diagnosis
 (:func:`primsel.eval.attribution.attribute`, with the reference program's run on the same
-initial state); it never holds the evaluation program's text or expected values, nor anything of
-the reference program (the rule: :mod:`primsel.eval.feedback`).
+initial state) is recorded in the round records (``category``) for the researcher only.
 
 With ``reselect``, a retried task whose feedback names an error is ranked again by the cell's
 retriever (same folds and training tasks) with ``query + "\\n" + error``; the selection of the
@@ -300,7 +301,7 @@ def run_rounds(
         for t in retry:
             program, result = out.programs[t.id], out.results.get(t.id)
             diagnosis = attribute(t, out.selections[t.id], program, result, library, out.references.get(t.id))
-            text = feedback_text(reflection.feedback, program, result, diagnosis, timeout)
+            text = feedback_text(reflection.feedback, program, result, timeout)
             turns[t.id].append((program, text))
             out.rounds[t.id][-1].update(category=diagnosis["category"] if diagnosis else None, feedback=text)
             errors[t.id] = error_text(program, result, reflection.feedback)

@@ -47,6 +47,7 @@ import enum
 import json
 import math
 import os
+import re
 import select
 import struct
 import time
@@ -62,8 +63,15 @@ MAX_NODES = 1_000_000
 MAX_INT_DIGITS = 4000
 #: Default cap on one frame, in bytes.
 FRAME_CAP = 16 * 1024 * 1024
+#: Most distinct items of one set, frozenset or dict (keys) that may share a hash value. Items
+#: of a set are pairwise unequal, and unequal values rarely share a hash (``-1`` and ``-2``
+#: do); thousands that do were made to (hash flooding), and would make building the set take
+#: quadratic time in C, where no timer can interrupt it.
+MAX_SAME_HASH = 32
 
 _HEADER = struct.Struct(">I")
+#: A JSON string (escapes included), as the encoder writes it.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 # Taken at import: a program that rebinds the builtins in its own process still gets its answer out.
 _len = len
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -210,14 +218,17 @@ class Codec:
         (tag, body), = data.items()
         if tag in ("t", "s", "fs"):
             items = [self._decode(item, down, budget) for item in _list(body, tag)]
+            if tag != "t":
+                _few_collisions(items)
             return {"t": tuple, "s": set, "fs": frozenset}[tag](items)
         if tag == "d":
-            result = {}
+            pairs = []
             for pair in _list(body, tag):
                 if type(pair) is not list or len(pair) != 2:
                     raise CodecError("a dict entry is not a [key, value] pair")
-                result[self._decode(pair[0], down, budget)] = self._decode(pair[1], down, budget)
-            return result
+                pairs.append((self._decode(pair[0], down, budget), self._decode(pair[1], down, budget)))
+            _few_collisions([key for key, _ in pairs])
+            return dict(pairs)
         if tag == "b":
             if type(body) is not str:
                 raise CodecError("bytes are not a base64 string")
@@ -225,7 +236,7 @@ class Codec:
         if tag == "fl":
             if body not in _FLOATS:
                 raise CodecError(f"unknown float {body!r}")
-            return _FLOATS[body]
+            return float(body)  # a new object per nan: three nans in a set stay three
         if tag == "date":
             return datetime.date(*_ints(body, 3, tag))
         if tag == "time":
@@ -259,6 +270,27 @@ class Codec:
         if entry is None or (category is not None and entry[1] != category):
             raise CodecError(f"unknown library type {name!r}")
         return entry[0]
+
+
+def _few_collisions(items: list[Any]) -> None:
+    """Refuse more than :data:`MAX_SAME_HASH` items with one hash value (linear time).
+
+    The counts are kept in a dict keyed by the hash values, plain ints that hash to
+    themselves, so the check itself cannot be flooded.
+
+    Raises
+    ------
+    CodecError : too many items share a hash value, or an item is unhashable.
+    """
+    if len(items) <= MAX_SAME_HASH:
+        return
+    counts: dict[int, int] = {}
+    for item in items:
+        value = hash(item)
+        count = counts.get(value, 0) + 1
+        if count > MAX_SAME_HASH:
+            raise CodecError(f"more than {MAX_SAME_HASH} items of a set or dict share one hash value (hash flooding)")
+        counts[value] = count
 
 
 def _kind(cls: type) -> tuple[str | None, tuple[str, ...]]:
@@ -423,13 +455,17 @@ def _wait(fd: int, deadline: float, write: bool) -> None:
 
 
 def too_many_values(payload: bytes, most: int = MAX_NODES) -> bool:
-    """Whether a JSON frame certainly holds more than ``most`` values, judged from its bytes.
+    """Whether a JSON frame holds more than ``most`` values, judged from its bytes.
 
     Every value but the first follows a comma or opens a container, so a frame with fewer than
-    ``most`` commas and brackets holds at most ``most`` values (a string holding commas only
-    makes the estimate larger). Cheap (C speed), so a huge frame is refused before parsing.
+    ``most`` commas and brackets outside its strings holds at most ``most`` values. Counted at
+    C speed, so a huge frame is refused before parsing; strings are cut out (by a regular
+    expression) only when the raw count is over, so commas inside a string never count.
     """
-    return payload.count(b",") + payload.count(b"[") + payload.count(b"{") >= most
+    def count(data: bytes) -> int:
+        return data.count(b",") + data.count(b"[") + data.count(b"{")
+
+    return count(payload) >= most and count(_JSON_STRING.sub(b'""', payload)) >= most
 
 
 def loads(payload: bytes) -> Any:

@@ -1,19 +1,23 @@
-"""Confinement applied to a sandbox process before it runs anything of a task.
+"""Confinement applied to a program process before it runs anything of a task.
 
-Both processes of an execution, the *judge* (setup and evaluation programs) and the *program
-process* (the program under test), call :func:`confine` right after they are forked and before
-any task code runs. It gives the process its own session and process group, makes it die with
-its parent, moves it into a throwaway working directory, closes every descriptor but the ones it
-needs, points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped
+The *program process* (the program under test) calls :func:`confine` right after it is forked
+and before the program text reaches it. It gives the process its own session and process group,
+moves it into a throwaway working directory, closes every descriptor but the ones it needs,
+points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped
 buffer, sets resource limits (address space, CPU seconds, file size 0, few descriptors, no core
-files), restricts itself with Landlock (:mod:`primsel.simulator.landlock`), loads the seccomp
-filter (:mod:`primsel.simulator.seccomp`) and adds an audit hook refusing the same operations at
-the Python level (a second layer only).
+files), drops every privilege (:func:`drop_privileges`: no capability in any set, an
+unprivileged user when it runs as root, no supplementary groups, ``no_new_privs``), makes it die
+with its parent and non-dumpable, restricts itself with Landlock
+(:mod:`primsel.simulator.landlock`), loads the seccomp allow-list
+(:mod:`primsel.simulator.seccomp`) and adds an audit hook refusing the same operations at the
+Python level (a convenience only: the layers beneath hold without it). :func:`share_paths` lets
+the unprivileged user reach a Python installation beneath a directory closed to others, in a
+private mount namespace of the spawner.
 """
-
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import io
 import math
@@ -25,13 +29,139 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from primsel.processes import PR_SET_DUMPABLE, prctl
+from primsel import processes
+from primsel.processes import (
+    PR_CAP_AMBIENT,
+    PR_CAP_AMBIENT_CLEAR_ALL,
+    PR_CAPBSET_DROP,
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    die_with_parent,
+    prctl,
+)
 
 if TYPE_CHECKING:
     from primsel.simulator.seccomp import Template
 
 #: Descriptor limit inside a confined process (imports open files read-only, one at a time).
 NOFILE = 64
+#: User and group a program process runs as when the sandbox runs as root (nobody, nogroup).
+UNPRIVILEGED_USER = (65534, 65534)
+#: ``_LINUX_CAPABILITY_VERSION_3`` (``linux/capability.h``): two 32-bit words per set.
+_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _capabilities(libc: ctypes.CDLL, clear: bool) -> tuple[int, int, int]:
+    """The calling thread's (effective, permitted, inheritable) sets, after emptying them if ``clear``."""
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if clear and libc.capset(ctypes.byref(header), data) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"capset failed: {os.strerror(error)}")
+    if libc.capget(ctypes.byref(header), data) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"capget failed: {os.strerror(error)}")
+    return tuple(data[0].__getattribute__(n) | data[1].__getattribute__(n) << 32
+                 for n in ("effective", "permitted", "inheritable"))  # fmt: skip
+
+
+def _drop_bounding_set(libc: ctypes.CDLL) -> bool:
+    """Remove every capability from the bounding set; False if not permitted (no CAP_SETPCAP)."""
+    call, zero = libc.prctl, ctypes.c_ulong(0)
+    for cap in range(64):  # EINVAL past the kernel's last capability
+        if call(PR_CAPBSET_DROP, ctypes.c_ulong(cap), zero, zero, zero) == 0:
+            continue
+        error = ctypes.get_errno()
+        if error == errno.EINVAL:
+            return True
+        if error == errno.EPERM:
+            return False
+        raise OSError(error, f"prctl(PR_CAPBSET_DROP, {cap}) failed: {os.strerror(error)}")
+    return True
+
+
+def _own_user_namespace(libc: ctypes.CDLL) -> bool:
+    """Enter a new user namespace in which the caller's uid and gid map to themselves only.
+
+    Returns False (nothing changed) where user namespaces are not allowed. The maps only keep
+    the ids the process sees; its ids on the host, which file permissions use, never change.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(_CLONE_NEWUSER) != 0:
+        return False
+    for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1")):
+        with contextlib.suppress(OSError):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+    return True
+
+
+def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[str, Any]:
+    """Leave the calling (single-threaded, freshly forked) process without any privilege.
+
+    In this order: every capability is removed from the bounding set (``PR_CAPBSET_DROP``; a
+    process of an ordinary user, without ``CAP_SETPCAP``, first enters a user namespace of its
+    own that maps only its own ids, where it may; where user namespaces are not allowed its
+    bounding set stays, with nothing in its other sets), the ambient set is cleared; a process running as root then drops its
+    supplementary groups (``setgroups([])``) and takes ``user``'s gid and uid as real,
+    effective and saved ids (``setresgid``, ``setresuid``); the effective, permitted and
+    inheritable sets are emptied (``capset``) and ``no_new_privs`` is set, so no ``execve``
+    (denied anyway) could give anything back. Then it checks the result.
+
+    Parameters
+    ----------
+    user : ``(uid, gid)`` to become when running as root, both in ``[1, 2**32 - 2]``; None
+        keeps the ids (capabilities are still dropped). Ignored for an ordinary user, who
+        cannot change ids (the process stays that user, without capabilities).
+
+    Returns
+    -------
+    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool).
+
+    Raises
+    ------
+    ValueError : ``user`` holds 0 or an id out of range.
+    OSError : a step failed, or a capability or root id is left; the caller must not run
+        untrusted code.
+    """
+    if user is not None:
+        if len(user) != 2 or not all(type(v) is int and 0 < v < 2**32 - 1 for v in user):
+            raise ValueError(f"user must be (uid, gid), both in [1, 2**32 - 2], got {user!r}")
+    libc = processes.libc()
+    bounding_cleared = _drop_bounding_set(libc)
+    if not bounding_cleared and _capabilities(libc, clear=False)[0]:
+        raise OSError(errno.EPERM, "the process has capabilities but cannot drop its bounding set")
+    if not bounding_cleared and os.geteuid() != 0 and _own_user_namespace(libc):
+        # An ordinary user: in a user namespace of its own the process holds CAP_SETPCAP (and
+        # a full bounding set) there, and can empty its bounding set.
+        bounding_cleared = _drop_bounding_set(libc)
+        if not bounding_cleared:
+            raise OSError(errno.EPERM, "the bounding set could not be emptied in a new user namespace")
+    with contextlib.suppress(OSError):  # EINVAL before Linux 4.3, which has no ambient set
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    if os.geteuid() == 0 or os.getuid() == 0:
+        if user is None:
+            raise OSError(errno.EPERM, "a process running as root needs an unprivileged user to become")
+        uid, gid = user
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    left = _capabilities(libc, clear=True)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if any(left) or 0 in os.getresuid() or 0 in os.getresgid() or os.getgroups():
+        raise OSError(errno.EPERM, "privileges are left after dropping them")
+    return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared}
 
 
 class CappedOutput(io.TextIOBase):
@@ -99,8 +229,10 @@ def audit_hook() -> Callable[[str, tuple[Any, ...]], None]:
     """An audit hook refusing process, network, file-write, native-code and introspection events.
 
     A second layer behind Landlock and seccomp (a program can get around it with ``ctypes``,
-    which is loaded). Its tables and every name it uses are held in this closure, not in module
-    globals or builtins, so a program cannot switch it off by rebinding them.
+    which is loaded); the sandbox's guarantees hold without it. Its tables and every name it
+    uses are a default argument, deleted from its frame before it raises: a program that
+    catches the ``PermissionError`` finds in the traceback only the event, its arguments and
+    the message, not the tables (the function object itself is held by the interpreter only).
     """
     blocked = frozenset(
         {
@@ -110,6 +242,7 @@ def audit_hook() -> Callable[[str, tuple[Any, ...]], None]:
             "socket.gethostbyname", "socket.sendto", "sqlite3.connect",
             "os.remove", "os.rmdir", "os.rename", "os.mkdir", "os.chmod", "os.chown", "os.chflags",
             "os.link", "os.symlink", "os.truncate", "os.utime", "os.setxattr", "os.removexattr",
+            "os.getxattr", "os.listxattr", "os.posix_fadvise",
             "shutil.rmtree", "shutil.move", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
             "shutil.chown", "fcntl.ioctl", "fcntl.fcntl", "fcntl.flock", "fcntl.lockf",
             "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.string_at",
@@ -118,22 +251,153 @@ def audit_hook() -> Callable[[str, tuple[Any, ...]], None]:
         }
     )  # fmt: skip
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    write_modes = frozenset("wax+")
-    denied, str_, int_, type_ = PermissionError, str, int, type
+    tables = (blocked, write_flags, frozenset("wax+"), PermissionError, str, int, type)
 
-    def hook(event: str, args: tuple[Any, ...]) -> None:
+    def hook(event: str, args: tuple[Any, ...], _tables: tuple[Any, ...] = tables) -> None:
+        blocked, write_flags, write_modes, denied, str_, int_, type_ = _tables
+        refusal = None
         if event == "open":
             path, mode, flags = args[0], args[1], args[2]
             writes = type_(flags) is int_ and flags & write_flags
             if type_(mode) is str_ and not write_modes.isdisjoint(mode):
                 writes = True
             if writes:
-                what = repr(path) if type_(path) is str_ else "a file"
-                raise denied(f"the sandbox does not allow opening {what} for writing")
+                refusal = "the sandbox does not allow opening " + (repr(path) if type_(path) is str_ else "a file") + " for writing"
         elif event in blocked:
-            raise denied(f"the sandbox does not allow {event}")
+            refusal = "the sandbox does not allow " + event
+        if refusal is None:
+            return
+        error = denied(refusal)
+        del _tables, blocked, write_flags, write_modes, denied, str_, int_, type_
+        raise error
 
     return hook
+
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x2000, 0x4000, 0x40000
+_MNT_DETACH = 2
+
+
+def _searchable(path: str, user: tuple[int, int]) -> bool:
+    """Whether ``user`` (no supplementary groups) may look up names in directory ``path``."""
+    info = os.stat(path)
+    uid, gid = user
+    if info.st_uid == uid:
+        return bool(info.st_mode & 0o100)
+    if info.st_gid == gid:
+        return bool(info.st_mode & 0o010)
+    return bool(info.st_mode & 0o001)
+
+
+def blocking_directories(paths: Iterable[str], user: tuple[int, int]) -> dict[str, set[str]]:
+    """Directories on the way to ``paths`` that ``user`` cannot search, with the names needed in each.
+
+    Parameters
+    ----------
+    paths : absolute, resolved paths (e.g. the Python installation under ``/root/.pyenv``).
+    user : ``(uid, gid)``.
+
+    Returns
+    -------
+    ``{directory: {name of the next component, ...}}`` for every strict ancestor of a path
+    that ``user`` may not search (mode bits only), e.g. ``{"/root": {".pyenv"}}``.
+    """
+    blocking: dict[str, set[str]] = {}
+    for path in paths:
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts)):
+            ancestor = "/" + "/".join(parts[:depth])
+            with contextlib.suppress(OSError):
+                if not _searchable(ancestor, user):
+                    blocking.setdefault(ancestor, set()).add(parts[depth])
+    return blocking
+
+
+def _mount(libc: ctypes.CDLL, source: str | None, target: str, kind: str | None, flags: int, data: str | None) -> None:
+    encode = lambda text: None if text is None else text.encode()  # noqa: E731
+    if libc.mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags), encode(data)) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mount of {target} failed: {os.strerror(error)}")
+
+
+def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None = None) -> list[str]:
+    """Let ``user`` reach ``paths`` through directories it may not search, in a new mount namespace.
+
+    For a process running as root whose runtime lies beneath a directory closed to others
+    (e.g. Python installed under ``/root``, mode 0700): the calling process moves to a private
+    mount namespace (inherited by its children, invisible to every other process) in which
+    each such directory is covered by an empty, root-owned ``tmpfs`` of mode 0755 holding
+    bind mounts of only the entries on the way to ``paths``. Everything else in it is hidden.
+    Nothing changes on the host. Does nothing (and returns ``[]``) when nothing is in the way.
+
+    Parameters
+    ----------
+    paths : absolute, resolved paths ``user`` must reach.
+    user : ``(uid, gid)`` the children will run as.
+    stage : directory for the short-lived mount points used on the way, e.g. the worker's
+        scratch directory, so nothing outlives the worker (when it lies beneath a directory to
+        cover: the system's temporary directory).
+
+    Returns
+    -------
+    The directories covered, outermost first.
+
+    Raises
+    ------
+    OSError : the namespace or a mount could not be made (e.g. no ``CAP_SYS_ADMIN``).
+    """
+    blocking = blocking_directories(paths, user)
+    if not blocking:
+        return []
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"unshare(CLONE_NEWNS) failed: {os.strerror(error)}")
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing propagates to the host
+    covered = sorted(blocking, key=lambda d: (d.count("/"), d))
+    # the staging place must stay reachable once the directories are covered
+    candidates = [c for c in (stage, tempfile.gettempdir(), "/tmp") if c and os.path.isdir(c)]
+    stage_dir = next((c for c in candidates if not any(_beneath(c, d) for d in covered)), None)
+    if stage_dir is None:
+        raise OSError(errno.ENOENT, "no directory to stage mounts in outside the ones to cover")
+    for directory in covered:
+        stage = tempfile.mkdtemp(prefix="primsel-stage-", dir=stage_dir)
+        try:
+            _mount(libc, "tmpfs", stage, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700,size=64k")
+            entries = sorted(blocking[directory])
+            kinds = {}
+            for name in entries:
+                source = os.path.join(directory, name)
+                kinds[name] = os.path.isdir(source)
+                _placeholder(os.path.join(stage, name), kinds[name])
+                _mount(libc, source, os.path.join(stage, name), None, _MS_BIND | _MS_REC, None)
+            _mount(libc, "tmpfs", directory, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=64k")
+            for name in entries:
+                _placeholder(os.path.join(directory, name), kinds[name])
+                _mount(libc, os.path.join(stage, name), os.path.join(directory, name), None, _MS_MOVE, None)
+        finally:
+            libc.umount2(stage.encode(), _MNT_DETACH)
+            with contextlib.suppress(OSError):
+                os.rmdir(stage)
+    return covered
+
+
+def _beneath(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies beneath it (both absolute and resolved)."""
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _placeholder(path: str, directory: bool) -> None:
+    """An empty directory (mode 0755) or file (0644) to mount on."""
+    if directory:
+        os.mkdir(path, 0o755)
+        os.chmod(path, 0o755)
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.chmod(path, 0o644)
 
 
 def _limit(which: int, value: int) -> None:
@@ -149,6 +413,8 @@ def confine(
     stdout_cap: int,
     landlock_ruleset: int | None,
     seccomp: Template | None,
+    user: tuple[int, int] | None = UNPRIVILEGED_USER,
+    hook: bool = True,
 ) -> CappedOutput:
     """Confine the calling (freshly forked) process; see the module docstring.
 
@@ -162,6 +428,9 @@ def confine(
     landlock_ruleset : a Landlock ruleset descriptor to enforce and close
         (:func:`primsel.simulator.landlock.ruleset`), or None (no Landlock restriction).
     seccomp : the compiled seccomp filter to load (:func:`seccomp_template`), or None.
+    user : ``(uid, gid)`` the process becomes when it runs as root (:func:`drop_privileges`).
+    hook : add the audit hook (:func:`audit_hook`); off only to test that the layers beneath
+        hold without it.
 
     Returns
     -------
@@ -175,8 +444,6 @@ def confine(
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a parent's handler is not ours
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.setsid()  # own session and process group: the parent kills the group; no terminal
-    with contextlib.suppress(OSError):
-        prctl(PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem or ptrace by other processes of the user
     os.chdir(workdir)
     os.environ["TMPDIR"] = workdir
     tempfile.tempdir = workdir
@@ -199,6 +466,13 @@ def confine(
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_NOFILE, NOFILE)
     _limit(resource.RLIMIT_CORE, 0)
+    parent = os.getppid()
+    drop_privileges(user)
+    # A change of ids clears the parent-death signal: set it again. Not dumpable from here on:
+    # no /proc/<pid>/mem or ptrace by other processes of the user.
+    die_with_parent(parent)
+    with contextlib.suppress(OSError):
+        prctl(PR_SET_DUMPABLE, 0)
     if landlock_ruleset is not None:
         from primsel.simulator import landlock
 
@@ -206,7 +480,8 @@ def confine(
         os.close(landlock_ruleset)
     if seccomp is not None:
         seccomp.load(os.getpid())
-    sys.addaudithook(audit_hook())
+    if hook:
+        sys.addaudithook(audit_hook())
     return output
 
 

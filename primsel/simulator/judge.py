@@ -251,21 +251,31 @@ class ProgramHandle:
                 raise self._fail("error", "UnsupportedReturn", f"the program's answer is too large: {exc}") from None
             except codec_module.CodecError as exc:
                 raise self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})") from None
-        if frame is None:
-            raise self._fail("error", "ProcessDied", "the program's process ended without answering")
-        if codec_module.too_many_values(frame):  # refused before parsing: bounded memory in the judge
-            raise self._fail("error", "UnsupportedReturn",
-                             f"the program's answer holds more than {codec_module.MAX_NODES} values")
-        try:
-            answer = codec_module.loads(frame)
-        except codec_module.CodecError:
-            answer = None
+            if frame is None:
+                raise self._fail("error", "ProcessDied", "the program's process ended without answering")
+            # Parsing what the program sent is the program's time, and bounded before it starts.
+            if codec_module.too_many_values(frame):
+                raise self._fail("error", "UnsupportedReturn",
+                                 f"the program's answer holds more than {codec_module.MAX_NODES} values")
+            try:
+                answer = codec_module.loads(frame)
+            except codec_module.CodecError:
+                answer = None
+            except MemoryError:
+                raise self._fail("error", "UnsupportedReturn", "the program's answer does not fit in the judge's memory") from None
+        self._charge()
         if type(answer) is not dict:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         if "sandbox_error" in answer:
             text = answer["sandbox_error"]
             raise self._fail("error", "SandboxError", _cap(text) if type(text) is str else "the sandbox could not be set up")
         return answer
+
+    def _charge(self) -> None:
+        """End the task as ``timeout`` if the program's time (judge work on its answer included) ran out."""
+        if self.clock.program_left < 0:
+            raise self._fail("timeout", None, f"time limit of {self.timeout:g} s exceeded (the judge's work on "
+                                              "what the program sent counts as the program's time)")
 
     def load(self, program: str, entry: str, apps: list[str]) -> None:
         """Load the program in its process (its module-level code runs there).
@@ -298,15 +308,29 @@ class ProgramHandle:
         except codec_module.CodecError as exc:
             raise self._fail("error", "EvaluatorError", f"the judge cannot send the world state: {exc}") from None
         answer = self._exchange(message)
-        try:
-            state = self._state(answer.get("state"))
-            random_state = self._random_state(answer.get("random"))
-            trace, calls = self._trace(answer.get("trace")), answer.get("calls")
-            path = self._path(answer.get("path", []))
-        except codec_module.CodecError as exc:
-            if "unsupported" in answer and type(answer["unsupported"]) is str:
-                raise self._fail("error", "UnsupportedReturn", _cap(answer["unsupported"])) from None
-            raise self._fail("error", "UnsupportedReturn", f"the program's answer cannot be checked: {exc}") from None
+        with self.clock.program_call():  # decoding what the program sent is the program's time
+            try:
+                state = self._state(answer.get("state"))
+                random_state = self._random_state(answer.get("random"))
+                trace, calls = self._trace(answer.get("trace")), answer.get("calls")
+                path = self._path(answer.get("path", []))
+            except codec_module.CodecError as exc:
+                if "unsupported" in answer and type(answer["unsupported"]) is str:
+                    raise self._fail("error", "UnsupportedReturn", _cap(clean_text(answer["unsupported"]))) from None
+                raise self._fail("error", "UnsupportedReturn", f"the program's answer cannot be checked: {exc}") from None
+            except MemoryError:
+                raise self._fail("error", "UnsupportedReturn", "the program's answer does not fit in the judge's memory") from None
+            value, returned = None, False
+            if "return" in answer and "unsupported" not in answer and "exception" not in answer:
+                try:
+                    value, returned = codec.decode(answer["return"]), True
+                except codec_module.CodecError as exc:
+                    raise self._fail("error", "UnsupportedReturn",
+                                     f"the program's return value cannot be checked: {exc}") from None
+                except MemoryError:
+                    raise self._fail("error", "UnsupportedReturn",
+                                     "the program's return value does not fit in the judge's memory") from None
+        self._charge()
         if type(answer.get("stdout_truncated")) is not bool or type(calls) is not int:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
         self.stdout_truncated |= answer["stdout_truncated"]
@@ -320,20 +344,17 @@ class ProgramHandle:
             random.setstate(random_state)
         if "unsupported" in answer:
             text = answer["unsupported"]
-            raise self._fail("error", "UnsupportedReturn", _cap(text) if type(text) is str else "unsupported value")
+            raise self._fail("error", "UnsupportedReturn", _cap(clean_text(text)) if type(text) is str else "unsupported value")
         if "exception" in answer:
             info = answer["exception"]
             if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
-                self.outcomes.append((len(kept), "raise", _cap(f"{info['type'][:NAME_CAP]}: {info['message']}")))
+                self.outcomes.append((len(kept), "raise",
+                                      _cap(clean_text(f"{clean_name(info['type'])}: {info['message']}"))))
                 self.paths.append(path)
             self.raise_program_exception(info)
-        if "return" not in answer:
+        if not returned:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
-        try:
-            value = codec.decode(answer["return"])
-        except codec_module.CodecError as exc:
-            raise self._fail("error", "UnsupportedReturn", f"the program's return value cannot be checked: {exc}") from None
-        self.outcomes.append((len(kept), "return", summarise(value)))
+        self.outcomes.append((len(kept), "return", _cap(clean_text(summarise(value)))))
         self.paths.append(path)
         return value
 
@@ -367,7 +388,7 @@ class ProgramHandle:
         return value
 
     def _path(self, data: Any) -> list[int]:
-        if type(data) is not list or len(data) > PATH_CAP or any(type(v) is not int or v < 0 for v in data):
+        if type(data) is not list or len(data) > PATH_CAP or any(type(v) is not int or not 0 <= v <= MAX_LINE for v in data):
             raise codec_module.CodecError("malformed path of executed lines")
         return data
 
@@ -386,7 +407,7 @@ class ProgramHandle:
                 raise codec_module.CodecError("malformed call trace")
             if entry[0] not in self.library.primitive_ids:
                 raise codec_module.CodecError("the call trace names no primitive of the library")
-            line = entry[1] if entry[1] is not None and entry[1] >= 1 else None
+            line = entry[1] if entry[1] is not None and 1 <= entry[1] <= MAX_LINE else None
             trace.append((entry[0], line, clean_text(entry[2][:ARGS_CAP])))
         return trace
 
@@ -435,12 +456,15 @@ def _cap(text: str) -> str:
     return text if len(text) <= MESSAGE_CAP else text[:MESSAGE_CAP] + "..."
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+#: Largest program line number kept (a program is at most 256 KiB, so it has fewer lines).
+MAX_LINE = 1_000_000
 
 
 def clean_text(text: str) -> str:
-    """``text`` as valid UTF-8 without control characters: lone surrogates become ``?`` and
-    control characters (terminal escapes among them) other than tab and line break are dropped."""
+    """``text`` as valid UTF-8 without control characters: lone surrogates become ``?``;
+    control characters (terminal escapes among them) other than tab and line break, bidi
+    overrides and isolates and zero-width characters are dropped."""
     if not text.isascii():
         text = text.encode("utf-8", "replace").decode("utf-8")
     return _CONTROL.sub("", text) if _CONTROL.search(text) else text
@@ -566,7 +590,7 @@ def verdict(
         status, error_type, line, raised_by = _status(library, exc), type(exc).__name__, None, "task"
         message = _message(exc)
     error_type = clean_name(error_type) if error_type is not None else None
-    line = line if type(line) is int and line >= 1 else None
+    line = line if type(line) is int and 1 <= line <= MAX_LINE else None
     result.update(status=status, error_type=error_type, message=_cap(clean_text(message)), line=line,
                   raised_by=raised_by)
     return result
@@ -619,9 +643,15 @@ def judge(
     except BaseException as fault:  # a fault of the judge itself: never a pass
         result = _evaluator_error(_describe(fault))
     if clock.expired:
-        after = any(handle.called for handle in handles)
-        result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s"
-                                  + (" while checking what the program left or returned" if after else ""))
+        if any(handle.called for handle in handles):
+            # the evaluation program was checking what the program left or returned: the
+            # program's output made the check this costly, so the time is charged to it
+            result = _evaluator_error("")
+            result.update(status="timeout", error_type="CheckTimeout", raised_by="program", message=(
+                f"checking what the program left or returned took longer than the judge's limit of "
+                f"{clock.judge_limit:g} s (charged to the program)"))
+        else:
+            result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
     result["program_seconds"] = max(timeout - clock.program_left, 0.0)
     return result
 

@@ -31,6 +31,8 @@ import sys
 import sysconfig
 from collections.abc import Iterable
 
+from primsel import processes
+
 #: System call numbers (shared by x86_64 and aarch64, the generic table).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -66,7 +68,10 @@ class _PathBeneathAttr(ctypes.Structure):
 
 def _syscall(number: int, *args: object) -> int:
     """``syscall(number, *args)`` with integers passed as C longs; raises OSError on failure."""
-    libc = ctypes.CDLL(None, use_errno=True)  # not kept: no ready-made native handle for programs
+    # Loaded once per process (a fork per program should not pay for dlopen); calling through it
+    # from program code is a ``ctypes.call_function`` event the audit hook refuses, and without
+    # the hook a program could load the C library itself: the layers beneath do not rely on it.
+    libc = processes.libc()
     libc.syscall.restype = ctypes.c_long
     result = libc.syscall(*(ctypes.c_long(a) if isinstance(a, int) else a for a in (number, *args)))
     if result < 0:
@@ -171,7 +176,7 @@ def enforce(handle: int) -> int:
     OSError : the kernel refused.
     """
     version = min(abi(), KNOWN_ABI)
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = processes.libc()
     libc.prctl(*(ctypes.c_ulong(v) for v in (_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)))  # required unless privileged
     flags = _LOG_SAME_EXEC_OFF if version >= 7 else 0
     _syscall(_SYS_RESTRICT_SELF, handle, flags)

@@ -199,14 +199,25 @@ def readable_paths(scratch: str | None = None) -> list[str]:
 # -- the spawner ---------------------------------------------------------------------------------
 
 
-def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
+def serve_spawner(
+    control: socket.socket,
+    readable: list[str] | None,
+    user: tuple[int, int] | None = None,
+    runtime: list[str] | None = None,
+    scratch: str | None = None,
+) -> None:
     """Serve spawn requests from the worker on ``control`` until it closes (never returns).
 
     Messages (one JSON document per ``SOCK_SEQPACKET`` message): ``spawn`` with two descriptors attached (the program's input and
     output pipes) and the limits ``workdir``, ``memory_mb``, ``timeout``, ``stdout_cap``,
-    ``seccomp``, ``landlock``: forks a program process and answers ``{"pid": N}``. ``end`` with
-    ``pids``: SIGKILLs those processes' groups, reaps them and answers their wait statuses
-    (``{"status": {pid: status or null}}``).
+    ``seccomp``, ``landlock``, ``audit_hook``: forks a program process and answers ``{"pid": N}``. ``end`` with
+    ``pids``: SIGKILLs those processes' groups, reaps them and answers their wait statuses and
+    CPU seconds (``{"status": {pid: status or null}, "cpu": {pid: seconds}}``).
+
+    Program processes run as ``user`` (default :data:`primsel.simulator.isolation.UNPRIVILEGED_USER`)
+    when the spawner runs as root; the spawner first makes ``runtime`` (default ``readable``)
+    reachable for that user in its own mount namespace
+    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``).
     """
     import json
 
@@ -218,6 +229,12 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
     apps = load_apps()
     codec = codec_module.Codec(apps)
     broken = []  # what could not be built: every program process asking for it refuses to run
+    user = tuple(user) if user else isolation.UNPRIVILEGED_USER
+    if os.geteuid() == 0:
+        try:
+            isolation.share_paths(runtime or readable or [], user, scratch)
+        except OSError as exc:
+            broken.append(("user", f"the Python runtime cannot be made readable for uid {user[0]}: {exc}"))
     try:
         template = isolation.seccomp_template()
     except OSError as exc:
@@ -248,10 +265,11 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
                 for layer, reason in broken:
                     if request.get(layer, True):
                         _refuse(fds[1], reason)
-                run_program_process(fds[0], fds[1], request, ruleset, apps, codec, own, template)
+                run_program_process(fds[0], fds[1], {**request, "user": user}, ruleset, apps, codec, own, template)
             answer: dict[str, Any] = {"pid": pid}
         elif request["op"] == "end":
-            answer = {"status": {str(p): _end(int(p)) for p in request["pids"]}}
+            ended = {str(p): _end(int(p)) for p in request["pids"]}
+            answer = {"status": {p: e[0] for p, e in ended.items()}, "cpu": {p: e[1] for p, e in ended.items()}}
         else:
             answer = {"error": "malformed request"}
         for fd in fds:
@@ -262,8 +280,11 @@ def serve_spawner(control: socket.socket, readable: list[str] | None) -> None:
             os._exit(0)
 
 
-def _end(pid: int) -> int | None:
-    """SIGKILL a program process and its group, reap it; its wait status (None: not reaped)."""
+def _end(pid: int) -> tuple[int | None, float]:
+    """SIGKILL a program process and its group, reap it.
+
+    Returns ``(wait status or None if not reaped, CPU seconds it used, user and system)``.
+    """
     for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
@@ -271,13 +292,13 @@ def _end(pid: int) -> int | None:
     pause = 0.0005
     while True:
         try:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
-            return None
+            return None, 0.0
         if done:
-            return status
+            return status, usage.ru_utime + usage.ru_stime
         if time.monotonic() >= deadline:
-            return None
+            return None, 0.0
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 
@@ -311,6 +332,8 @@ def run_program_process(
             stdout_cap=limits["stdout_cap"],
             landlock_ruleset=ruleset if limits.get("landlock", True) else None,
             seccomp=template if limits.get("seccomp", True) else None,
+            user=limits.get("user", isolation.UNPRIVILEGED_USER),
+            hook=limits.get("audit_hook", True),
         )
     except BaseException as exc:
         _refuse(fd_out, f"the sandbox could not be set up: {_text(exc)}")

@@ -5,9 +5,9 @@ primsel.simulator.worker``, started with :mod:`subprocess` in a clean interprete
 of the caller; they die with it). Each worker is a *judge* (:mod:`primsel.simulator.judge`): it
 runs the task's setup and evaluation programs itself, and the program under test runs in a
 separate *program process* per (SIP, EP) pair (:mod:`primsel.simulator.program`), forked from a
-spawner that never held anything of a task, confined (its own session, resource limits,
-Landlock, seccomp, an audit hook: :mod:`primsel.simulator.isolation`) before the program text
-reaches it. World state, return values and exceptions cross as checked, typed data
+spawner that never held anything of a task, confined (its own session, resource limits, no
+privileges, Landlock, a seccomp allow-list, an audit hook: :mod:`primsel.simulator.isolation`)
+before the program text reaches it. World state, return values and exceptions cross as checked, typed data
 (:mod:`primsel.simulator.codec`). So every program starts from a pristine process, nothing it
 does (rebinding a primitive, hooking the interpreter, deleting events) reaches the judge or the
 next task, and :func:`sandbox_info` tells what is active on this machine. Program text is
@@ -64,19 +64,20 @@ _SCRATCH_PREFIX = "primsel-worker-"
 _SCRATCH_NAME = re.compile(r"primsel-worker-(\d+)-")
 
 
-def sandbox_info(seccomp: bool = True, landlock: bool = True) -> dict[str, Any]:
+def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, int] = (65534, 65534)) -> dict[str, Any]:
     """What isolation a :class:`Sandbox` applies on this machine.
 
     Parameters
     ----------
     seccomp : whether the sandbox would be asked to use the seccomp filter.
     landlock : whether the sandbox would be asked to use Landlock.
+    user : ``(uid, gid)`` program processes would run as when the sandbox runs as root.
 
     Returns
     -------
     dict with ``isolation`` (a sentence), ``seccomp`` (bool: the filter will be loaded),
     ``seccomp_detail`` (what it denies, or why it is off), ``landlock`` and ``landlock_detail``
-    (the same for Landlock), ``audit_hook`` (True), ``rlimits`` (names of the resource limits
+    (the same for Landlock), ``audit_hook`` (True), ``privileges`` (who program processes run as), ``rlimits`` (names of the resource limits
     set in each task's process) and ``platform``.
     """
     from primsel.simulator import landlock as landlock_module
@@ -98,6 +99,10 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True) -> dict[str, Any]:
         "landlock": layers["landlock"][0],
         "landlock_detail": layers["landlock"][1],
         "audit_hook": True,
+        "privileges": (f"program processes run as uid {user[0]}, gid {user[1]}, no supplementary groups"
+                       if os.geteuid() == 0 else f"program processes run as this user (uid {os.getuid()})")
+        + ", with no capabilities (bounding, permitted, effective, inheritable and ambient sets empty) "
+        "and no_new_privs",
         "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0"],
         "platform": sys.platform,
     }
@@ -110,8 +115,9 @@ class SandboxError(RuntimeError):
 class _Worker:
     """One worker process and its line protocol (used by one thread at a time)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], user: tuple[int, int] = (65534, 65534)) -> None:
         self.env = env
+        self.user = user
         self.process: subprocess.Popen[bytes] | None = None
         self.buffer = b""
         self.hello: dict[str, Any] = {}
@@ -127,7 +133,7 @@ class _Worker:
         self.scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-")
         self.process = subprocess.Popen(
             # -P: the caller's working directory is not put on the worker's sys.path.
-            [sys.executable, "-P", "-m", "primsel.simulator.worker", self.scratch],
+            [sys.executable, "-P", "-m", "primsel.simulator.worker", self.scratch, "%d:%d" % self.user],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=self.env,
@@ -177,10 +183,14 @@ class _Worker:
                 if attempt:
                     return None
         line = self._read_line(time.monotonic() + deadline_s)
-        if line is None:
+        try:
+            reply = json.loads(line) if line is not None else None
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
             self.kill()
             return None
-        return json.loads(line)
+        return reply
 
     def _read_line(self, deadline: float) -> bytes | None:
         fd = self.process.stdout.fileno()
@@ -263,6 +273,12 @@ class Sandbox:
     judge_timeout : wall-clock limit per task of the judge's own work (the setup and evaluation
         programs outside program calls), in seconds; past it the task is ``error`` /
         ``EvaluatorError``.
+    program_user : ``(uid, gid)`` the program processes run as when the sandbox runs as root
+        (default nobody/nogroup, 65534/65534); both in ``[1, 2**32 - 2]``. An ordinary user's
+        sandbox runs them as that user. Either way they have no capabilities.
+    audit_hook : add the Python audit hook in each program process (a convenience layer that
+        turns blocked operations into a ``PermissionError`` at the program's line); switched off
+        only to show that the layers beneath hold without it.
 
     Raises
     ------
@@ -280,6 +296,8 @@ class Sandbox:
         seccomp: bool = True,
         landlock: bool = True,
         judge_timeout: float = JUDGE_TIMEOUT,
+        program_user: tuple[int, int] = (65534, 65534),
+        audit_hook: bool = True,
     ) -> None:
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -293,6 +311,11 @@ class Sandbox:
             raise ValueError(f"stdout_cap must be >= 0, got {stdout_cap}")
         if program_cap < 1:
             raise ValueError(f"program_cap must be >= 1, got {program_cap}")
+        if not (
+            isinstance(program_user, tuple) and len(program_user) == 2
+            and all(type(v) is int and 0 < v < 2**32 - 1 for v in program_user)
+        ):  # fmt: skip
+            raise ValueError(f"program_user must be (uid, gid), both in [1, 2**32 - 2] (not root), got {program_user!r}")
         cpus = os.cpu_count() or 1
         self.workers = min(workers or cpus, MAX_WORKERS_PER_CPU * cpus)
         self.timeout = float(timeout)
@@ -302,6 +325,8 @@ class Sandbox:
         self.program_cap = int(program_cap)
         self.seccomp = seccomp
         self.landlock = landlock
+        self.program_user = program_user
+        self.audit_hook = bool(audit_hook)
         self._lock = threading.Lock()
         self._all: list[_Worker] = []
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
@@ -317,7 +342,9 @@ class Sandbox:
 
     def info(self) -> dict[str, Any]:
         """:func:`sandbox_info` for this sandbox's settings."""
-        return sandbox_info(self.seccomp, self.landlock)
+        info = sandbox_info(self.seccomp, self.landlock, self.program_user)
+        info["audit_hook"] = self.audit_hook
+        return info
 
     def execute(self, task: Task, program: str | None, entry_point: str | None = None) -> ExecutionResult:
         """Run ``program`` against ``task`` and return the verdict.
@@ -336,9 +363,11 @@ class Sandbox:
         ``error``/``AsyncEntryPoint`` (at its line) and a program over ``program_cap`` bytes
         ``error``/``ProgramTooLarge``, all without starting a process.
 
+        A worker that cannot be (re)started, dies or stops answering gives this task ``error``
+        (``WorkerStartFailed``, ``WorkerDied``) and is started again for the next task.
+
         Raises
         ------
-        SandboxError : a worker process could not be started.
         RuntimeError : the sandbox is closed.
         """
         prepared = self._prepare(task, program, entry_point)
@@ -436,6 +465,7 @@ class Sandbox:
             "stdout_cap": self.stdout_cap,
             "seccomp": self.seccomp,
             "landlock": self.landlock,
+            "audit_hook": self.audit_hook,
         }
 
     def _submit(self, task: Task, request: dict[str, Any]) -> concurrent.futures.Future[ExecutionResult]:
@@ -448,15 +478,27 @@ class Sandbox:
                     concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="primsel-sandbox")
                 )
                 for _ in range(self.workers):
-                    worker = _Worker(_worker_env())
+                    worker = _Worker(_worker_env(), self.program_user)
                     self._all.append(worker)
                     self._idle.put(worker)
             return self._executor[0].submit(self._run, task.id, request)
 
     def _run(self, task_id: str, request: dict[str, Any]) -> ExecutionResult:
+        """Run one request on an idle worker; never raises (a failure is this task's ``error``)."""
         worker = self._idle.get()
+        start = time.monotonic()  # the wall time of this task, restarts included
         try:
             reply = worker.request(request, self.timeout + self.judge_timeout + ANSWER_GRACE)
+            if reply is not None and reply.get("restart") is True:
+                worker.stop()  # it is exiting: the next task starts a new one
+        except (OSError, SandboxError, ValueError, subprocess.SubprocessError) as exc:
+            # the worker could not be (re)started: no temporary directory, no process, no
+            # greeting; this task says so and the next one tries again
+            with contextlib.suppress(Exception):
+                worker.kill()
+            return ExecutionResult(task_id, "error", "WorkerStartFailed",
+                                   f"the sandbox worker could not be started: {type(exc).__name__}: {exc}",
+                                   seconds=time.monotonic() - start, raised_by="task")  # fmt: skip
         finally:
             self._idle.put(worker)
         if reply is None:
@@ -465,24 +507,33 @@ class Sandbox:
                 "error",
                 "WorkerDied",
                 "the sandbox worker died or stopped answering; it was restarted",
-                seconds=self.timeout,
+                seconds=time.monotonic() - start,
                 raised_by="task",  # a fault of the sandbox, not of the program
             )
-        return ExecutionResult(
-            task_id=task_id,
-            status=reply["status"],
-            error_type=reply.get("error_type"),
-            message=reply.get("message"),
-            line=reply.get("line"),
-            called_primitives=tuple(reply.get("called_primitives", ())),
-            stdout_truncated=bool(reply.get("stdout_truncated", False)),
-            seconds=float(reply.get("seconds", 0.0)),
-            program_seconds=float(reply.get("program_seconds", 0.0)),
-            trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
-            outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
-            paths=tuple(tuple(path) for path in reply.get("paths", ())),
-            raised_by=reply.get("raised_by"),
-        )
+        try:
+            return _result(task_id, reply, time.monotonic() - start)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            return ExecutionResult(task_id, "error", "SandboxError", f"the sandbox worker sent a malformed reply: {exc}",
+                                   seconds=time.monotonic() - start, raised_by="task")  # fmt: skip
+
+
+def _result(task_id: str, reply: dict[str, Any], seconds: float) -> ExecutionResult:
+    """The :class:`ExecutionResult` of a worker's reply; ``seconds``: the wall time it took."""
+    return ExecutionResult(
+        task_id=task_id,
+        status=reply["status"],
+        error_type=reply.get("error_type"),
+        message=reply.get("message"),
+        line=reply.get("line"),
+        called_primitives=tuple(reply.get("called_primitives", ())),
+        stdout_truncated=bool(reply.get("stdout_truncated", False)),
+        seconds=seconds,
+        program_seconds=float(reply.get("program_seconds", 0.0)),
+        trace=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("trace", ())),
+        outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
+        paths=tuple(tuple(path) for path in reply.get("paths", ())),
+        raised_by=reply.get("raised_by"),
+    )
 
 
 def _value(item: ExecutionResult | concurrent.futures.Future[ExecutionResult]) -> ExecutionResult:

@@ -1,38 +1,47 @@
 """A seccomp system-call filter for the process that runs an untrusted program (Linux only).
 
-The filter is built with libseccomp (``libseccomp.so.2``) through ``ctypes``. Everything is
-allowed except the calls listed below, which fail with ``EPERM`` (``ENOSYS`` for ``clone3``
-and ``openat2``, so that the C library falls back to the filterable ``clone`` / ``openat``;
-``ENOTTY`` for ``ioctl``):
+The filter is built with libseccomp (``libseccomp.so.2``) through ``ctypes``. It is an
+**allow-list**: every system call not named below fails with ``EPERM``, including every number
+the list (or libseccomp) does not know, so a kernel newer than this list stays closed
+(``fchmodat2``, ``setxattrat``, ``file_setattr``, ``listmount`` ...). System calls of another
+architecture's table (x32, i386) kill the process (libseccomp's bad-architecture action).
 
-* networking: ``socket``, ``socketpair``, ``connect``, ``bind``, ``listen``, ``accept``, ``accept4``;
-* new programs and processes: ``execve``, ``execveat``, ``fork``, ``vfork``, and ``clone`` unless
-  it creates a thread (``CLONE_THREAD`` set);
-* signals to any process but itself: ``kill``, ``tkill``, ``tgkill``, ``rt_sigqueueinfo``,
-  ``rt_tgsigqueueinfo`` whose first argument is not the filtered process's pid, and
-  ``pidfd_send_signal``; ``fcntl`` commands that route signals or leases to other processes
-  (``F_SETOWN``, ``F_SETOWN_EX``, ``F_SETSIG``, ``F_SETLEASE``, ``F_NOTIFY``);
-* other processes and the scheduler: ``ptrace``, ``process_vm_readv`` / ``writev``, ``pidfd_*``,
-  ``kcmp``, ``setpriority``, ``sched_setaffinity`` / ``setscheduler`` / ``setparam`` /
-  ``setattr``, ``ioprio_set``, ``migrate_pages``, ``move_pages``, ``setpgid``, ``setsid``,
-  and ``prctl`` altogether (so ``PR_SET_PDEATHSIG`` cannot be cleared);
-* ``ioctl`` except ``TCGETS`` (what ``isatty`` asks; CPython treats ``ENOTTY`` from the
-  others as "not supported" and falls back to ``fcntl``);
-* inter-process communication: System V shared memory, message queues and semaphores, POSIX
-  message queues;
-* writing to the file system: ``open`` / ``openat`` with any of ``O_WRONLY``, ``O_RDWR``,
-  ``O_CREAT``, ``O_TRUNC``, ``O_APPEND``; ``creat``, ``unlink*``, ``rename*``, ``mkdir*``,
-  ``rmdir``, ``chmod`` / ``chown`` families, ``link*``, ``symlink*``, ``truncate``,
-  ``ftruncate``, ``mknod*``, extended attributes, time stamps, the ``mount`` family,
-  ``chroot``, ``pivot_root``;
-* raising resource limits (``setrlimit``, ``prlimit64`` with a new limit), and kernel
-  interfaces a program never needs: ``bpf``, ``io_uring_*``, ``unshare``, ``setns``,
-  ``userfaultfd``, ``perf_event_open``, ``personality``, keyrings, modules, ``kexec``,
-  ``reboot``, swap, host and domain names, clocks, ``acct``, ``quotactl``, ``syslog``.
+Allowed, because CPython, its threads, the C library and the prompt-facing library need them:
 
-Reading files stays allowed (imports need it; :mod:`primsel.simulator.landlock` narrows what
-can be read). The filter is inherited by threads created after it is loaded and cannot be
-removed by the filtered process.
+* reading what is already open or may be read: ``read``, ``readv``, ``pread64``, ``preadv``,
+  ``lseek``, the ``stat`` family, ``getdents64``, ``readlink*``, ``access`` / ``faccessat*``,
+  ``getcwd``; ``open`` / ``openat`` only without ``O_WRONLY``, ``O_RDWR``, ``O_CREAT``,
+  ``O_TRUNC``, ``O_APPEND`` and ``O_TMPFILE`` (Landlock decides which paths);
+* writing to descriptors it holds (``write``, ``writev``: its pipe to the judge and
+  ``/dev/null``; nothing it opens can be written), ``close``, ``dup*``, ``select`` / ``poll``
+  families, ``fcntl`` only for ``F_DUPFD``, ``F_GETFD``, ``F_SETFD``, ``F_GETFL``,
+  ``F_SETFL``, ``F_DUPFD_CLOEXEC``, ``ioctl`` only for ``TCGETS`` (what ``isatty`` asks; the
+  others fail with ``ENOTTY``, which CPython treats as "not supported");
+* its own memory: ``mmap``, ``munmap``, ``mprotect``, ``mremap``, ``brk``, ``madvise``;
+* threads: ``clone`` only with ``CLONE_THREAD`` set and no namespace flag (``clone3`` fails
+  with ``ENOSYS`` so that the C library falls back to ``clone``), ``futex``,
+  ``set_robust_list``, ``rseq``, ``set_tid_address``, ``sched_yield``, ``exit``,
+  ``exit_group``;
+* signals to itself only: ``kill``, ``tkill``, ``tgkill``, ``rt_sigqueueinfo``,
+  ``rt_tgsigqueueinfo`` when the first argument is its own pid; its own handlers and masks
+  (``rt_sigaction``, ``rt_sigprocmask``, ``rt_sigreturn``, ``sigaltstack``,
+  ``rt_sigpending``, ``rt_sigsuspend``, ``rt_sigtimedwait``, ``pause``), its own timers
+  (``alarm``, ``setitimer``, ``getitimer``);
+* about itself only: ``getpid``, ``gettid``, ``getppid``, ``getpgrp``, the ``get*id`` and
+  ``getgroups`` calls, ``getpgid`` / ``getsid`` / ``sched_getaffinity`` for pid 0 or its own,
+  ``prlimit64`` for pid 0 or its own and only to read (no new limit), ``getrlimit``,
+  ``getrusage``, ``times``, ``getcpu``;
+* time and randomness: ``clock_gettime``, ``clock_getres``, ``gettimeofday``, ``time``,
+  ``nanosleep``, ``clock_nanosleep``, ``getrandom``; ``uname``.
+
+So, among others, these fail: sockets, ``exec``, processes, other processes' signals,
+priorities, ids, limits and memory; ``prctl``, ``unshare``, ``setns``, ``mount``; every
+change to the file system (modes, owners, extended attributes, file attributes, links, time
+stamps), reading extended attributes, ``inotify`` / ``fanotify``, ``posix_fadvise``,
+``readahead``, ``mincore``, file locks, ``statfs``, ``listmount`` / ``statmount``, IPC,
+``bpf``, ``io_uring``, ``userfaultfd``, ``perf_event_open``, keyrings, ``capget`` /
+``capset``, and ``ptrace``. The filter is inherited by threads created after it is loaded and
+cannot be removed by the filtered process.
 """
 
 from __future__ import annotations
@@ -45,10 +54,12 @@ import os
 import struct
 from collections.abc import Sequence
 
-# libseccomp's actions and comparison operators (seccomp.h).
+# libseccomp's actions, comparison operators and filter attributes (seccomp.h).
 _ACT_ALLOW = 0x7FFF0000
 _CMP_NE = 1
+_CMP_EQ = 4
 _CMP_MASKED_EQ = 7
+_FLTATR_CTL_OPTIMIZE = 8
 
 
 def _act_errno(code: int) -> int:
@@ -56,37 +67,34 @@ def _act_errno(code: int) -> int:
 
 
 _CLONE_THREAD = 0x00010000
+#: CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+#: CLONE_NEWNET, CLONE_NEWTIME: never allowed with clone.
+_CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 _TCGETS = 0x5401  # the same on x86_64 and aarch64
-_WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
-#: fcntl commands denied: F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETLEASE, F_NOTIFY.
-_FCNTL_DENIED = (8, 10, 15, 1024, 1026)
-#: System calls taking a pid first that are allowed only when it is the process's own pid.
+#: Open flags that write or create: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND, __O_TMPFILE.
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | (getattr(os, "O_TMPFILE", 0) & ~os.O_DIRECTORY)
+#: fcntl commands allowed: F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC.
+FCNTL_ALLOWED = (0, 1, 2, 3, 4, 1030)
+#: System calls whose first argument must be the process's own pid.
 _OWN_PID_ONLY = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+#: System calls whose first argument must be 0 (the caller) or the process's own pid.
+_SELF_ONLY = ("getpgid", "getsid", "sched_getaffinity")
 
-#: System calls that always fail with EPERM.
-DENIED = (
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
-    "execve", "execveat", "fork", "vfork",
-    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "process_mrelease",
-    "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "kcmp",
-    "setpriority", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
-    "ioprio_set", "migrate_pages", "move_pages", "setpgid", "setsid", "prctl", "personality",
-    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
-    "semget", "semop", "semtimedop", "semctl",
-    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
-    "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2",
-    "mkdir", "mkdirat", "rmdir", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown",
-    "fchownat", "link", "linkat", "symlink", "symlinkat", "truncate", "ftruncate",
-    "mknod", "mknodat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
-    "fremovexattr", "utime", "utimes", "utimensat", "futimesat",
-    "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount",
-    "fsconfig", "fspick", "mount_setattr", "name_to_handle_at", "open_by_handle_at",
-    "setrlimit", "bpf", "io_uring_setup", "io_uring_enter", "io_uring_register", "unshare",
-    "setns", "userfaultfd", "perf_event_open", "keyctl", "add_key", "request_key",
-    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
-    "swapon", "swapoff", "sethostname", "setdomainname", "acct", "settimeofday",
-    "clock_settime", "adjtimex", "clock_adjtime", "quotactl", "quotactl_fd", "fanotify_init",
-    "syslog", "vhangup", "iopl", "ioperm", "uselib",
+#: System calls allowed whatever their arguments (names this architecture lacks are skipped).
+ALLOWED = (
+    "read", "readv", "pread64", "preadv", "preadv2", "lseek", "fstat", "newfstatat", "stat",
+    "lstat", "statx", "getdents64", "getdents", "readlink", "readlinkat", "access", "faccessat",
+    "faccessat2", "getcwd", "write", "writev", "close", "dup", "dup2", "dup3",
+    "select", "pselect6", "poll", "ppoll",
+    "mmap", "munmap", "mprotect", "mremap", "brk", "madvise",
+    "futex", "set_robust_list", "rseq", "set_tid_address", "sched_yield", "exit", "exit_group",
+    "restart_syscall",
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigpending",
+    "rt_sigsuspend", "rt_sigtimedwait", "pause", "alarm", "setitimer", "getitimer",
+    "getpid", "gettid", "getppid", "getpgrp", "getuid", "geteuid", "getgid", "getegid",
+    "getresuid", "getresgid", "getgroups", "getrlimit", "getrusage", "times", "getcpu",
+    "clock_gettime", "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep",
+    "getrandom", "uname",
 )  # fmt: skip
 #: System calls that fail with ENOSYS (their arguments cannot be filtered; libc falls back).
 UNSUPPORTED = ("clone3", "openat2")
@@ -139,6 +147,8 @@ def _library() -> ctypes.CDLL:
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.seccomp_release.restype = None
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_attr_set.restype = ctypes.c_int
+    lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     return lib
@@ -161,7 +171,7 @@ def status() -> tuple[bool, str]:
         supported = False
     if not supported:
         return False, "the kernel does not report seccomp support"
-    return True, "libseccomp filter (EPERM on network, process, signal, IPC and file-write system calls)"
+    return True, "libseccomp allow-list (every other system call, known or not, fails with EPERM)"
 
 
 def syscall_number(name: str) -> int:
@@ -262,26 +272,31 @@ class Template:
 def _compile(own_pid: int) -> bytes:
     """The filter of the module docstring, compiled by libseccomp to BPF, for ``own_pid``."""
     lib = _library()
-    ctx = lib.seccomp_init(_ACT_ALLOW)
+    ctx = lib.seccomp_init(_act_errno(errno.EPERM))
     if not ctx:
         raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
-        deny = _act_errno(errno.EPERM)
-        for name in DENIED:
-            _rule(lib, ctx, deny, name, ())
+        lib.seccomp_attr_set(ctx, _FLTATR_CTL_OPTIMIZE, 2)  # a binary tree (libseccomp >= 2.5)
+        allow = _ACT_ALLOW
+        for name in ALLOWED:
+            _rule(lib, ctx, allow, name, ())
         for name in UNSUPPORTED:
             _rule(lib, ctx, _act_errno(errno.ENOSYS), name, ())
-        # clone without CLONE_THREAD creates a process; threads stay possible.
-        _rule(lib, ctx, deny, "clone", [(0, _CMP_MASKED_EQ, _CLONE_THREAD, 0)])
-        for flag in _WRITE_FLAGS:
-            _rule(lib, ctx, deny, "open", [(1, _CMP_MASKED_EQ, flag, flag)])
-            _rule(lib, ctx, deny, "openat", [(2, _CMP_MASKED_EQ, flag, flag)])
+        _rule(lib, ctx, allow, "open", [(1, _CMP_MASKED_EQ, _WRITE_FLAGS, 0)])
+        _rule(lib, ctx, allow, "openat", [(2, _CMP_MASKED_EQ, _WRITE_FLAGS, 0)])
+        # clone creates a thread (CLONE_THREAD) in no new namespace; never a process.
+        _rule(lib, ctx, allow, "clone", [(0, _CMP_MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD)])
         for name in _OWN_PID_ONLY:  # a 64-bit comparison: any other value, however encoded, is denied
-            _rule(lib, ctx, deny, name, [(0, _CMP_NE, own_pid, 0)])
-        for command in _FCNTL_DENIED:  # the kernel reads the command as 32 bits
-            _rule(lib, ctx, deny, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, command)])
+            _rule(lib, ctx, allow, name, [(0, _CMP_EQ, own_pid, 0)])
+        for name in _SELF_ONLY:
+            for pid in (0, own_pid):
+                _rule(lib, ctx, allow, name, [(0, _CMP_EQ, pid, 0)])
+        for pid in (0, own_pid):  # read a limit of its own, never set one
+            _rule(lib, ctx, allow, "prlimit64", [(0, _CMP_EQ, pid, 0), (2, _CMP_EQ, 0, 0)])
+        for command in FCNTL_ALLOWED:  # the kernel reads the command as 32 bits
+            _rule(lib, ctx, allow, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, command)])
+        _rule(lib, ctx, allow, "ioctl", [(1, _CMP_EQ, _TCGETS, 0)])  # exact: the two rules never overlap
         _rule(lib, ctx, _act_errno(errno.ENOTTY), "ioctl", [(1, _CMP_NE, _TCGETS, 0)])
-        _rule(lib, ctx, deny, "prlimit64", [(2, _CMP_NE, 0, 0)])
         read_end, write_end = os.pipe()
         try:
             result = lib.seccomp_export_bpf(ctx, write_end)

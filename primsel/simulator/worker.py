@@ -37,6 +37,13 @@ from typing import Any
 
 #: Seconds the spawner may take to answer before the worker gives up on it.
 SPAWNER_TIMEOUT = 30.0
+#: Address space the judge may add to what the worker holds once started, in MiB (RLIMIT_AS):
+#: a program's answer (at most 16 MiB of JSON, a million values) decodes in far less.
+JUDGE_MEMORY_MB = 2048
+
+
+class ScratchError(RuntimeError):
+    """The worker's scratch directory cannot hold a program's working directory (restart)."""
 
 
 def install_aliases(groups: tuple[str, ...]) -> None:
@@ -100,16 +107,25 @@ class Spawner:
     Parameters
     ----------
     readable : what Landlock leaves readable to program processes (None: no Landlock).
+    user : ``(uid, gid)`` program processes run as when the worker runs as root.
+    runtime : what program processes must be able to reach (as ``user``), Landlock or not.
+    scratch : the worker's scratch directory (where the spawner stages its mounts).
     """
 
-    def __init__(self, readable: list[str] | None) -> None:
+    def __init__(
+        self,
+        readable: list[str] | None,
+        user: tuple[int, int] | None = None,
+        runtime: list[str] | None = None,
+        scratch: str | None = None,
+    ) -> None:
         from primsel.simulator import program
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             ours.close()
-            program.serve_spawner(theirs, readable)
+            program.serve_spawner(theirs, readable, user, runtime, scratch)
         theirs.close()
         self.pid = pid
         self.socket = ours
@@ -153,12 +169,16 @@ class Spawner:
             self._answer()
         return [int(self._answer()[1]["pid"]) for _ in range(count)]
 
-    def statuses(self) -> dict[int, int | None]:
-        """Wait statuses from the answer to the last :meth:`end` (earlier answers are dropped)."""
+    def statuses(self) -> dict[int, tuple[int | None, float]]:
+        """``{pid: (wait status, CPU seconds)}`` from the answer to the last :meth:`end`.
+
+        Earlier answers are dropped; a process that could not be reaped has status None.
+        """
         answer: dict[str, Any] = {}
         while self.pending:
             kind, answer = self._answer()
-        return {int(pid): status for pid, status in answer.get("status", {}).items()}
+        cpu = answer.get("cpu", {})
+        return {int(pid): (status, float(cpu.get(pid, 0.0))) for pid, status in answer.get("status", {}).items()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -186,7 +206,7 @@ def run_request(
     spawner : where program processes come from.
     request : ``task`` (dict), ``program``, ``entry``, ``timeout`` (s, the program's limit over
         the whole task), ``judge_timeout`` (s, the judge's own limit), ``memory_mb``,
-        ``stdout_cap``, ``seccomp``, ``landlock``.
+        ``stdout_cap``, ``seccomp``, ``landlock``, ``audit_hook`` (optional, default true).
     scratch : directory in which the program processes' throwaway working directories are made.
 
     Returns
@@ -203,6 +223,7 @@ def run_request(
     start = time.monotonic()
     pairs = len(request["task"]["setup_programs"])
     limits = {key: request[key] for key in ("memory_mb", "timeout", "stdout_cap", "seccomp", "landlock")}
+    limits["audit_hook"] = request.get("audit_hook", True) is not False
     workdirs: list[str] = []
     fds: list[int] = []
     channels: list[tuple[int, int]] = []
@@ -215,7 +236,10 @@ def run_request(
             fds.extend((to_read, to_write, from_read, from_write))
             channels.append((to_write, from_read))
             program_ends.extend((to_read, from_write))
-            workdirs.append(tempfile.mkdtemp(prefix="primsel-program-", dir=scratch))
+            try:
+                workdirs.append(tempfile.mkdtemp(prefix="primsel-program-", dir=scratch))
+            except OSError as exc:
+                raise ScratchError(f"no working directory for the program could be made in {scratch}: {exc}") from exc
             spawner.spawn(to_read, from_write, {**limits, "workdir": workdirs[-1]})
         pids = spawner.pids(pairs)
         for fd in program_ends:  # the spawner has forked: its copies are the programs'
@@ -231,14 +255,31 @@ def run_request(
             shutil.rmtree(workdir, ignore_errors=True)
     if verdict["error_type"] == "ProcessDied":
         # SIGKILL is the spawner's own clean-up; any other end is how the program's process died.
-        statuses = [s for s in spawner.statuses().values() if s is not None
-                    and not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]  # fmt: skip
-        if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGXCPU for s in statuses):
+        ended = [(s, cpu) for s, cpu in spawner.statuses().values() if s is not None
+                 and not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]  # fmt: skip
+        # SIGXCPU is a timeout only when the CPU time really reached the limit (a program can
+        # send itself SIGXCPU at once)
+        if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGXCPU and cpu >= float(request["timeout"])
+               for s, cpu in ended):  # fmt: skip
             verdict.update(status="timeout", error_type=None, message="CPU time limit exceeded")
-        elif statuses:
-            verdict["message"] = f"the program's process {_how(statuses[0])}"
+        elif ended:
+            verdict["message"] = f"the program's process {_how(ended[0][0])}"
     verdict["seconds"] = time.monotonic() - start
     return verdict
+
+
+def _limit_memory(megabytes: int) -> None:
+    """Limit this process's address space to what it has now plus ``megabytes`` MiB (RLIMIT_AS)."""
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            current = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        wanted = current + megabytes * (1 << 20)
+        if hard != resource.RLIM_INFINITY:
+            wanted = min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
 
 
 def _how(status: int) -> str:
@@ -260,7 +301,10 @@ def _exit_on_signal(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve requests from stdin until it closes; ``argv[0]``, if given, is the scratch directory.
+    """Serve requests from stdin until it closes.
+
+    ``argv[0]``, if given, is the scratch directory, ``argv[1]`` the ``UID:GID`` program
+    processes run as when the worker runs as root (default 65534:65534, nobody/nogroup).
 
     The scratch directory is removed on every way out: stdin closed, the caller gone while a
     reply is written (broken pipe), or SIGTERM (sent by the kernel when the caller dies).
@@ -269,19 +313,20 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     scratch = argv[0] if argv else None
+    user = tuple(int(v) for v in argv[1].split(":")) if len(argv) > 1 else None
     _worker.update(pid=os.getpid(), scratch=scratch)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller handles Ctrl-C and closes our stdin
     try:
         with contextlib.suppress(OSError):
             prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # die with the caller (stdin EOF also ends us)
-        return _serve(scratch)
+        return _serve(scratch, user)
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _serve(scratch: str | None) -> int:
+def _serve(scratch: str | None, user: tuple[int, ...] | None = None) -> int:
     from primsel.simulator import landlock, program, seccomp
 
     requests = os.fdopen(os.dup(0), "rb")
@@ -295,11 +340,13 @@ def _serve(scratch: str | None) -> int:
     install_aliases(("apps",))
     seccomp_available, seccomp_detail = seccomp.status()
     landlock_available, landlock_detail = landlock.status()
-    spawner = Spawner(program.readable_paths(scratch) if landlock_available else None)
+    runtime = program.readable_paths(scratch)
+    spawner = Spawner(runtime if landlock_available else None, user, runtime, scratch)
     from primsel.simulator.judge import JudgeLibrary
 
     library = JudgeLibrary(apps)
     install_aliases(("setup_tools", "check_tools"))
+    _limit_memory(JUDGE_MEMORY_MB)  # the spawner, forked before, keeps its own limits
     hello = {
         "ready": True,
         "pid": os.getpid(),
@@ -321,8 +368,13 @@ def _serve(scratch: str | None) -> int:
             except SpawnerError as exc:  # no clean parent for program processes: restart
                 reply = _result("error", f"sandbox worker failure: {exc}", "SandboxError")
                 stop = True
+            except ScratchError as exc:  # the caller restarts us with a new scratch directory
+                reply = _result("error", str(exc), "ScratchError")
+                stop = True
             except Exception as exc:  # a bad request must not kill the worker
                 reply = _result("error", f"sandbox worker failure: {exc}", "SandboxError")
+            if stop:
+                reply["restart"] = True  # the caller stops this worker and starts a new one
             replies.write(json.dumps(reply).encode() + b"\n")
             replies.flush()
             if stop:

@@ -178,3 +178,43 @@ def test_a_read_past_its_deadline_raises_timeout():
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_sets_and_dict_keys_made_to_share_one_hash_are_refused():
+    from primsel.simulator.codec import MAX_SAME_HASH, Codec, CodecError
+
+    codec = Codec({})
+    colliding = [7 + i * (2**61 - 1) for i in range(MAX_SAME_HASH + 1)]  # hash(x) == 7 for each
+    assert {hash(x) for x in colliding} == {7}
+    for data in ({"s": colliding}, {"fs": colliding}, {"d": [[x, 0] for x in colliding]}):
+        with pytest.raises(CodecError, match="hash"):
+            codec.decode(data)
+    fewer = colliding[:MAX_SAME_HASH]
+    assert codec.decode({"s": fewer}) == set(fewer)
+    assert codec.decode(codec.encode({-1: "a", -2: "b"})) == {-1: "a", -2: "b"}  # hash(-1) == hash(-2)
+
+
+def test_nans_keep_their_identity():
+    from primsel.simulator.codec import Codec
+
+    codec = Codec({})
+    nans = {float("nan"), float("nan"), float("nan")}
+    assert len(nans) == 3
+    assert len(codec.decode(codec.encode(nans))) == 3
+
+
+def test_commas_inside_strings_are_not_values():
+    import json
+
+    from primsel.simulator.codec import too_many_values
+
+    assert not too_many_values(json.dumps("," * 1_000_001).encode())
+    assert too_many_values(json.dumps([0] * 1_000_001).encode())
+    assert too_many_values(b'["a\\",", 1, 2]', 3)  # an escaped quote does not end the string
+    assert not too_many_values(b'["a\\",", 1]', 3)
+
+
+def test_clean_text_drops_controls_bidi_and_lone_surrogates():
+    from primsel.simulator.judge import clean_text
+
+    assert clean_text("a\x1b[2Jb\u202ec\u2066d\u200be\ud800f\tg\nh") == "a[2Jbcde?f\tg\nh"

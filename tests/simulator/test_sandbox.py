@@ -914,3 +914,164 @@ def test_every_pair_of_the_two_case_tasks_passes_on_its_own(asper_path):
     with Sandbox() as box:
         statuses = [r.status for r in box.execute_many(jobs)]
     assert statuses == ["pass"] * 30
+
+
+# -- privileges -------------------------------------------------------------------------------
+
+STATUS_PROBE = textwrap.dedent(
+    """\
+    def answer():
+        with open("/proc/self/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle.read().splitlines())
+        names = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+        raise ValueError(repr({name: fields[name].split() for name in names}))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="capabilities are Linux's")
+def test_program_process_has_no_privileges():
+    # Landlock keeps /proc out of reach, so this probe needs it off; the other layers stay.
+    with Sandbox(workers=1, landlock=False) as box:
+        result = run(box, STATUS_PROBE)
+    assert (result.status, result.error_type) == ("error", "ValueError")
+    fields = ast.literal_eval(result.message)
+    expected_uid = "65534" if os.geteuid() == 0 else str(os.getuid())
+    assert fields["Uid"] == [expected_uid] * 4  # real, effective, saved, file system
+    assert fields["Uid"][0] != "0"
+    assert fields["Gid"] == [("65534" if os.geteuid() == 0 else str(os.getgid()))] * 4
+    assert fields["Groups"] == []
+    for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(fields[name][0], 16) == 0, name
+    if os.geteuid() == 0 or _user_namespaces_allowed():
+        assert int(fields["CapBnd"][0], 16) == 0
+    assert fields["NoNewPrivs"] == ["1"]
+
+
+def test_program_user_is_configurable_and_never_root():
+    if os.geteuid() == 0:
+        with Sandbox(workers=1, landlock=False, program_user=(4321, 4322)) as box:
+            fields = ast.literal_eval(run(box, STATUS_PROBE).message)
+        assert (fields["Uid"], fields["Gid"]) == (["4321"] * 4, ["4322"] * 4)
+    for user in ((0, 0), (0, 65534), (65534, 0), (-1, 1), (1,), (2**32 - 1, 1), ("1", 1)):
+        with pytest.raises(ValueError, match="program_user"):
+            Sandbox(program_user=user)
+
+
+def test_blocking_directories_names_what_the_user_cannot_search(tmp_path):
+    from primsel.simulator.isolation import blocking_directories
+
+    closed = tmp_path / "closed"
+    (closed / "runtime" / "lib").mkdir(parents=True)
+    (tmp_path / "open").mkdir()
+    closed.chmod(0o700)
+    tmp_path.chmod(0o755)
+    owner = (os.stat(closed).st_uid, os.stat(closed).st_gid)
+    stranger = (owner[0] + 1, owner[1] + 1)
+    paths = [str(closed / "runtime" / "lib"), str(tmp_path / "open")]
+    assert blocking_directories(paths, owner) == {}
+    blocking = blocking_directories(paths, stranger)
+    assert blocking[str(closed)] == {"runtime"}
+    assert str(tmp_path) not in blocking
+
+
+def _user_namespaces_allowed() -> bool:
+    """Whether this (unprivileged) user may create a user namespace."""
+    probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
+    return subprocess.run([sys.executable, "-c", probe]).returncode == 0
+
+
+def test_the_audit_hook_tables_are_not_in_a_caught_traceback(sandbox):
+    program = textwrap.dedent(
+        """\
+        def answer():
+            import os
+            try:
+                os.system("true")
+            except PermissionError as exc:
+                tb = exc.__traceback__
+                seen = []
+                while tb is not None:
+                    frame = tb.tb_frame
+                    seen.extend(type(v).__name__ for v in frame.f_locals.values())
+                    seen.extend(type(v).__name__ for v in frame.f_code.co_consts)
+                    tb = tb.tb_next
+                raise ValueError(" ".join(sorted(set(seen))))
+        """
+    )
+    result = run(sandbox, program)
+    assert (result.status, result.error_type) == ("error", "ValueError")
+    found = set(result.message.split())
+    assert "str" in found  # the event and the message are there
+    assert {"frozenset", "function", "type"}.isdisjoint(found)  # the tables are not
+
+
+def test_audit_hook_can_be_switched_off():
+    program = "def answer():\n    import os\n    return 42 if os.system('true') == 0 else 0\n"
+    with Sandbox(workers=1, audit_hook=False) as box:
+        assert box.info()["audit_hook"] is False
+        result = run(box, program)
+    # without the hook os.system reaches the kernel, where seccomp refuses the fork: it fails
+    assert (result.status, result.error_type) == ("fail", "SolutionError")
+
+
+# -- the caller never crashes; the judge's work on the program's output is the program's ---------
+
+
+def test_a_worker_that_cannot_start_is_this_tasks_error_and_the_next_task_runs(monkeypatch):
+    import primsel.simulator.sandbox as sandbox_module
+
+    real = sandbox_module.tempfile.mkdtemp
+    calls = []
+
+    def fails_once(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise PermissionError(1, "Operation not permitted", "/tmp")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox_module.tempfile, "mkdtemp", fails_once)
+    with Sandbox(workers=1) as box:
+        first = run(box, "def answer():\n    return 42\n")
+        second = run(box, "def answer():\n    return 42\n")
+    assert (first.status, first.error_type, first.raised_by) == ("error", "WorkerStartFailed", "task")
+    assert "PermissionError" in first.message
+    assert second.status == "pass"
+
+
+def test_a_lost_scratch_directory_is_this_tasks_error_and_the_next_task_runs():
+    import shutil
+
+    with Sandbox(workers=1) as box:
+        assert run(box, "def answer():\n    return 42\n").status == "pass"
+        shutil.rmtree(box._all[0].scratch)
+        lost = run(box, "def answer():\n    return 42\n")
+        assert (lost.status, lost.error_type, lost.raised_by) == ("error", "ScratchError", "task")
+        assert run(box, "def answer():\n    return 42\n").status == "pass"  # a restarted worker
+
+
+def test_sigxcpu_sent_by_the_program_itself_is_not_a_timeout():
+    program = "def answer():\n    import signal\n    signal.raise_signal(signal.SIGXCPU)\n    return 42\n"
+    with Sandbox(workers=1, timeout=5) as box:
+        result = run(box, program)
+    assert (result.status, result.error_type) == ("error", "ProcessDied")
+    assert result.message == "the program's process was killed by SIGXCPU"
+
+
+def test_a_hash_flooding_set_is_refused_quickly():
+    # every item hashes to 7: a set of them takes quadratic time to build
+    program = "def answer():\n    return {7 + i * (2**61 - 1) for i in range(3000)}\n"
+    with Sandbox(workers=1, timeout=10) as box:
+        result = run(box, program)
+    assert (result.status, result.error_type, result.raised_by) == ("error", "UnsupportedReturn", "sandbox")
+    assert "hash" in result.message
+    assert result.seconds < 10 + 60  # well within the task's and the judge's limits
+
+
+def test_a_check_made_slow_by_the_program_output_is_the_programs_timeout():
+    check = CHECK_42.replace("    answer = executable()\n", "    answer = executable()\n    while answer == 42:\n        pass\n")
+    with Sandbox(workers=1, timeout=5, judge_timeout=0.5) as box:
+        result = run(box, "def answer():\n    return 42\n", make_task(check))
+        before = run(box, "def answer():\n    return 42\n", make_task(check.replace("answer = executable()", "while True:\n        pass\n    answer = executable()")))
+    assert (result.status, result.error_type, result.raised_by) == ("timeout", "CheckTimeout", "program")
+    assert (before.status, before.error_type, before.raised_by) == ("error", "EvaluatorError", "task")

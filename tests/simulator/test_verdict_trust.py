@@ -47,9 +47,10 @@ FORGERIES = {"profile_hook": PROFILE_HOOK, "json_encoder": JSON_ENCODER, "says_y
 ARCHIVE_TASKS = ("1", "17", "100", "200", "250")
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with Sandbox(workers=2, timeout=10) as box:
+@pytest.fixture(scope="module", params=[True, False], ids=["audit_hook", "no_audit_hook"])
+def sandbox(request):
+    """The forgeries run with the audit hook and without it (the verdict must not depend on it)."""
+    with Sandbox(workers=2, timeout=10, audit_hook=request.param) as box:
         yield box
 
 
