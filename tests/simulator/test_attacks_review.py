@@ -43,6 +43,7 @@ import fcntl
 import math
 import os
 import platform
+import re
 import signal
 import socket
 import struct
@@ -269,6 +270,12 @@ def _attack(box: Sandbox, tasks: dict, program: str, host: Host | None = None, i
     after = box.execute(reference, reference.program)
     assert (after.status, after.error_type) == ("pass", None), after
     return results
+
+
+def test_00_the_layers_under_attack_are_active(box):
+    """Without seccomp and Landlock the attacks below would prove little."""
+    info = box.info()
+    assert info["seccomp"] and info["landlock"], info
 
 
 # --- 1-8: changing host files with raw system calls --------------------------------------------
@@ -619,16 +626,27 @@ def test_13_becoming_root_again(box, tasks, host, hooked):
     _attack(box, tasks, program, host, probe=True, hooked=hooked)
 
 
-@root_only
-def test_13b_the_program_process_is_not_root_and_has_no_capabilities(box, tasks, hooked):
+def test_13b_the_program_process_is_not_root(box, tasks, hooked):
     program = _program('''
         def f():
             import os
             raise ValueError("ids %r %r %r" % (os.getresuid(), os.getresgid(), os.getgroups()))
     ''')
     results = _attack(box, tasks, program, ids=FEW[:1])
-    if not hooked:
-        assert results[0].message == "ids (65534, 65534, 65534) (65534, 65534, 65534) []"
+    assert results[0].message.startswith("ids (")
+    ids = [int(n) for n in re.findall(r"\d+", results[0].message)]
+    assert len(ids) >= 6 and 0 not in ids
+
+
+@root_only
+def test_13c_as_root_the_program_process_is_nobody_without_groups(box, tasks, hooked):
+    program = _program('''
+        def f():
+            import os
+            raise ValueError("ids %r %r %r" % (os.getresuid(), os.getresgid(), os.getgroups()))
+    ''')
+    results = _attack(box, tasks, program, ids=FEW[:1])
+    assert results[0].message == "ids (65534, 65534, 65534) (65534, 65534, 65534) []"
 
 
 def test_14_new_namespaces_processes_and_forks(box, tasks, host, hooked):
@@ -1262,3 +1280,52 @@ def test_45_output_flood_is_capped(box, tasks, host, hooked):
     ''')
     results = _attack(box, tasks, program, host)
     assert all(r.stdout_truncated for r in results)
+
+
+@pytest.mark.xfail(strict=True, reason="feedback at level trace compares the program's real calls with the "
+                   "reference program's and tells the model 'a correct program calls the same function there "
+                   "with other arguments': one guess per round confirms the reference's calls")
+def test_46_trace_feedback_does_not_confirm_guesses_of_the_reference(box, tasks, host, hooked):
+    task = tasks["builtin-05"]
+    reference = box.execute(task, task.program)
+    program = _program('''
+        def f():
+            tomorrow = parse_date_string(DateExpressions.Today)
+            return []
+    ''')
+    result = _attack(box, tasks, program, host, ids=("builtin-05",))[0]
+    code = Program(task_id=task.id, code=program)
+    text = feedback_text("trace", code, result, attribute(task, None, code, result, LIBRARY, reference))
+    assert "correct program" not in text.lower()
+
+
+def test_47_primsel_verify_keeps_running_through_attacks(tmp_path, tasks, host, capsys):
+    import json
+    from primsel.simulator import verify
+
+    attacks = [
+        "def f():\n    raise ValueError('half \\ud83d \\x1b[2J \\u202e')\n",
+        "def f():\n    import signal; signal.raise_signal(signal.SIGSTOP)\n",
+        "def f():\n    import os\n    fd = os.open('.', os.O_RDONLY)\n    while True: pass\n",
+        "def f():\n    b = []\n    while True: b.append(bytearray(1 << 26))\n",
+        "def f():\n    import os\n    os.closerange(3, 64)\n    os._exit(3)\n",
+        _with('''
+            def f():
+                _send(_answer(**{"return": {"s": [7 + i * (2 ** 61 - 1) for i in range(120000)]}}))
+        ''', _FORGED),
+    ]
+    rows = [{"task_id": "builtin-05", "program": a} for a in attacks]
+    rows += [{"task_id": i, "program": tasks[i].program} for i in ("builtin-05", "builtin-11", "builtin-01")]
+    programs = tmp_path / "programs.jsonl"
+    programs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "rows.jsonl"
+    code = verify.run(["--programs", str(programs), "--out", str(out), "--timeout", "2", "--workers", "1",
+                       "--explain"])
+    capsys.readouterr()
+    assert code == 0
+    written = out.read_bytes().decode("utf-8")
+    got = [json.loads(line) for line in written.splitlines()]
+    assert [r["task_id"] for r in got] == [r["task_id"] for r in rows]
+    assert [r["status"] for r in got[-3:]] == ["pass"] * 3
+    assert [(r["status"], r["error_type"]) for r in got[:-3] if r["status"] == "pass" or r["error_type"] in OUTSIDE] == []
+    host.assert_unchanged()
