@@ -972,23 +972,59 @@ def test_24_hash_flooding_inside_the_world_state(box, tasks, host, hooked):
 
 
 def test_25_repetition_rules_that_make_the_evaluation_program_expand_forever(box, tasks, host, hooked):
+    """builtin-02's evaluation program expands the repetitions of the events the program created."""
     program = _program('''
         def f():
             import datetime
             from primsel.simulator.apps.work_calendar import _event_to_row
             from primsel.simulator.state import get_current_context
-            start = datetime.datetime(2024, 6, 20, 8, 0)
+            me = get_current_user()
+            team = list(find_team_of(me))
+            start = datetime.datetime(2024, 7, 1, 9, 30)
             table = get_current_context().table("USER_CALENDAR")
             for number, rule in enumerate((
                     RepetitionSpec(frequency=EventFrequency.DAILY, max_repetitions=10 ** 9),
                     RepetitionSpec(frequency=EventFrequency.DAILY, bysetpos=[1] * 300000, max_repetitions=10 ** 6),
                     RepetitionSpec(frequency=EventFrequency.DAILY, recurs_until=datetime.date(9999, 12, 31)))):
-                event = Event(subject="flood %d" % number, starts_at=start, ends_at=start + datetime.timedelta(minutes=5),
-                              event_id="flood-%d" % number, repeats=rule)
+                event = Event(subject="standup %d" % number, attendees=[me] + team, starts_at=start,
+                              ends_at=start + datetime.timedelta(minutes=15), event_id="flood-%d" % number,
+                              repeats=rule)
                 table.append(_event_to_row(event))
     ''')
-    results = _attack(box, tasks, program, host, ids=("builtin-04", "builtin-05"))
+    results = _attack(box, tasks, program, host, ids=("builtin-02", "builtin-04"))
     _flood_checked(results)
+
+
+@pytest.mark.asper
+def test_25b_repetition_rules_the_evaluation_program_expands_are_the_program_s_time(box, tasks, host, hooked,
+                                                                                      asper_path):
+    """Asper-Bench task 1's evaluation program expands the repeat rule the program left on the meeting."""
+    from primsel.datasets import load_tasks
+
+    archive = {t.id: t for t in load_tasks(asper_path) if t.id == "1"}
+    template = _program('''
+        def f():
+            from primsel.simulator.apps.work_calendar import _spec_to_record
+            from primsel.simulator.state import get_current_context
+            ids = {e.employee_id for e in find_employee("Jianpeng")}
+            for row in get_current_context().table("USER_CALENDAR"):
+                if set(row["attendees"] or []) & ids:
+                    row["repeats"] = _spec_to_record(RULE)
+    ''')
+    for rule in ("RepetitionSpec(frequency=EventFrequency.DAILY, max_repetitions=10 ** 9)",
+                 "RepetitionSpec(frequency=EventFrequency.DAILY, bysetpos=[1] * 300000, max_repetitions=10 ** 6)"):
+        program = template.replace("RULE", rule)
+        started = time.monotonic()
+        result = box.execute(archive["1"], program)
+        assert time.monotonic() - started < BOUND
+        assert result.status != "pass" and result.error_type not in OUTSIDE, result
+        # the expansion is the program's doing: charged to it, never to the task
+        assert (result.status, result.error_type, result.raised_by) == ("timeout", "CheckTimeout", "program"), result
+        code = Program(task_id="1", code=program)
+        assert "outside your program" not in feedback_text("error", code, result, None, LIMITS["timeout"])
+    host.assert_unchanged()
+    after = box.execute(tasks["builtin-05"], tasks["builtin-05"].program)
+    assert after.status == "pass"
 
 
 def test_26_judge_time_on_a_huge_world_state_is_the_program_s(box, tasks, host, hooked):
@@ -997,7 +1033,7 @@ def test_26_judge_time_on_a_huge_world_state_is_the_program_s(box, tasks, host, 
             from primsel.simulator.state import get_current_context
             table = get_current_context().table("USER_CALENDAR")
             row = dict(table[0]) if table else {}
-            for i in range(40000):
+            for i in range(20000):
                 copy = dict(row)
                 copy["event_id"] = "copy-%d" % i
                 table.append(copy)
@@ -1329,3 +1365,39 @@ def test_47_primsel_verify_keeps_running_through_attacks(tmp_path, tasks, host, 
     assert [r["status"] for r in got[-3:]] == ["pass"] * 3
     assert [(r["status"], r["error_type"]) for r in got[:-3] if r["status"] == "pass" or r["error_type"] in OUTSIDE] == []
     host.assert_unchanged()
+
+
+def test_48_program_processes_do_not_outlive_their_task(box, tasks, host, hooked):
+    program = _program('''
+        def f():
+            import os, signal, threading
+            def spin():
+                signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+                while True:
+                    pass
+            for _ in range(2):
+                threading.Thread(target=spin, daemon=True).start()
+            return os.getpid()
+    ''')
+    results = _attack(box, tasks, program, host)
+    pids = [int(r.outcomes[0][2]) for r in results if r.outcomes and r.outcomes[0][1] == "return"]
+    assert pids
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in pids):
+        time.sleep(0.1)
+    assert [pid for pid in pids if os.path.exists(f"/proc/{pid}")] == []
+
+
+def test_49_a_frame_that_is_cheap_to_send_and_costly_to_rebuild(box, tasks, host, hooked):
+    program = _with('''
+        def f():
+            from primsel.simulator import codec
+            import json
+            frame = _answer(**{"return": None})
+            document = json.loads(frame[4:])
+            document["return"] = [{"t": [{"d": []}]} for _ in range(450000)]
+            body = codec.dumps(document)
+            _send(len(body).to_bytes(4, "big") + body)
+    ''', _FORGED)
+    results = _attack(box, tasks, program, host)
+    assert all(r.status in ("error", "fail", "timeout") for r in results)
