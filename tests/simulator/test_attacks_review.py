@@ -89,11 +89,11 @@ def _program(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
 
-def _with(program: str, *helpers: str) -> str:
-    return "\n\n".join((_program(program), *(_program(h) for h in helpers)))
+def _with(program: str, *parts: str) -> str:
+    return "\n\n".join((_program(program), *(_program(p) for p in parts)))
 
 
-# --- helpers the attack programs share (defined after the entry point) ------------------------
+# --- functions the attack programs share (defined after the entry point) ------------------------
 
 # Raw system calls through ctypes; ``got`` collects every call the kernel did not refuse.
 _SYS = '''
@@ -1335,9 +1335,12 @@ def test_46_trace_feedback_does_not_confirm_guesses_of_the_reference(box, tasks,
     assert "correct program" not in text.lower()
 
 
-def test_47_primsel_verify_keeps_running_through_attacks(tmp_path, tasks, host, capsys):
+def test_47_primsel_verify_keeps_running_through_attacks(tmp_path, tasks, host, capsys, monkeypatch):
     import json
+    from primsel.datasets import ENV_VAR
     from primsel.simulator import verify
+
+    monkeypatch.delenv(ENV_VAR, raising=False)  # the built-in tasks
 
     attacks = [
         "def f():\n    raise ValueError('half \\ud83d \\x1b[2J \\u202e')\n",
