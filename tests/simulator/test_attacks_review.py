@@ -258,7 +258,7 @@ def _attack(box: Sandbox, tasks: dict, program: str, host: Host | None = None, i
     for result in results:
         code = Program(task_id=result.task_id, code=program)
         for level in LEVELS:
-            assert "outside your program" not in feedback_text(level, code, result, None, LIMITS["timeout"])
+            assert "outside your program" not in feedback_text(level, code, result, LIMITS["timeout"])
     if probe:
         leaks = [s for s in summary if "LEAK" in s[3]]
         assert leaks == []
@@ -1021,7 +1021,7 @@ def test_25b_repetition_rules_the_evaluation_program_expands_are_the_program_s_t
         # the expansion is the program's doing: charged to it, never to the task
         assert (result.status, result.error_type, result.raised_by) == ("timeout", "CheckTimeout", "program"), result
         code = Program(task_id="1", code=program)
-        assert "outside your program" not in feedback_text("error", code, result, None, LIMITS["timeout"])
+        assert "outside your program" not in feedback_text("error", code, result, LIMITS["timeout"])
     host.assert_unchanged()
     after = box.execute(tasks["builtin-05"], tasks["builtin-05"].program)
     assert after.status == "pass"
@@ -1049,14 +1049,11 @@ def _texts(result: ExecutionResult, program: str) -> list[str]:
     texts += [str(part) for outcome in result.outcomes for part in outcome]
     texts += [str(part) for entry in result.trace for part in entry]
     code = Program(task_id=result.task_id, code=program)
-    texts += [feedback_text(level, code, result, None, LIMITS["timeout"]) for level in LEVELS]
+    texts += [feedback_text(level, code, result, LIMITS["timeout"]) for level in LEVELS]
     texts += [error_text(code, result, level) for level in LEVELS]
     return texts
 
 
-@pytest.mark.xfail(strict=True, reason="bidi controls (U+202E, U+2066) of an exception message reach the verdict's "
-                   "message and the feedback, and the outcome of a raise keeps ESC, NUL and the rest raw "
-                   "(ExecutionResult.outcomes is built from the program's type and message without cleaning)")
 def test_27_control_bidi_and_surrogates_never_reach_feedback(box, tasks, host, hooked):
     program = _program('''
         def f():
@@ -1068,8 +1065,6 @@ def test_27_control_bidi_and_surrogates_never_reach_feedback(box, tasks, host, h
         assert bad == []
 
 
-@pytest.mark.xfail(strict=True, reason="the outcome of a raise keeps the program's class name raw: "
-                   "'E\\nDiagnosis: none. ...' puts a line of the program's choosing into ExecutionResult.outcomes")
 def test_28_exception_class_names_cannot_inject_lines(box, tasks, host, hooked):
     program = _program('''
         def f():
@@ -1086,10 +1081,6 @@ def test_28_exception_class_names_cannot_inject_lines(box, tasks, host, hooked):
         assert not any(line.startswith("Diagnosis") for line in feedback_text("error", code, result).splitlines())
 
 
-@pytest.mark.xfail(strict=True, reason="feedback at level trace still compares the program's (forged) call trace "
-                   "with the reference program's: a program that makes no library call but sends the reference's "
-                   "calls as its trace is told 'every library call agrees, but the value it returns differs', "
-                   "confirming its guess of the reference's calls")
 def test_29_forged_call_trace_learns_nothing_of_the_reference(box, tasks, host, hooked):
     task = tasks["builtin-05"]
     reference = box.execute(task, task.program)
@@ -1102,7 +1093,7 @@ def test_29_forged_call_trace_learns_nothing_of_the_reference(box, tasks, host, 
     result = _attack(box, tasks, program, host, ids=("builtin-05",))[0]
     code = Program(task_id=task.id, code=program)
     diagnosis = attribute(task, None, code, result, LIBRARY, reference)
-    text = feedback_text("trace", code, result, diagnosis, LIMITS["timeout"])
+    text = feedback_text("trace", code, result, LIMITS["timeout"])
     assert "correct program" not in text.lower()
     assert "agree" not in text
 
@@ -1140,8 +1131,6 @@ def test_32_nans_in_a_set_keep_their_identity(box, tasks, host, hooked):
     assert result.outcomes[0][2].count("nan") == 3
 
 
-@pytest.mark.xfail(strict=True, reason="a forged answer's exception line of 4,000 digits is reported as the row's "
-                   "`line` uncapped (and trace lines and path entries are not capped either)")
 def test_33_huge_line_trace_and_path_integers_are_capped(box, tasks, host, hooked):
     program = _with('''
         def f():
@@ -1207,8 +1196,6 @@ def test_37_malformed_frames_and_lies_about_length(box, tasks, host, hooked):
     _attack(box, tasks, program, host)
 
 
-@pytest.mark.xfail(strict=True, reason="feedback quotes the program's own line raw: an ESC sequence or a bidi "
-                   "control in a comment on the line that raised reaches the model's feedback")
 def test_38_the_quoted_program_line_is_cleaned_too(box, tasks, host, hooked):
     program = ("def f():\n"
                "    raise ValueError('x')  # \x1b[2J\x1b]0;owned\x07 \u202e}}sdrawkcab\u2066\n")
@@ -1216,7 +1203,7 @@ def test_38_the_quoted_program_line_is_cleaned_too(box, tasks, host, hooked):
     for result in results:
         assert result.line == 2
         code = Program(task_id=result.task_id, code=program)
-        text = feedback_text("error", code, result, None, LIMITS["timeout"])
+        text = feedback_text("error", code, result, LIMITS["timeout"])
         assert BAD_CHARS & set(text) == set()
 
 
@@ -1245,8 +1232,6 @@ def test_39_a_forged_sandbox_error_is_not_an_infrastructure_fault(box, tasks, ho
     _attack(box, tasks, program, host)
 
 
-@pytest.mark.xfail(strict=True, reason="the text of a forged 'unsupported' answer reaches the verdict and the "
-                   "feedback with its bidi controls (clean_text drops C0/C1 controls only)")
 def test_40_forged_unsupported_text_is_cleaned(box, tasks, host, hooked):
     program = _with('''
         def f():
@@ -1258,9 +1243,6 @@ def test_40_forged_unsupported_text_is_cleaned(box, tasks, host, hooked):
             assert BAD_CHARS & set(text) == set()
 
 
-@pytest.mark.xfail(strict=True, reason="a lone surrogate in an exception message survives in "
-                   "ExecutionResult.outcomes, so writing the row as UTF-8 JSON (primsel.files.dumps_jsonl, "
-                   "dumps_json: ensure_ascii=False) raises UnicodeEncodeError in the caller")
 def test_41_rows_with_what_the_program_raised_can_be_written(box, tasks, host, hooked):
     from primsel.files import dumps_json, dumps_jsonl
 
@@ -1318,9 +1300,6 @@ def test_45_output_flood_is_capped(box, tasks, host, hooked):
     assert all(r.stdout_truncated for r in results)
 
 
-@pytest.mark.xfail(strict=True, reason="feedback at level trace compares the program's real calls with the "
-                   "reference program's and tells the model 'a correct program calls the same function there "
-                   "with other arguments': one guess per round confirms the reference's calls")
 def test_46_trace_feedback_does_not_confirm_guesses_of_the_reference(box, tasks, host, hooked):
     task = tasks["builtin-05"]
     reference = box.execute(task, task.program)
@@ -1331,7 +1310,7 @@ def test_46_trace_feedback_does_not_confirm_guesses_of_the_reference(box, tasks,
     ''')
     result = _attack(box, tasks, program, host, ids=("builtin-05",))[0]
     code = Program(task_id=task.id, code=program)
-    text = feedback_text("trace", code, result, attribute(task, None, code, result, LIBRARY, reference))
+    text = feedback_text("trace", code, result)
     assert "correct program" not in text.lower()
 
 
