@@ -26,6 +26,7 @@ from primsel.reporting.style import (
     num,
     other_columns,
     p_value,
+    ranks_nothing,
     short_value,
     slug,
 )
@@ -52,7 +53,8 @@ SUMMARY_METRICS = (("recall@5", "recall@5"), ("ndcg@10", "nDCG@10"), ("complete@
 SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20", "C@20"), ("mrr", "MRR"),
                    ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
 #: Metrics of the leaderboard besides recall@15: (report.json key, header, decimals).
-LEADER_COLUMNS = (("complete@20", "C@20", 3), ("ndcg@10", "nDCG@10", 3), ("docs_tokens", "tokens", 1))
+LEADER_COLUMNS = (("complete@20", "C@20", 3), ("ndcg@10", "nDCG@10", 3), ("set_recall_macro", "R sel", 3),
+                  ("docs_tokens", "tokens", 1))
 
 
 def _row(values: Sequence[str]) -> str:
@@ -79,15 +81,16 @@ def _test_cells(test: Mapping[str, Any] | None, baseline: bool) -> list[str]:
 
 
 def _leader_row(rank: int, s: Standing, has_gen: bool) -> list[str]:
-    r = s.cell.report
+    # the whole library's order is primitive-id order: its ranking metrics say nothing
+    r = {"docs_tokens": s.cell.report.get("docs_tokens")} if ranks_nothing(s.cell) else s.cell.report
     recall = num(r.get(LEADER_METRIC))
-    if s.interval is not None:
+    if s.interval is not None and not ranks_nothing(s.cell):
         recall += f" [{s.interval[0]:.3f}, {s.interval[1]:.3f}]"
     row = [str(rank), _leader_name(s), str(s.cell.settings.get("k")), "yes" if s.cell.settings.get("closure") else "no",
            recall, *(num(r.get(key), digits) for key, _, digits in LEADER_COLUMNS)]
     if has_gen:
-        row.append(num(r.get("success")) if s.cell.settings.get("generator") else "–")
-    row += _test_cells(s.recall, s.baseline)
+        row.append(num(s.cell.report.get("success")) if s.cell.settings.get("generator") else "–")
+    row += _test_cells(None if ranks_nothing(s.cell) else s.recall, s.baseline)
     if has_gen:
         row += _test_cells(s.success, False)
     return row
@@ -103,7 +106,11 @@ def _headline(standings: Sequence[Standing], has_gen: bool) -> list[str]:
     text = f"Highest {what}: {top.label} ({num(value)})"
     test = top.success if has_gen else top.recall
     if test:
-        text += f", {test['mean_diff']:+.3f} over the baseline (paired randomisation p {p_value(test['p_randomisation'])})"
+        p = p_value(test["p_randomisation"])
+        base = next((x for x in standings if x.baseline), None)
+        named = f" {base.label} ({num(base.cell.report.get('success' if has_gen else LEADER_METRIC))})" if base else ""
+        text += (f", {test['mean_diff']:+.3f} over the baseline{named} (paired randomisation test, "
+                 f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
     default = next((s for s in competing if is_default(s.cell) and not s.cell.settings.get("selector")), None)
     if default is not None and default is not top:
         rank = standings.index(default) + 1
@@ -129,7 +136,7 @@ def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMP
               "F1 (macro), then fewest documentation tokens; the full table below has every k), ordered by "
               + ("task success, then " if has_gen else "") + "recall@15, references last. R@15 [95% CI]: mean "
               f"recall@15 over tasks and its percentile bootstrap interval ({N_BOOTSTRAP} resamples of the "
-              f"tasks, seed {seed}). ΔR@15: mean per-task difference of recall@15 to the baseline configuration "
+              f"tasks, seed {seed}). R sel: recall of the selection at that k (macro; what the tokens buy). ΔR@15: mean per-task difference of recall@15 to the baseline configuration "
               f"with the same other settings; p: two-sided paired randomisation test ({n_resamples} sign flips, "
               f"seed {seed})" + ("; Δsucc: difference of task success to the baseline cell at the same k and "
                                  "closure, with its p" if has_gen else "") + ".", ""]

@@ -22,7 +22,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from primsel import spec as specs
 from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, per_task_values
 from primsel.files import read_jsonl
 from primsel.reporting.compare import best_of_configurations, bootstrap_interval, shown_rankings
@@ -33,6 +32,7 @@ from primsel.reporting.style import (
     is_default,
     is_reference,
     other_columns,
+    ranks_nothing,
     short_value,
     title,
     wrap,
@@ -108,7 +108,7 @@ def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette | No
     fig, ax = new_figure()
     drawn = False
     for label, c in _rankings(experiment):
-        if specs.type_name(c.settings.get("retriever")) == "all":
+        if ranks_nothing(c):
             continue
         ks = sorted(int(key[7:]) for key in c.report if key.startswith("recall@") and key[7:].isdigit())
         ks = [k for k in ks if k <= 20] or ks
@@ -144,12 +144,14 @@ def _closure_lines(ax: Any, cells: Sequence[CellResult], colour: str, line: Mapp
     """Selection recall against tokens over k, one line without closure (solid, circles) and
     one with (dashed, triangles), with intervals on recall."""
     for closure, marker, style in ((False, "o", "-"), (True, "^", "--")):
+        if closure and "linestyle" in line:
+            break  # a reference: one line, in its own style
         group = sorted((c for c in cells if bool(c.settings.get("closure")) == closure),
                        key=lambda c: c.report["docs_tokens"])
         if not group:
             continue
         ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
-                marker=marker, markersize=4, color=colour, **{**line, "linestyle": style})
+                marker=marker, markersize=4, color=colour, **{"linestyle": style, **line})
         for c in group:
             _errorbar(ax, c.report["docs_tokens"], c.report["set_recall_macro"], _task_interval(c, "set_recall"), colour)
 
@@ -166,7 +168,6 @@ def _selector_points(ax: Any, experiment: Experiment, cells: Sequence[CellResult
     """Stars (and other markers) for the selector cells whose ranking is shown; their legend
     handles."""
     handles = []
-    labels = configuration_labels([c for c in experiment.cells if c.finished])
     markers = iter(SELECTOR_MARKERS * 4)
     for c in cells:
         if not c.settings.get("selector") or not _ranking_shown(c, experiment, shown):
@@ -176,7 +177,8 @@ def _selector_points(ax: Any, experiment: Experiment, cells: Sequence[CellResult
                 linestyle="none", color=colour, markeredgecolor="white", zorder=7)
         _errorbar(ax, c.report["docs_tokens"], c.report["set_recall_macro"], _task_interval(c, "set_recall"), colour)
         handles.append(Line2D([], [], marker=marker, markersize=9, linestyle="none", color=colour,
-                              label=f"{labels[configuration_key(c)]} (k <= {c.settings.get('k')})"))
+                              label=f"{short_value(c.settings['selector'])} selector (k <= {c.settings.get('k')}) "
+                                    "on the ranking of its colour"))
     return handles
 
 
@@ -190,7 +192,7 @@ def _ranking_shown(cell: CellResult, experiment: Experiment, shown: set[tuple[st
 
 def _all_line(ax: Any, cells: Sequence[CellResult], palette: Palette) -> list[Any]:
     """A vertical reference line at the documentation tokens of the whole library."""
-    whole = [c for c in cells if specs.type_name(c.settings.get("retriever")) == "all"]
+    whole = [c for c in cells if ranks_nothing(c)]
     if not whole:
         return []
     tokens = whole[0].report["docs_tokens"]
@@ -218,7 +220,7 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette |
     handles = []
     for label, best in _rankings(experiment):
         group = groups.get(configuration_key(best), [])
-        if not group or specs.type_name(best.settings.get("retriever")) == "all":
+        if not group or ranks_nothing(best):
             continue
         _closure_lines(ax, group, palette.colour(best), palette.line(best))
         handles.append(Line2D([], [], color=palette.colour(best), **palette.line(best), label=_legend_label(label, best)))
@@ -328,7 +330,7 @@ def plot_frontier(experiment: Experiment, path: Path,
     order = [k for k, _ in best_of_configurations(experiment.cells).items() if k in frontiers]
     for key in order:
         label, c, found = frontiers[key]
-        if (key not in shown and not is_reference(c)) or specs.type_name(c.settings.get("retriever")) == "all":
+        if (key not in shown and not is_reference(c)) or ranks_nothing(c):
             continue
         colour, mean = palette.colour(c), found.mean_recall
         ax.plot(found.tokens, mean, color=colour, **palette.line(c))

@@ -12,6 +12,7 @@ are drawn in grey as reference lines, not as competitors.
 
 from __future__ import annotations
 
+import colorsys
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -27,7 +28,7 @@ from primsel.files import canonical_json
 from primsel.retrieval import DEFAULT_RETRIEVER
 
 __all__ = ["DEFAULT_COLOUR", "REFERENCE_TYPES", "Palette", "configuration_key", "configuration_labels",
-           "is_default", "is_reference", "num", "other_columns", "p_value", "short_value", "slug", "title",
+           "is_default", "is_reference", "num", "ranks_nothing", "other_columns", "p_value", "short_value", "slug", "title",
            "wrap"]
 
 #: Retriever types that bound the others rather than compete with them: the oracle (perfect
@@ -125,9 +126,28 @@ def is_reference(cell: CellResult) -> bool:
     return specs.type_name(cell.settings.get("retriever")) in REFERENCE_TYPES
 
 
+def ranks_nothing(cell: CellResult) -> bool:
+    """True for the whole library (type ``all``): it selects every primitive, so its order (by
+    primitive id) says nothing and its ranking metrics are not shown or drawn."""
+    return specs.type_name(cell.settings.get("retriever")) == "all"
+
+
 def is_default(cell: CellResult) -> bool:
     """True for a cell of the recommended default retriever (any k, closure or selector)."""
     return cell.retriever == specs.label(DEFAULT_RETRIEVER)
+
+
+def ranking_colours() -> list[str]:
+    """The colours rankings take, in order: colorcet's Glasbey palette without its greys and
+    its very dark or very light colours (HLS saturation under 0.25, lightness outside 0.3 to
+    0.8), which the references (grey) and the default (black) would be confused with or which
+    vanish on white."""
+    out = []
+    for rgb in colorcet.glasbey_category10:
+        _, lightness, saturation = colorsys.rgb_to_hls(*rgb)
+        if saturation >= 0.25 and 0.3 <= lightness <= 0.8:
+            out.append(to_hex(rgb))
+    return out
 
 
 class Palette:
@@ -137,13 +157,13 @@ class Palette:
     ----------
     cells : the experiment's cells, in grid order; rankings take the colours of colorcet's
         Glasbey palette (matplotlib's tab10 extended with colours chosen to differ most from
-        those before; Glasbey et al., Journal of Applied Statistics 2007) in that order, the
-        default and the references excepted.
+        those before; Glasbey et al., Journal of Applied Statistics 2007; see
+        :func:`ranking_colours`) in that order, the default and the references excepted.
     """
 
     def __init__(self, cells: Sequence[CellResult]) -> None:
         self._colours: dict[tuple[str, str], str] = {}
-        free = (to_hex(c) for c in colorcet.glasbey_category10)
+        free = iter(ranking_colours())
         for cell in cells:
             key = ranking_key(cell)
             if key in self._colours:

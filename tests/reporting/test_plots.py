@@ -76,7 +76,7 @@ def test_figures_share_colours_highlight_the_default_and_keep_eight_rankings(man
     assert min(sum((p - q) ** 2 for p, q in zip(a, b)) ** 0.5 for i, a in enumerate(others) for b in others[i + 1:]) >= 25
     # the same ranking has the same colour in the next figure, where the selector takes it too
     assert all(vs_tokens[label] == colour for label, colour in recall_at_k.items())
-    assert vs_tokens[f"{DEFAULT} selector=calibrated(target_recall=0.9) (k <= 65)"] == "#000000"
+    assert vs_tokens["calibrated(target_recall=0.9) selector (k <= 65) on the ranking of its colour"] == "#000000"
     assert any(label.startswith("all: the whole library (11,352 tokens") for label in vs_tokens)
     assert not any("=–" in label for label in (*recall_at_k, *vs_tokens))
     assert "the others are in the tables" in text
