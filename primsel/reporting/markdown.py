@@ -146,8 +146,15 @@ def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMP
 # ---------------------------------------------------------------------------------------------
 # The full table of cells
 # ---------------------------------------------------------------------------------------------
-def _header(others: Sequence[str], has_gen: bool, has_llm: bool) -> list[str]:
-    header = ["configuration", "k", "closure", *others, *(h for _, h in COLUMNS), "ties@k"]
+def extra_metrics(cells: Sequence[CellResult]) -> list[str]:
+    """The metrics the cells' ``metrics`` setting asks for beyond :data:`COLUMNS` (each gets a
+    column of the full table, headed by its name), sorted."""
+    shown = {key for key, _ in COLUMNS}
+    return sorted({m for c in cells for m in (c.settings.get("metrics") or ()) if m not in shown})
+
+
+def _header(others: Sequence[str], has_gen: bool, has_llm: bool, extra: Sequence[str] = ()) -> list[str]:
+    header = ["configuration", "k", "closure", *others, *(h for _, h in COLUMNS), *extra, "ties@k"]
     header += (["success"] if has_gen else []) + (["cached"] if has_llm else []) + ["ΔR@k", "p t", "p rand"]
     return header + (["Δsucc", "p t succ", "p rand succ"] if has_gen else []) + ["cell"]
 
@@ -167,13 +174,15 @@ def _tests(t: Mapping[str, Any], cid: str, has_gen: bool) -> list[str]:
     return row
 
 
-def _cell_row(c: CellResult, t: Mapping[str, Any], others: Sequence[str], has_gen: bool, has_llm: bool) -> list[str]:
+def _cell_row(c: CellResult, t: Mapping[str, Any], others: Sequence[str], has_gen: bool, has_llm: bool,
+              extra: Sequence[str] = ()) -> list[str]:
     r = c.report
     row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
     for key in others:
         value = get_dotted(c.settings, key)
         row.append(generator_label(value) if key == "generator" else short_value(value))
     row += [num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
+    row += [num(r.get(key)) for key in extra]
     tied = r.get(f"tied_tasks@{c.settings.get('k')}")
     row.append("–" if tied is None else str(int(tied)))
     if has_gen:
@@ -187,9 +196,10 @@ def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any
                has_gen: bool, has_llm: bool) -> list[str]:
     """Markdown lines of the table of ``cells``: one row per cell, its metrics and its test
     against the baseline."""
-    header = _header(others, has_gen, has_llm)
+    extra = extra_metrics(cells)
+    header = _header(others, has_gen, has_llm, extra)
     lines = [_row(header), "|" + "|".join("---" if i < 3 + len(others) else "--:" for i in range(len(header) - 1)) + "|---|"]
-    lines += [_row(_cell_row(c, tests.get(c.id, {}), others, has_gen, has_llm)) for c in cells]
+    lines += [_row(_cell_row(c, tests.get(c.id, {}), others, has_gen, has_llm, extra)) for c in cells]
     return lines + [""]
 
 
