@@ -177,6 +177,16 @@ def _summary_html(path: Path, plots: Mapping[str, str]) -> str:
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
 
 
+def _in_report_order(directory: Path, pngs: list[Path]) -> list[Path]:
+    """The plots in the order report.md shows them (those it does not show last, by name)."""
+    try:
+        text = (directory / "report.md").read_text(encoding="utf-8")
+    except OSError:
+        return pngs
+    where = {p.name: text.find(f"]({p.name})") for p in pngs}
+    return sorted(pngs, key=lambda p: (where[p.name] < 0, where[p.name], p.name))
+
+
 def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
                data: str | os.PathLike[str] | None = None, log: TextIO | None = None) -> Path:
     """Write the explorer site of an experiment directory.
@@ -208,7 +218,7 @@ def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | 
     except ReportError as exc:
         raise SiteError(str(exc)) from None
     target = Path(out) if out is not None else directory / "explore"
-    plots = {p.name: p for p in sorted(directory.glob("*.png"))}
+    plots = {p.name: p for p in _in_report_order(directory, sorted(directory.glob("*.png")))}
     colours = _colours(directory / "colours.json")
     cells = [_cell_entry(c, colours.get(c.id)) for c in experiment.cells]
     index = {

@@ -22,7 +22,7 @@ from primsel.eval.significance import N_RESAMPLES, compare
 from primsel.experiments.labels import baseline_label, pair_key
 from primsel.experiments.results import CellResult, Experiment, ReportError, per_task_values
 from primsel.files import canonical_json
-from primsel.reporting.style import configuration_key, configuration_labels, is_default, is_reference
+from primsel.reporting.style import configuration_key, configuration_labels, is_default, is_reference, ranking_key
 
 __all__ = ["LEADER_METRIC", "MAX_SERIES", "N_BOOTSTRAP", "Standing", "baseline_pairs", "bootstrap_interval",
            "leaderboard", "recall_metric", "shown_rankings", "significance"]
@@ -178,9 +178,10 @@ def best_of_configurations(cells: Sequence[CellResult]) -> dict[tuple[str, str],
 
 
 def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[tuple[str, str]]:
-    """Configuration keys of the rankings a figure draws: the default and the baseline's, then
-    the best others in leaderboard order, at most ``limit`` (references and selectors apart:
-    references are always drawn, a selector's points with its ranking).
+    """Ranking keys (:func:`primsel.reporting.style.ranking_key`) of the rankings a figure
+    draws: the default's and the baseline's, then the best others in leaderboard order, at
+    most ``limit`` (references and selectors apart: references are always drawn, a selector's
+    points with its ranking).
 
     Raises
     ------
@@ -190,10 +191,10 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[tuple
     if not best:
         return set()
     wanted = baseline_retriever(experiment)
-    rankings = [k for k, c in best.items() if not is_reference(c) and not c.settings.get("selector")]
-    first = [k for k in rankings if is_default(best[k])]
-    first += [k for k in rankings if best[k].retriever == wanted and k not in first]
-    return set((first + [k for k in rankings if k not in first])[:limit])
+    cells = [c for c in best.values() if not is_reference(c) and not c.settings.get("selector")]
+    first = [c for c in cells if is_default(c)] + [c for c in cells if c.retriever == wanted and not is_default(c)]
+    keys = list(dict.fromkeys(ranking_key(c) for c in first + cells))
+    return set(keys[:limit])
 
 
 @dataclass(frozen=True)

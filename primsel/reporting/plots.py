@@ -23,15 +23,15 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, per_task_values
-from primsel.files import read_jsonl
+from primsel.files import canonical_json, read_jsonl
 from primsel.reporting.compare import best_of_configurations, bootstrap_interval, shown_rankings
 from primsel.reporting.style import (
     Palette,
-    configuration_key,
-    configuration_labels,
     is_default,
     is_reference,
     other_columns,
+    ranking_key,
+    ranking_labels,
     ranks_nothing,
     short_value,
     title,
@@ -78,14 +78,17 @@ def _legend_label(label: str, cell: CellResult) -> str:
     return label + (" (recommended default)" if is_default(cell) else "")
 
 
-def _rankings(experiment: Experiment) -> list[tuple[str, CellResult]]:
-    """(label, best cell) of the rankings a figure draws, in leaderboard order: the shown
-    ones (:func:`shown_rankings`), then the references."""
-    best = best_of_configurations(experiment.cells)
-    labels = configuration_labels(list(best.values()))
+def _rankings(experiment: Experiment) -> list[tuple[tuple[str, str], str, CellResult]]:
+    """(ranking key, label, a cell) of the rankings a figure draws, in leaderboard order: the
+    shown ones (:func:`shown_rankings`), then the references; selector cells are not rankings."""
+    best = [c for c in best_of_configurations(experiment.cells).values() if not c.settings.get("selector")]
+    labels = ranking_labels(best)
     shown = shown_rankings(experiment)
-    rankings = [(labels[k], c) for k, c in best.items() if k in shown]
-    return rankings + [(labels[k], c) for k, c in best.items() if is_reference(c) and not c.settings.get("selector")]
+    firsts: dict[tuple[str, str], CellResult] = {}
+    for c in best:
+        firsts.setdefault(ranking_key(c), c)
+    drawn = [k for k in firsts if k in shown] + [k for k, c in firsts.items() if is_reference(c)]
+    return [(k, labels[k], firsts[k]) for k in drawn]
 
 
 def _errorbar(ax: Any, x: float, y: float, interval: tuple[float, float] | None, colour: str,
@@ -107,7 +110,7 @@ def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette | No
     palette = palette or Palette(experiment.cells)
     fig, ax = new_figure()
     drawn = False
-    for label, c in _rankings(experiment):
+    for _, label, c in _rankings(experiment):
         if ranks_nothing(c):
             continue
         ks = sorted(int(key[7:]) for key in c.report if key.startswith("recall@") and key[7:].isdigit())
@@ -156,21 +159,24 @@ def _closure_lines(ax: Any, cells: Sequence[CellResult], colour: str, line: Mapp
             _errorbar(ax, c.report["docs_tokens"], c.report["set_recall_macro"], _task_interval(c, "set_recall"), colour)
 
 
-def _by_configuration(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
-    out: dict[tuple[str, str], list[CellResult]] = {}
+def _by_ranking(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
+    """The cells of each ranking without a selector, one per (k, closure, threshold): cells
+    that differ only in what follows the selection select the same."""
+    out: dict[tuple[str, str], dict[str, CellResult]] = {}
     for c in cells:
-        out.setdefault(configuration_key(c), []).append(c)
-    return out
+        if not c.settings.get("selector"):
+            cut = canonical_json([c.settings.get("k"), bool(c.settings.get("closure")), c.settings.get("threshold")])
+            out.setdefault(ranking_key(c), {}).setdefault(cut, c)
+    return {key: list(group.values()) for key, group in out.items()}
 
 
-def _selector_points(ax: Any, experiment: Experiment, cells: Sequence[CellResult], palette: Palette,
-                     shown: set[tuple[str, str]]) -> list[Any]:
+def _selector_points(ax: Any, cells: Sequence[CellResult], palette: Palette, shown: set[tuple[str, str]]) -> list[Any]:
     """Stars (and other markers) for the selector cells whose ranking is shown; their legend
     handles."""
     handles = []
     markers = iter(SELECTOR_MARKERS * 4)
     for c in cells:
-        if not c.settings.get("selector") or not _ranking_shown(c, experiment, shown):
+        if not c.settings.get("selector") or ranking_key(c) not in shown:
             continue
         marker, colour = next(markers), palette.colour(c)
         ax.plot([c.report["docs_tokens"]], [c.report["set_recall_macro"]], marker=marker, markersize=10,
@@ -180,14 +186,6 @@ def _selector_points(ax: Any, experiment: Experiment, cells: Sequence[CellResult
                               label=f"{short_value(c.settings['selector'])} selector (k <= {c.settings.get('k')}) "
                                     "on the ranking of its colour"))
     return handles
-
-
-def _ranking_shown(cell: CellResult, experiment: Experiment, shown: set[tuple[str, str]]) -> bool:
-    """True when the ranking a selector cell cuts (same settings without the selector) is shown."""
-    return any(configuration_key(c) in shown and c.retriever == cell.retriever
-               and {k: v for k, v in c.settings.items() if k not in ("k", "closure", "selector")}
-               == {k: v for k, v in cell.settings.items() if k not in ("k", "closure", "selector")}
-               for c in experiment.cells if c.finished)
 
 
 def _all_line(ax: Any, cells: Sequence[CellResult], palette: Palette) -> list[Any]:
@@ -215,16 +213,16 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette |
         return False
     palette = palette or Palette(experiment.cells)
     shown = shown_rankings(experiment)
-    groups = _by_configuration(cells)
+    groups = _by_ranking(cells)
     fig, ax = new_figure()
     handles = []
-    for label, best in _rankings(experiment):
-        group = groups.get(configuration_key(best), [])
+    for key, label, best in _rankings(experiment):
+        group = groups.get(key, [])
         if not group or ranks_nothing(best):
             continue
         _closure_lines(ax, group, palette.colour(best), palette.line(best))
         handles.append(Line2D([], [], color=palette.colour(best), **palette.line(best), label=_legend_label(label, best)))
-    handles += _selector_points(ax, experiment, cells, palette, shown) + _all_line(ax, cells, palette)
+    handles += _selector_points(ax, cells, palette, shown) + _all_line(ax, cells, palette)
     if not handles:
         return False
     _token_axis(ax, [c.report["docs_tokens"] for c in cells])
@@ -302,13 +300,13 @@ def ranking_frontier(cell: CellResult, tokens: Mapping[str, int]) -> tuple[list[
 
 
 def ranking_frontiers(experiment: Experiment, tokens: Mapping[str, int]) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
-    """One frontier per ranking (configurations without a selector), in grid order:
-    configuration key -> (label, its first finished cell, :class:`Frontier`)."""
+    """One frontier per ranking (:func:`primsel.reporting.style.ranking_key`; cells without a
+    selector), in grid order: ranking key -> (label, its first finished cell, :class:`Frontier`)."""
     cells = [c for c in experiment.cells if c.finished and not c.settings.get("selector")]
-    labels = configuration_labels(cells)
+    labels = ranking_labels(cells)
     out: dict[tuple[str, str], tuple[str, CellResult, Frontier]] = {}
     for c in cells:
-        key = configuration_key(c)
+        key = ranking_key(c)
         if key not in out and (found := _frontier(c, tokens)) is not None:
             out[key] = (labels[key], c, found)
     return out
@@ -327,10 +325,11 @@ def plot_frontier(experiment: Experiment, path: Path,
     shown = shown_rankings(experiment)
     fig, ax = new_figure()
     handles, right = [], 0.0
-    order = [k for k, _ in best_of_configurations(experiment.cells).items() if k in frontiers]
-    for key in order:
+    for key, _, _ in _rankings(experiment):
+        if key not in frontiers:
+            continue
         label, c, found = frontiers[key]
-        if (key not in shown and not is_reference(c)) or ranks_nothing(c):
+        if ranks_nothing(c):
             continue
         colour, mean = palette.colour(c), found.mean_recall
         ax.plot(found.tokens, mean, color=colour, **palette.line(c))
@@ -339,7 +338,7 @@ def plot_frontier(experiment: Experiment, path: Path,
             ax.fill_between(found.tokens, low, high, color=colour, alpha=0.15, linewidth=0)
         handles.append(Line2D([], [], color=colour, **palette.line(c), label=_legend_label(label, c)))
         right = max(right, next((t for t, r in zip(found.tokens, mean) if r >= 0.995), found.tokens[-1]))
-    handles += _selector_points(ax, experiment, cells, palette, shown)
+    handles += _selector_points(ax, cells, palette, shown)
     handles += _all_line(ax, cells, palette)
     right = max([right, *(c.report["docs_tokens"] for c in cells if c.settings.get("selector"))])
     ax.set_xlim(0, right * 1.05 if right else None)

@@ -45,7 +45,7 @@ from primsel.reporting.plots import (
     ranking_frontiers,
 )
 from primsel.reporting.rounds import plot_success_by_round
-from primsel.reporting.style import Palette, configuration_key, slug
+from primsel.reporting.style import Palette, ranking_key, slug
 from primsel.retrieval.selector import estimate_tokens
 from primsel.types import LearnsFromTasks
 
@@ -107,7 +107,7 @@ def _draw(experiment: Experiment, figures: Sequence[Figure]) -> list[tuple[str, 
 
 def _shown_note(experiment: Experiment) -> str:
     """Which rankings the figures draw, when they leave some to the tables."""
-    rankings = {configuration_key(c) for c in experiment.cells if c.finished and not c.settings.get("selector")}
+    rankings = {ranking_key(c) for c in experiment.cells if c.finished and not c.settings.get("selector")}
     if len(dataset_groups(experiment)) > 1 or len(rankings) <= MAX_SERIES:
         return ""
     return (f"The figures draw the recommended default (black), the baseline and the best other rankings "

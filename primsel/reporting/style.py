@@ -28,7 +28,7 @@ from primsel.files import canonical_json
 from primsel.retrieval import DEFAULT_RETRIEVER
 
 __all__ = ["DEFAULT_COLOUR", "REFERENCE_TYPES", "Palette", "configuration_key", "configuration_labels",
-           "is_default", "is_reference", "num", "ranks_nothing", "other_columns", "p_value", "short_value", "slug", "title",
+           "is_default", "is_reference", "num", "ranking_key", "ranking_labels", "ranks_nothing", "other_columns", "p_value", "short_value", "slug", "title",
            "wrap"]
 
 #: Retriever types that bound the others rather than compete with them: the oracle (perfect
@@ -38,8 +38,9 @@ REFERENCE_TYPES = ("oracle", "random", "all")
 DEFAULT_COLOUR = "#000000"
 #: Colours and line styles of the reference rankings, by type.
 REFERENCE_STYLE = {"oracle": ("#8c8c8c", "--"), "random": ("#8c8c8c", ":"), "all": ("#8c8c8c", "-.")}
-#: Settings that say how a ranking is cut into a selection, not how it ranks.
-SELECTION_KEYS = ("k", "closure", "selector", "threshold", "dataset")
+#: Settings that do not change a ranking: how it is cut into a selection, what is done with the
+#: selection (generator, sandbox timeout) and what is measured.
+NOT_RANKING_KEYS = ("k", "closure", "selector", "threshold", "dataset", "generator", "timeout", "metrics")
 
 
 def num(value: Any, digits: int = 3) -> str:
@@ -103,9 +104,22 @@ def configuration_key(cell: CellResult) -> tuple[str, str]:
 
 
 def ranking_key(cell: CellResult) -> tuple[str, str]:
-    """The configuration without the settings that only cut its ranking (:data:`SELECTION_KEYS`)."""
-    rest = {k: v for k, v in cell.settings.items() if k not in (*SELECTION_KEYS, "retriever")}
+    """What a ranking is: the configuration without the settings that do not change it
+    (:data:`NOT_RANKING_KEYS`); the figures of rankings draw one series per ranking key."""
+    rest = {k: v for k, v in cell.settings.items() if k not in (*NOT_RANKING_KEYS, "retriever")}
     return cell.retriever, canonical_json(rest)
+
+
+def ranking_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
+    """Ranking key -> label: the retriever, then ``key=value`` for each setting that changes the
+    ranking, varies between ``cells`` and is set."""
+    extra = [k for k in other_columns(cells) if k.split(".", 1)[0] not in NOT_RANKING_KEYS]
+    out: dict[tuple[str, str], str] = {}
+    for cell in cells:
+        values = [(k, get_dotted(cell.settings, k)) for k in extra]
+        out.setdefault(ranking_key(cell), " ".join(
+            [cell.retriever, *(f"{k}={short_value(v)}" for k, v in values if v is not None)]))
+    return out
 
 
 def configuration_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
