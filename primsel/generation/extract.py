@@ -37,7 +37,7 @@ Rules of the ``primsel`` mode (in this order)
    every call in it (outside lambdas) is to a pure builtin (``int``, ``len``, ``range``, ...)
    or to a name the program imports from a module outside the assistant library
    (``timedelta(hours=1)`` after ``from datetime import timedelta``).
-6. **Entry point** (DESIGN.md, Programs): the requested name if defined at top level, else the
+6. **Entry point** (docs/architecture.md, "Programs"): the requested name if defined at top level, else the
    first top-level ``def``. An ``async def`` entry point is flagged (``async_entry``): calling it
    returns a coroutine that is never awaited, so the sandbox gives ``error`` /
    ``AsyncEntryPoint`` without running it, in every mode.
