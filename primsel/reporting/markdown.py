@@ -136,7 +136,8 @@ def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMP
               "F1 (macro), then fewest documentation tokens; the full table below has every k), ordered by "
               + ("task success, then " if has_gen else "") + "recall@15, references last. R@15 [95% CI]: mean "
               f"recall@15 over tasks and its percentile bootstrap interval ({N_BOOTSTRAP} resamples of the "
-              f"tasks, seed {seed}). R sel: recall of the selection at that k (macro; what the tokens buy). ΔR@15: mean per-task difference of recall@15 to the baseline configuration "
+              f"tasks, seed {seed}). R sel: recall of the selection at that k (macro; what the tokens buy). "
+              "ΔR@15: mean per-task difference of recall@15 to the baseline configuration "
               f"with the same other settings; p: two-sided paired randomisation test ({n_resamples} sign flips, "
               f"seed {seed})" + ("; Δsucc: difference of task success to the baseline cell at the same k and "
                                  "closure, with its p" if has_gen else "") + ".", ""]

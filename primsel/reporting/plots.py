@@ -299,7 +299,8 @@ def ranking_frontier(cell: CellResult, tokens: Mapping[str, int]) -> tuple[list[
     return None if found is None else (found.tokens.tolist(), found.mean_recall.tolist())
 
 
-def ranking_frontiers(experiment: Experiment, tokens: Mapping[str, int]) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
+def ranking_frontiers(experiment: Experiment,
+                      tokens: Mapping[str, int]) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
     """One frontier per ranking (:func:`primsel.reporting.style.ranking_key`; cells without a
     selector), in grid order: ranking key -> (label, its first finished cell, :class:`Frontier`)."""
     cells = [c for c in experiment.cells if c.finished and not c.settings.get("selector")]

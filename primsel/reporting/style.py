@@ -28,8 +28,8 @@ from primsel.files import canonical_json
 from primsel.retrieval import DEFAULT_RETRIEVER
 
 __all__ = ["DEFAULT_COLOUR", "REFERENCE_TYPES", "Palette", "configuration_key", "configuration_labels",
-           "is_default", "is_reference", "num", "ranking_key", "ranking_labels", "ranks_nothing", "other_columns", "p_value", "short_value", "slug", "title",
-           "wrap"]
+           "is_default", "is_reference", "num", "other_columns", "p_value", "ranking_colours", "ranking_key",
+           "ranking_labels", "ranks_nothing", "short_value", "slug", "title", "wrap"]
 
 #: Retriever types that bound the others rather than compete with them: the oracle (perfect
 #: ranking), a random ranking (chance) and the whole library (everything selected).
