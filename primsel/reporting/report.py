@@ -34,7 +34,7 @@ from primsel.eval.significance import N_RESAMPLES
 from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, load_experiment
 from primsel.files import write_atomic
 from primsel.library import Library
-from primsel.reporting.compare import MAX_SERIES, leaderboard, shown_rankings, significance
+from primsel.reporting.compare import MAX_SERIES, leaderboard, significance
 from primsel.reporting.markdown import frontier_table, render_markdown
 from primsel.reporting.plots import (
     plot_frontier,
@@ -164,7 +164,6 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     palette = Palette(experiment.cells)
     images = _draw(experiment, _figures(experiment, palette, frontiers))
     finished = [c for c in experiment.cells if c.finished]
-    shown_rankings(experiment)  # a bad baseline fails here, before any text is written
     text = render_markdown(
         experiment, tests, images, n_resamples=n_resamples, seed=seed,
         frontier=frontier_table({label: (f.tokens.tolist(), f.mean_recall.tolist()) for label, _, f in frontiers.values()}),
