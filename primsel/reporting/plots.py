@@ -351,13 +351,15 @@ def plot_frontier(experiment: Experiment, path: Path,
 
 def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "ndcg@10",
                            palette: Palette | None = None) -> bool:
-    """Grouped bars of ``metric``: one group per dataset, one bar per retriever (the first
-    finished cell of each retriever and dataset), with 95% bootstrap intervals over tasks."""
+    """Grouped bars of ``metric``: one group per dataset, one bar per shown retriever and
+    reference (the first finished cell of each retriever and dataset; the whole library ranks
+    nothing), with 95% bootstrap intervals over tasks."""
     groups = dataset_groups(experiment)
-    firsts = {}
+    shown = shown_rankings(experiment)
+    firsts: dict[str, CellResult] = {}
     for _, cells in groups:
         for c in cells:
-            if c.finished:
+            if c.finished and not ranks_nothing(c) and (ranking_key(c) in shown or is_reference(c)):
                 firsts.setdefault(c.retriever, c)
     if not firsts:
         return False
@@ -370,7 +372,8 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "nd
             if found is None:
                 continue
             x, value = g + (i - (len(firsts) - 1) / 2) * width, float(found.report.get(metric, 0.0))
-            ax.bar([x], [value], width, color=palette.colour(first), label=label if g == 0 else None)
+            named = label not in ax.get_legend_handles_labels()[1]
+            ax.bar([x], [value], width, color=palette.colour(first), label=label if named else None)
             _errorbar(ax, x, value, _task_interval(found, metric), "#333333")
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([str(d.get("source", "?")) for d, _ in groups], fontsize=8)
