@@ -437,7 +437,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
         lines += leaderboard_lines(standings, n_resamples, seed) + _figures(images, shown_note)
         lines += ["## All cells", "", *cell_table(cells, tests, *flags)]
     else:
-        lines += _summary(groups) + _dataset_sections(experiment, tests, images, flags)
+        slugs = [f"{experiment.name}_{slug(d.get('source', ''))}_" for d, _ in groups]
+        overall = [(t, f) for t, f in images if not any(f.startswith(s) for s in slugs)]
+        lines += _summary(groups) + _figures(overall, shown_note) + _dataset_sections(experiment, tests, images, flags)
     lines += _notes(experiment, cells, tests, learning, n_resamples, seed)
     if len(groups) == 1:
         lines += tie_table(cells)
@@ -446,9 +448,6 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
             lines += tie_table([c for c in group if c.finished], title=f"Ties: {data.get('source', '?')}")
     lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
     lines += list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed)
-    if len(groups) > 1:
-        slugs = [f"{experiment.name}_{slug(d.get('source', ''))}_" for d, _ in groups]
-        lines += _images([(t, f) for t, f in images if not any(f.startswith(s) for s in slugs)])
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ from primsel.reporting.plots import (
     ranking_frontiers,
 )
 from primsel.reporting.rounds import plot_success_by_round
-from primsel.reporting.style import Palette, ranking_key, slug
+from primsel.reporting.style import Palette, is_reference, ranking_key, slug
 from primsel.retrieval.selector import estimate_tokens
 from primsel.types import LearnsFromTasks
 
@@ -106,13 +106,15 @@ def _draw(experiment: Experiment, figures: Sequence[Figure]) -> list[tuple[str, 
 
 
 def _shown_note(experiment: Experiment) -> str:
-    """Which rankings the figures draw, when they leave some to the tables."""
-    rankings = {ranking_key(c) for c in experiment.cells if c.finished and not c.settings.get("selector")}
-    if len(dataset_groups(experiment)) > 1 or len(rankings) <= MAX_SERIES:
-        return ""
+    """What the figures draw: which rankings, when they leave some to the tables, and the intervals."""
+    rankings = {ranking_key(c) for c in experiment.cells
+                if c.finished and not c.settings.get("selector") and not is_reference(c)}
+    intervals = "Error bars and bands: 95% bootstrap intervals over tasks."
+    if len(rankings) <= MAX_SERIES:
+        return intervals
     return (f"The figures draw the recommended default (black), the baseline and the best other rankings "
             f"by recall@15, {MAX_SERIES} in all, with the oracle, random and the whole library as grey "
-            "references; the others are in the tables. Bars and bands: 95% bootstrap intervals over tasks.")
+            f"references; the others are in the tables. {intervals}")
 
 
 def _write_text(experiment: Experiment, text: str, colours: dict[str, Any]) -> Path:
