@@ -20,12 +20,12 @@ HERE = Path(__file__).resolve().parent
 def main() -> int:
     from primsel.datasets import load_builtin_tasks
     from primsel.eval.faults import KINDS, make_faults
-    from primsel.experiments.report import write_report
     from primsel.experiments.config import load_config
     from primsel.experiments.runner import run_experiment
     from primsel.explore.browser import Chromium
     from primsel.explore.site import build_site
     from primsel.library import Library, with_gold
+    from primsel.reporting import write_report
     from primsel.simulator.program import load_apps, star_exports
 
     library = Library.from_simulator()

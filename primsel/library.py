@@ -6,8 +6,8 @@ app modules of :mod:`primsel.simulator.apps` (the names are fixed here, per modu
 else about a primitive, its kind, signature, docstring and type dependencies, is read from the
 module by introspection).
 
-:func:`gold_primitives` derives the library primitives a program uses (the rule of section 12.1
-of the assistant-library specification) and :func:`with_gold` fills :attr:`Task.gold`.
+:func:`gold_primitives` derives the library primitives a program uses (the rule is stated in its
+docstring) and :func:`with_gold` fills :attr:`Task.gold`.
 """
 
 from __future__ import annotations
@@ -335,7 +335,7 @@ def free_global_names(program: str) -> set[str]:
 
 
 def gold_primitives(program: str, library: Mapping[str, Primitive]) -> frozenset[str]:
-    """Ids of the library primitives a program uses (specification section 12.1).
+    """Ids of the library primitives a program uses: its gold set.
 
     The rule: take the program's free global names (:func:`free_global_names`: names loaded
     anywhere in the program, signature annotations and nested scopes included, and bound

@@ -35,7 +35,7 @@ from primsel import registry
 
 #: A component specification: a name, ``"module:Class"``, or a table with ``type``.
 Spec = str | Mapping[str, Any]
-#: Generator parameters documented in DESIGN.md (used when a class's signature cannot tell).
+#: Generator parameters documented in experiments/README.md (used when a class's signature cannot tell).
 GENERATOR_KEYS = (
     "type", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "temperature", "seed",
     "max_tokens", "concurrency", "examples", "template", "programs", "cache_namespace", "extraction",

@@ -39,7 +39,7 @@ from primsel.checks import check_k
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
 
-#: Statuses of one executed task (DESIGN.md, Interfaces).
+#: Statuses of one executed task (docs/architecture.md, "Statuses").
 STATUSES = ("pass", "fail", "error", "timeout", "requires_user_input", "no_program")
 #: Values of :attr:`ExecutionResult.raised_by` (besides None).
 RAISED_BY = ("program", "sandbox", "task")
@@ -182,7 +182,7 @@ def task_sort_key(task_id: str) -> tuple[bool, int, str]:
 
 
 def entry_point(source: str, preferred: str | None = None) -> str | None:
-    """Entry point of a program text (DESIGN.md, Interfaces).
+    """Entry point of a program text (docs/architecture.md, "Programs").
 
     Parameters
     ----------

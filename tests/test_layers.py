@@ -10,9 +10,10 @@ The layers, bottom up (the README's "Architecture"):
 3. stages: ``simulator``, ``retrieval``, ``generation``;
 4. evaluation: ``eval`` (metrics, significance, failure attribution);
 5. ``experiments``: settings, config, cells, store, runner, report;
-6. views: what reads run folders or shows tasks: ``explore``, ``tasks``;
+6. views: what reads run folders or shows tasks: ``reporting``, ``explore``, ``tasks``;
 7. the command line: ``cli``, ``__main__``, every command module ``primsel.cli.SUBCOMMANDS``
-   names (wherever it lives), and ``testing``.
+   names (wherever it lives), ``testing``, and ``experiments.report`` (the report's former
+   module, which re-exports ``reporting`` for old imports).
 
 (Registering the built-in components loads their packages by name at run time; that is the
 registry's job, not an import statement.)
@@ -36,8 +37,8 @@ LAYERS = (
     ("primsel.simulator", "primsel.retrieval", "primsel.generation"),
     ("primsel.eval",),
     ("primsel.experiments",),
-    ("primsel.explore", "primsel.tasks"),
-    ("primsel.cli", "primsel.__main__", "primsel.testing"),
+    ("primsel.reporting", "primsel.explore", "primsel.tasks"),
+    ("primsel.cli", "primsel.__main__", "primsel.testing", "primsel.experiments.report"),
 )
 NAMES = ("core", "data and services", "stages", "evaluation", "experiments", "views", "command line")
 TOP = len(LAYERS) - 1
@@ -104,7 +105,9 @@ def test_every_import_points_down_a_layer():
 
 @pytest.mark.parametrize(("module", "source", "problem"), [
     ("primsel.retrieval.bm25", "from primsel.experiments import runner\n", "(experiments) from the stages layer"),
-    ("primsel.eval.metrics", "import primsel.experiments.report\n", "(experiments) from the evaluation layer"),
+    ("primsel.eval.metrics", "import primsel.experiments.runner\n", "(experiments) from the evaluation layer"),
+    ("primsel.experiments.runner", "from primsel.reporting import write_report\n", "(views) from the experiments layer"),
+    ("primsel.explore.site", "from primsel.reporting.style import Palette\n", "another package of the views layer"),
     ("primsel.types", "def f():\n    from primsel.library import Library\n", "(data and services) from the core layer"),
     ("primsel.retrieval.llm_selector", "from primsel.generation.prompts import render_primitives\n",
      "another package of the stages layer"),

@@ -129,7 +129,7 @@ def load_tasks(path: str | os.PathLike[str] | None = None) -> list[Task]:
 def load_builtin_tasks() -> list[Task]:
     """The built-in tasks: every ``primsel/datasets/builtin/*.nt`` shard, sorted by id.
 
-    Built-in tasks use the archive's shard schema (spec section 10.2) with ids ``"builtin-01"``,
+    Built-in tasks use the record layout of the archive's shards (:mod:`primsel.datasets.asperbench`) with ids ``"builtin-01"``,
     ..., and ``source="builtin"``. They let every command run without the Asper-Bench archive.
 
     Raises

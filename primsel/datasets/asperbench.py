@@ -27,7 +27,7 @@ ASPER_BENCH_SHA256 = "67738cad71cbd145e95f2d5b4d6d9111f73681917bf8a32e1803a0039f
 #: File name of the released archive.
 ASPER_BENCH_FILENAME = "asper_bench_2025-05-27-1153.tgz"
 
-#: Keys every task record must have (spec section 10.2); other keys (``timestamp``) are ignored.
+#: Keys every task record of a shard must have; other keys (``timestamp``) are ignored.
 REQUIRED_KEYS = (
     "query_id",
     "query",
@@ -187,7 +187,7 @@ def parse_shard(text: str, where: str, *, source: str) -> list[Task]:
 
 
 def task_from_record(record: Any, where: str, *, source: str) -> Task:
-    """Build a :class:`Task` from one task dictionary of a shard (spec section 10.2).
+    """Build a :class:`Task` from one task dictionary of a shard.
 
     Parameters
     ----------

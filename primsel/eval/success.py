@@ -54,7 +54,8 @@ def success_by_coverage(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     Parameters
     ----------
     rows : task rows of a cell with a generator (tasks.jsonl): ``status`` and
-        ``metrics["set_recall"]`` (the fraction of gold primitives selected).
+        ``metrics["set_recall"]`` (the fraction of gold primitives selected; a row without it is
+        left out).
 
     Returns
     -------
@@ -66,7 +67,10 @@ def success_by_coverage(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
     counts = {"complete": [0, 0], "incomplete": [0, 0]}
     for row in rows:
-        group = "complete" if float(row["metrics"]["set_recall"]) >= 1.0 else "incomplete"
+        recall = (row.get("metrics") or {}).get("set_recall")
+        if recall is None:  # a row without its selection's recall counts in neither group
+            continue
+        group = "complete" if float(recall) >= 1.0 else "incomplete"
         counts[group][0] += 1
         counts[group][1] += int(row.get("status") == "pass")
     (nc, sc), (ni, si) = counts["complete"], counts["incomplete"]

@@ -61,7 +61,7 @@ def load_cells(path: str | Path) -> dict[str, Any]:
     primsel.experiments.report.ReportError : not a directory, or neither an experiment nor a
         cell, or an unreadable file.
     """
-    from primsel.experiments.report import CellResult, ReportError, load_experiment
+    from primsel.experiments.results import CellResult, ReportError, load_experiment
 
     directory = Path(path)
     config = directory / "config.json"
@@ -104,7 +104,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metric: str | None = None
         matched cell lacks the metric (the message names the file).
     """
     from primsel.eval.significance import NOISE, compare
-    from primsel.experiments.report import ReportError, per_task_values
+    from primsel.experiments.results import ReportError, per_task_values
 
     cells_a, cells_b = load_cells(run_a), load_cells(run_b)
     if len(cells_a) == 1 and len(cells_b) == 1 and set(cells_a) != set(cells_b):
@@ -180,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from primsel.cli import UsageError, output_stream
-    from primsel.experiments.report import ReportError
+    from primsel.experiments.results import ReportError
 
     if args.n_resamples < 1:
         raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")

@@ -2,7 +2,7 @@
 
 An experiment file holds base settings and a ``[grid]`` of lists; the cells are the Cartesian
 product of the grid lists (in file order, the last key varying fastest), applied to the base
-settings. Keys (DESIGN.md, Interfaces, "Experiments"):
+settings. Keys (experiments/README.md explains each with examples):
 
 ==============  ==========================================================================
 ``name``        experiment name (default: the file stem); the output directory ``<out>/<name>``

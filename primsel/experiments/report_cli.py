@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Write the report; exit 2 when the directory holds no experiment."""
     from primsel.cli import UsageError
-    from primsel.experiments.report import ReportError, write_report
+    from primsel.reporting import ReportError, write_report
 
     if args.n_resamples < 1:
         raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")

@@ -1,6 +1,6 @@
 """Run an experiment grid: every unfinished cell, in grid order, resumably.
 
-Layout of the outputs (DESIGN.md, Interfaces, "Experiments")::
+Layout of the outputs (docs/architecture.md, "What a run leaves on disk")::
 
     <out>/<name>/experiment.json          the cells of the current declaration, in grid order
     <out>/<name>/<cell_id>/...            the cell's files (:mod:`primsel.experiments.cell`)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -103,7 +104,20 @@ def _task_row(row: Mapping[str, Any], k: int | None) -> dict[str, Any]:
     return out
 
 
-def _cell_entry(cell: Any) -> dict[str, Any]:
+def _colours(path: Path) -> dict[str, str]:
+    """Cell id -> the colour of its configuration in the report's figures (``colours.json``,
+    written by ``primsel report``); empty when there is no report."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8")).get("cells", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(found, Mapping):
+        return {}
+    # only "#rrggbb": the page puts the value into a style attribute
+    return {str(k): v for k, v in found.items() if isinstance(v, str) and re.fullmatch(r"#[0-9a-fA-F]{6}", v)}
+
+
+def _cell_entry(cell: Any, colour: str | None = None) -> dict[str, Any]:
     from primsel.spec import label as spec_label
 
     settings = dict(cell.settings)
@@ -126,6 +140,7 @@ def _cell_entry(cell: Any) -> dict[str, Any]:
         "metrics": {key: report.get(key) for key, _ in CELL_COLUMNS if isinstance(report.get(key), (int, float))},
         "failures": failures,
         "settings": settings,
+        "colour": colour,
     }
 
 
@@ -162,6 +177,16 @@ def _summary_html(path: Path, plots: Mapping[str, str]) -> str:
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
 
 
+def _in_report_order(directory: Path, pngs: list[Path]) -> list[Path]:
+    """The plots in the order report.md shows them (those it does not show last, by name)."""
+    try:
+        text = (directory / "report.md").read_text(encoding="utf-8")
+    except OSError:
+        return pngs
+    where = {p.name: text.find(f"]({p.name})") for p in pngs}
+    return sorted(pngs, key=lambda p: (where[p.name] < 0, where[p.name], p.name))
+
+
 def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
                data: str | os.PathLike[str] | None = None, log: TextIO | None = None) -> Path:
     """Write the explorer site of an experiment directory.
@@ -184,7 +209,7 @@ def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | 
     SiteError : not an experiment directory, an unreadable file (named), or the site cannot be
         written.
     """
-    from primsel.experiments.report import ReportError, load_experiment
+    from primsel.experiments.results import ReportError, load_experiment
 
     log = sys.stderr if log is None else log
     directory = Path(directory)
@@ -193,8 +218,9 @@ def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | 
     except ReportError as exc:
         raise SiteError(str(exc)) from None
     target = Path(out) if out is not None else directory / "explore"
-    plots = {p.name: p for p in sorted(directory.glob("*.png"))}
-    cells = [_cell_entry(c) for c in experiment.cells]
+    plots = {p.name: p for p in _in_report_order(directory, sorted(directory.glob("*.png")))}
+    colours = _colours(directory / "colours.json")
+    cells = [_cell_entry(c, colours.get(c.id)) for c in experiment.cells]
     index = {
         "name": experiment.name,
         "description": experiment.description,

@@ -37,7 +37,7 @@ Rules of the ``primsel`` mode (in this order)
    every call in it (outside lambdas) is to a pure builtin (``int``, ``len``, ``range``, ...)
    or to a name the program imports from a module outside the assistant library
    (``timedelta(hours=1)`` after ``from datetime import timedelta``).
-6. **Entry point** (DESIGN.md, Programs): the requested name if defined at top level; when no
+6. **Entry point** (docs/architecture.md, "Programs"): the requested name if defined at top level; when no
    name is requested, the top-level function the answer itself calls at module level (its
    first such call in the text: ``main()``, ``print(main())``, ``result = main()``, an ``if
    __name__ == "__main__":`` tail; the statement is removed by rule 5); else the first

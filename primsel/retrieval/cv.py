@@ -1,7 +1,7 @@
 """k-fold cross-validation of retrievers that learn from tasks.
 
 The folds are ``sklearn.model_selection.KFold(n_splits=folds, shuffle=True, random_state=seed)``
-over the task ids sorted numerically (DESIGN.md, Folds). A retriever that learns from tasks
+over the task ids sorted numerically (docs/architecture.md, "Folds"). A retriever that learns from tasks
 (:class:`primsel.types.LearnsFromTasks`) is built afresh for every fold and fitted on the other folds'
 tasks; it then ranks the held-out fold. Other retrievers are fitted once, without tasks.
 

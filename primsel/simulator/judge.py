@@ -11,7 +11,7 @@ exceptions as the library's own classes, builtin ones as the builtin class, any 
 
 Time is charged by a :class:`Clock`: while a call is out to the program process, to the task's
 time limit (``timeout``); the rest, the setup and evaluation programs themselves, to the judge's
-own limit. Statuses follow DESIGN.md ("Statuses"), with two error types of the judge's own:
+own limit. Statuses follow docs/architecture.md ("Statuses"), with two error types of the judge's own:
 ``UnsupportedReturn`` (the program's return value, or the world state it left, holds a type
 that cannot cross) and ``EvaluatorError`` (a fault of the judge or of the task's own programs,
 e.g. a setup program that raises or a judge over its time limit: never ``pass``). A verdict of
@@ -490,7 +490,7 @@ def run_task(
 ) -> tuple[BaseException | None, list[ProgramHandle], bool]:
     """Run every (SIP, EP) pair of the task; the first exception decides.
 
-    Follows the reference protocol (spec section 11.6): per pair, the program is loaded in its
+    Follows the protocol of ASPERA's reference harness: per pair, the program is loaded in its
     own process (a fresh module holding the app star-exports), a fresh SIP/EP namespace holds
     the star-exports, the scenario's tools and ``Any``/``Callable``, then a fresh
     :class:`ExecutionContext` (which reseeds ``random`` with 0) is current while

@@ -1,4 +1,4 @@
-"""Text matching shared by the directory and calendar searches (spec section 2.6)."""
+"""Text matching shared by the directory and calendar searches."""
 
 from __future__ import annotations
 

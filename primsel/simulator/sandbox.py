@@ -13,7 +13,7 @@ does (rebinding a primitive, hooking the interpreter, deleting events) reaches t
 next task, and :func:`sandbox_info` tells what is active on this machine. Program text is
 size-capped and parsed at most once in the caller.
 
-Verdicts follow DESIGN.md (Interfaces, "Statuses"): ``pass``, ``fail`` (``SolutionError`` or
+Verdicts follow docs/architecture.md ("Statuses"): ``pass``, ``fail`` (``SolutionError`` or
 ``AssertionError`` escaped the EP), ``requires_user_input``, ``error`` (any other exception,
 with its class name and the program line it was raised at; ``UnsupportedReturn`` for a value
 that cannot cross, ``EvaluatorError`` for a fault of the judge), ``timeout`` (the program's time

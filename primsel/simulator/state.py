@@ -12,7 +12,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-#: Table names and the columns of their rows (see the assistant-library spec, section 2.1).
+#: Table names and the columns of their rows.
 TABLES = (
     "USER_CALENDAR",  # events of the device user (parents of recurring series and their instances)
     "SHARED_CALENDARS",  # events of other employees' calendars (row has a ``calendar_id``)

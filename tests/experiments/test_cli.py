@@ -43,8 +43,10 @@ def test_run_writes_cells_and_report_on_builtin_tasks(tmp_path, capsys):
     assert len(manifest["cells"]) == 8 and manifest["data"]["source"] == "builtin"
     assert all((exp / c["id"] / "report.json").is_file() for c in manifest["cells"])
     report = (exp / "report.md").read_text()
-    # a row per cell, one per ranking in the table of ties and one in the recall/tokens frontier table
-    assert report.count("| bm25 |") == 4 + 2 and report.count("| prior |") == 4 + 2
+    # a row per cell, one per ranking in the table of ties and one in the recall/tokens frontier
+    # table; the leaderboard has one row per configuration (the baseline's named "bm25 (baseline)")
+    assert report.count("| bm25 |") == 4 + 2 and report.count("| prior |") == 4 + 2 + 1
+    assert report.count("| bm25 (baseline) |") == 1
     assert "Data: the built-in tasks" in report
 
 

@@ -302,17 +302,7 @@ def test_tie_aware_values_and_tie_counts_are_reported_beside_the_id_order_ones(t
     assert "(of 3) whose ranking has a tie across rank k" in text
 
 
-# --- plots ----------------------------------------------------------------------------------------
-
-def _cielab(rgb) -> tuple[float, float, float]:
-    """CIE L*a*b* (D65) of an sRGB colour with components in [0, 1] (the CIE formulas)."""
-    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb[:3]]
-    x = (0.4124 * linear[0] + 0.3576 * linear[1] + 0.1805 * linear[2]) / 0.95047
-    y = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
-    z = (0.0193 * linear[0] + 0.1192 * linear[1] + 0.9505 * linear[2]) / 1.08883
-    f = [t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116 for t in (x, y, z)]
-    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
-
+# --- plots (the figures' style: tests/reporting/test_plots.py) -----------------------------------
 
 @pytest.fixture()
 def saved_figures(monkeypatch):
@@ -328,39 +318,6 @@ def saved_figures(monkeypatch):
 
     monkeypatch.setattr(Figure, "savefig", keep)
     return figures
-
-
-def test_plots_name_the_data_keep_legends_outside_and_colour_every_ranking_apart(tmp_path, saved_figures):
-    root = tmp_path / "runs" / "many"
-    root.mkdir(parents=True)
-    names = ["oracle", "random", "bm25", "tfidf", "dense", "prior", "knn", "expansion", "classifier",
-             {"type": "hybrid", "members": ["bm25", "dense"]},
-             {"type": "hybrid", "method": "wsum", "members": ["classifier", "bm25", "dense"],
-              "weights": [1.0, 0.15, 0.15]}]
-    cells = [make_cell(root, f"c{i}", name, 10, False, (0.5, 0.5, 0.5), {"docs_tokens": 1000.0 + 100 * i})
-             for i, name in enumerate(names)]
-    cells.append(make_cell(root, "c_all", "all", 65, False, (0.2, 0.2, 0.2), {"docs_tokens": 11352.0}))
-    write_report(make_experiment(tmp_path / "runs", cells, name="many"))
-    assert len(saved_figures) == 2  # no generator: no success plot
-    for figure in saved_figures:
-        (ax,) = figure.axes
-        assert ax.get_title(loc="left").startswith("many on the built-in tasks (3 tasks): ")
-        figure.canvas.draw()
-        legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
-        assert legend.x0 >= axes.x1  # outside, to the right: long labels never squeeze the title
-        colours = [line.get_color() for line in ax.get_lines()]
-        assert len(colours) == 12
-        lab = [_cielab(matplotlib_rgb(c)) for c in colours]
-        closest = min(sum((p - q) ** 2 for p, q in zip(a, b)) ** 0.5 for i, a in enumerate(lab) for b in lab[i + 1:])
-        assert closest >= 25  # CIELAB distance; tab20's light/dark pairs come within 17
-    # the whole library at 11k tokens next to selections of 1-2k: a log axis
-    assert saved_figures[1].axes[0].get_xscale() == "log"
-
-
-def matplotlib_rgb(colour):
-    from matplotlib.colors import to_rgb
-
-    return to_rgb(colour)
 
 
 def test_generator_experiments_get_a_task_success_plot(tmp_path, saved_figures):

@@ -1,4 +1,4 @@
-"""The runner on Asper-Bench reproduces the popularity prior's reference figures (DESIGN.md, Folds)."""
+"""The runner on Asper-Bench reproduces the popularity prior's reference figures (docs/architecture.md, "Folds")."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def run_dir(tmp_path_factory) -> Path:
     library = Library.from_simulator()
     result = run_experiment(load_config(root / "site.toml"), root / "runs", tasks=with_gold(load_builtin_tasks(), library),
                             library=library, progress=False, use_cache=False)
-    from primsel.experiments.report import write_report
+    from primsel.reporting import write_report
 
     write_report(result.directory, n_resamples=200)
     return result.directory
@@ -82,6 +82,10 @@ def test_site_files_hold_every_cell_and_task(run_dir, tmp_path):
                                      "plots/site_recall_vs_tokens.png", "plots/site_success.png"]
     assert all((tmp_path / "site" / p).is_file() for p in data["plots"])
     assert "<table>" in data["summary_html"]
+    # each cell carries the colour of its configuration in the report's figures
+    colours = json.loads((run_dir / "colours.json").read_text())["cells"]
+    assert {c["id"]: c["colour"] for c in data["cells"]} == colours
+    assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in colours.values())
     for cell in manifest["cells"]:
         kind, rows = loaded(tmp_path / "site" / "data" / "cells" / f"{cell['id']}.js")
         source = rows_of(run_dir, cell["id"])
@@ -139,6 +143,13 @@ def test_explorer_in_headless_chromium(run_dir, tmp_path, browser):
     assert count(browser, "cells") == 1
     assert browser.evaluate("document.querySelector('#cells tbody a').textContent").startswith("oracle")
     assert browser.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+    # figures keep their aspect ratio (a flex row used to stretch them)
+    assert browser.evaluate("Array.from(document.querySelectorAll('.plots img')).every(i => "
+                            "Math.abs(i.clientHeight / i.clientWidth - i.naturalHeight / i.naturalWidth) < 0.01)")
+    # the cell's swatch has its configuration's colour in the report's figures
+    colour = json.loads((run_dir / "colours.json").read_text())["cells"][oracle]
+    rgb = "rgb(" + ", ".join(str(int(colour[i:i + 2], 16)) for i in (1, 3, 5)) + ")"
+    assert browser.evaluate("getComputedStyle(document.querySelector('#cells .swatch')).backgroundColor") == rgb
 
     # a cell: filters by status, category, module and primitive change the visible rows
     browser.open(f"{url}#/cell/{bm25}")

@@ -1,4 +1,4 @@
-"""Every registered retriever honours the Retriever protocol (DESIGN.md, Interfaces: Runs).
+"""Every registered retriever honours the Retriever protocol (docs/architecture.md, "Rankings").
 
 Parametrised over ``primsel.registry.available()``, so a newly registered retriever is checked
 without editing this file. Parameters below only keep the test offline and fast (no sentence

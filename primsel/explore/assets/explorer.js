@@ -138,7 +138,7 @@
         el("dt", { text: "baseline" }), el("dd", { text: index.baseline || "the first cell's retriever" })));
       if (index.plots.length) {
         out.push(el("h2", { text: "Plots" }), el("div", { "class": "plots" }, index.plots.map(function (src) {
-          return el("img", { src: src, alt: src.split("/").pop() });
+          return el("a", { href: src, target: "_blank" }, el("img", { src: src, alt: src.split("/").pop() }));
         })));
       }
       if (index.summary_html) {
@@ -170,7 +170,9 @@
       var generators = index.cells.some(function (c) { return c.generator; });
       var columns = [
         { label: "cell", value: function (c) { return c.label; }, cell: function (c) {
-          return c.finished ? link("#/cell/" + hashOf(c.id), c.label) : el("span", { "class": "muted", text: c.label + " (not run)" });
+          var name = c.finished ? link("#/cell/" + hashOf(c.id), c.label) : el("span", { "class": "muted", text: c.label + " (not run)" });
+          // the colour of the cell's configuration in the report's figures
+          return c.colour ? el("span", null, el("span", { "class": "swatch", style: "background:" + c.colour }), name) : name;
         } },
         { label: "retriever", value: function (c) { return c.retriever; } },
         { label: "k", num: true, value: function (c) { return c.k; } },

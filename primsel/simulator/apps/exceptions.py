@@ -1,4 +1,4 @@
-"""Exceptions of the assistant library (spec section 3).
+"""Exceptions of the assistant library.
 
 ``RequiresUserInput`` is the one a program raises itself; the others are raised by the library.
 All are plain ``Exception`` subclasses without extra behaviour.

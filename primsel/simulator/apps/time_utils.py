@@ -1,4 +1,4 @@
-"""Dates, times, durations and recurrence rules of the assistant library (spec section 4).
+"""Dates, times, durations and recurrence rules of the assistant library.
 
 The simulated clock is fixed: :func:`now_` is always Tuesday 2024-06-25 09:06 (naive, no time
 zone), and every "today" below means ``now_().date()``. The wall clock is never read.

@@ -1,4 +1,4 @@
-"""The device user's work calendar (assistant-library spec, section 7).
+"""The device user's work calendar.
 
 Events of the device user are rows of the USER_CALENDAR table; events of other employees are rows
 of SHARED_CALENDARS (with a ``calendar_id``). A recurring event is stored as its *parent* row

@@ -1,4 +1,4 @@
-"""Exception of the evaluation programs (spec section 9)."""
+"""The exception that only the evaluation programs raise (``SolutionError``: the world is wrong)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recurrence helper of the evaluation programs (spec section 9)."""
+"""Recurrence helper that only the evaluation programs may call."""
 
 from __future__ import annotations
 

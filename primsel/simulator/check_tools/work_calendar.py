@@ -1,4 +1,4 @@
-"""Calendar check for evaluation programs (assistant-library spec, section 9).
+"""Calendar check for evaluation programs.
 
 Not part of the assistant library: only evaluation programs use it.
 """

@@ -2,7 +2,7 @@
 
 ``simulate_org_structure`` draws from Python's global ``random`` stream (seeded with 0 by every
 fresh execution context) in one fixed order, so each call builds the same organisation every time
-(see the assistant-library spec, section 8.1, for the draw order reproduced here).
+(the reference implementation's draw order, in the three steps A to C below).
 """
 
 import datetime
@@ -180,7 +180,7 @@ def _take(names: list[str], user_name: str) -> str:
 def _build_base_org(
     names: list[str], user_name: str, user_role: str, user_team: Team
 ) -> tuple[_Person, dict[Team, list[_Person]], _Person]:
-    """Step A of the spec: leaders, assistants, team managers, members and the user."""
+    """Step A of the draw order: leaders, assistants, team managers, members and the user."""
     leaders: dict[str, _Person] = {}
     user: _Person | None = None
     if user_role in LEADERSHIP_ROLES:
@@ -232,7 +232,7 @@ def _build_base_org(
 
 
 def _extend_team(team_list: list[_Person], team: Team, new_names: list[str]) -> None:
-    """Step B of the spec: add ``new_names`` (and sub-managers) to one team."""
+    """Step B of the draw order: add ``new_names`` (and sub-managers) to one team."""
     new_names = list(new_names)
     current_managers = [person for person in team_list if person.role == "Manager"]
     if not current_managers:
@@ -267,7 +267,7 @@ def _extend_team(team_list: list[_Person], team: Team, new_names: list[str]) -> 
 
 
 def _write(person: _Person, rows: list[dict[str, Any]], written: list[_Person]) -> None:
-    """Step C of the spec: append ``person``'s row, then their reports' subtrees, then their assistant's."""
+    """Step C of the draw order: append ``person``'s row, then their reports' subtrees, then their assistant's."""
     # The lazy attributes are evaluated in this order (it decides the random draws).
     email_address = person.email_address
     mobile = person.mobile

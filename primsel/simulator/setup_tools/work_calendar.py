@@ -1,4 +1,4 @@
-"""Calendar tools for setup programs (assistant-library spec, sections 8.4 and 8.5).
+"""Calendar tools for setup programs: filling calendars and their search settings.
 
 Not part of the assistant library: only state-initialisation programs use them.
 """

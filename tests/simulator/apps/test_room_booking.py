@@ -1,4 +1,4 @@
-"""Room-booking primitives (spec section 6) and the room setup tools (section 8.3)."""
+"""Room-booking primitives and the room setup tools."""
 
 import datetime
 from datetime import date

@@ -1,4 +1,4 @@
-"""Tests of primsel.simulator.apps.time_utils against the assistant-library spec (sections 4, 14.3, 15).
+"""Tests of primsel.simulator.apps.time_utils, with vectors computed by the reference implementation.
 
 Every "today" is the simulator's fixed now: Tuesday 2024-06-25 09:06.
 """

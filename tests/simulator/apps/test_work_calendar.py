@@ -1,4 +1,4 @@
-"""Tests of the work calendar (assistant-library spec, section 7 and the vectors of 14.3).
+"""Tests of the work calendar, with test vectors computed by the reference implementation.
 
 "Now" is fixed at Tuesday 2024-06-25 09:06.
 """

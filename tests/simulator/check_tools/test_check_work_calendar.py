@@ -1,4 +1,4 @@
-"""Tests of the calendar check for evaluation programs (assistant-library spec, section 9)."""
+"""Tests of the calendar check for evaluation programs."""
 
 from __future__ import annotations
 

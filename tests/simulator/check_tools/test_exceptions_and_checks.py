@@ -1,4 +1,4 @@
-"""Tests of the library exceptions and the evaluation tools (spec sections 3 and 9)."""
+"""Tests of the library exceptions and the evaluation tools."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every organisation the Asper-Bench setup programs build has the reference directory size.
 
-The expected histogram is the aggregate of spec section 14.1 (260 calls). Sizes depend on the
+The expected histogram counts the directory sizes the 260 setup calls of the archive build. Sizes depend on the
 padding, the user, the manager's extra report and the team extensions, not on the random draws
 (the snapshot tests cover those). Each setup program is run only up to its
 ``simulate_org_structure`` call (always its first world-building step), in a fresh context.

@@ -1,4 +1,4 @@
-"""The organisation generator reproduces the spec's directory snapshots (section 14.2) exactly.
+"""The organisation generator reproduces the reference implementation's directory snapshots exactly.
 
 Each snapshot starts from a fresh ExecutionContext, which seeds ``random`` with 0. A row is
 rendered as ``name | team | role | manager | assistant | reports | user | joined | born | mobile``

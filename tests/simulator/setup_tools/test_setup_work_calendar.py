@@ -1,4 +1,4 @@
-"""Tests of the calendar setup tools (assistant-library spec, sections 8.4 and 8.5)."""
+"""Tests of the calendar setup tools."""
 
 from __future__ import annotations
 

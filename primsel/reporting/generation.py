@@ -82,7 +82,7 @@ def generation_table(cells: Sequence[Any], label_of: Mapping[str, str] | None = 
         recall = "–" if f["set_recall"] is None else f"{f['set_recall']:.3f}"
         lines.append(
             f"| {label} | {c.settings.get('k')} | {f['n']} | {f['success']:.3f} [{f['low']:.3f}, {f['high']:.3f}] | "
-            f"{score} | {recall} | {f['complete'] / f['n']:.2f} | {_rate(f['complete_passed'], f['complete'])} / "
+            f"{score} | {recall} | {f['complete'] / f['n'] if f['n'] else 0:.2f} | {_rate(f['complete_passed'], f['complete'])} / "
             f"{_rate(f['incomplete_passed'], f['incomplete'])} | {p} | {f['prompt']:,.0f} | {f['computed']:,.0f} | "
             f"{f['completion']:,.0f} | {f['minutes']:.1f} |")
     return [*lines, "", _NOTE]

@@ -17,17 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.ticker import MaxNLocator
+
 from primsel.eval.significance import N_RESAMPLES, compare
 from primsel.experiments.labels import get_dotted, varied_keys
-from primsel.experiments.report import (  # the report's number and plot style
-    _finish,
-    _num,
-    _p,
-    _palette,
-    _pyplot,
-    _short_value,
-)
 from primsel.files import read_jsonl
+from primsel.reporting.compare import bootstrap_interval
+from primsel.reporting.plots import new_figure, save
+from primsel.reporting.style import Palette, num, p_value, short_value, title
 
 __all__ = ["plot_success_by_round", "round_count", "round_gains", "rounds_table", "short_labels"]
 
@@ -59,7 +56,7 @@ def short_labels(cells: Sequence[Any]) -> dict[str, str]:
     varied = [k for k in varied_keys(settings, keys) if k != "generator"]
     out = {}
     for c in cells:
-        parts = [f"{k}={_short_value(get_dotted(c.settings, k))}" for k in varied]
+        parts = [f"{k}={short_value(get_dotted(c.settings, k))}" for k in varied]
         out[c.id] = " ".join(parts) or c.label
     return out
 
@@ -70,7 +67,7 @@ def round_gains(cell: Any, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dic
     Parameters
     ----------
     cell : a finished cell (``directory``, ``report``), e.g. a
-        :class:`primsel.experiments.report.CellResult`.
+        :class:`primsel.experiments.results.CellResult`.
     n_resamples, seed : of the randomisation test.
 
     Returns
@@ -118,14 +115,14 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
         for r in range(1, r_max + 1):
             rep = c.report
             g = gains.get(r)
-            row = [labels[c.id] if r == 1 else "", str(r), _num(rep.get(f"success@{r}")),
-                   f"{g['mean_diff']:+.3f}" if g else "–", _p(g["p_t"]) if g else "–",
-                   _p(g["p_randomisation"]) if g else "–",
-                   _num(rep.get(f"calls@{r}"), 0), _num(rep.get(f"requests@{r}"), 0),
-                   _num(rep.get(f"cache_hits@{r}"), 0), _num(rep.get(f"prompt_tokens@{r}"), 0),
-                   _num(rep.get(f"completion_tokens@{r}"), 0), _num(rep.get(f"cumulative_tokens@{r}"), 0)]
+            row = [labels[c.id] if r == 1 else "", str(r), num(rep.get(f"success@{r}")),
+                   f"{g['mean_diff']:+.3f}" if g else "–", p_value(g["p_t"]) if g else "–",
+                   p_value(g["p_randomisation"]) if g else "–",
+                   num(rep.get(f"calls@{r}"), 0), num(rep.get(f"requests@{r}"), 0),
+                   num(rep.get(f"cache_hits@{r}"), 0), num(rep.get(f"prompt_tokens@{r}"), 0),
+                   num(rep.get(f"completion_tokens@{r}"), 0), num(rep.get(f"cumulative_tokens@{r}"), 0)]
             if reselect:
-                row.append(_num(rep.get(f"selection_recall@{r}")))
+                row.append(num(rep.get(f"selection_recall@{r}")))
             lines.append("| " + " | ".join(row) + " |")
     lines += ["",
               "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
@@ -142,7 +139,8 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
 
 
 def plot_success_by_round(experiment: Any, path: Path) -> bool:
-    """Success against round, one line per finished cell with reflection rounds.
+    """Success against round, one line per finished cell with reflection rounds, with 95%
+    bootstrap intervals over tasks.
 
     Returns
     -------
@@ -151,15 +149,17 @@ def plot_success_by_round(experiment: Any, path: Path) -> bool:
     cells = [c for c in experiment.cells if c.finished and round_count(c.report)]
     if not cells:
         return False
-    plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
-
-    labels = short_labels(cells)
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    for c, colour in zip(cells, _palette(len(cells))):
+    labels, palette = short_labels(cells), Palette(experiment.cells)
+    fig, ax = new_figure(8.0, 4.6)
+    for c in cells:
         rounds = list(range(1, round_count(c.report) + 1))
+        colour = palette.colour(c)
         ax.plot(rounds, [float(c.report[f"success@{r}"]) for r in rounds], marker="o", label=labels[c.id],
                 color=colour)
+        passed = _passed_by_round(Path(c.directory), len(rounds))
+        if passed[0]:
+            low, high = bootstrap_interval([[p[t] for p in passed] for t in passed[0]])
+            ax.fill_between(rounds, low, high, color=colour, alpha=0.15, linewidth=0)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _finish(plt, fig, ax, path, f"{experiment.name}: success by round", "round", "success (passed by the round)")
+    save(fig, ax, path, title(experiment, "success by round"), "round", "success (passed by the round)")
     return True
