@@ -144,10 +144,15 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
 
 def data_text(data: Mapping[str, Any]) -> str:
     """``"Asper-Bench (250 tasks)"``: the data of a summary (``source``, ``n_tasks``, optional
-    ``n_documents``) as a reader names it."""
+    ``n_documents`` and ``subset``: ``"Asper-Bench (20 of 250 tasks: a sample drawn with seed
+    0)"``) as a reader names it."""
     source = data.get("source", "?")
     name = {"asper-bench": "Asper-Bench", "builtin": "the built-in tasks"}.get(source, source)
     documents = f", {data['n_documents']} documents" if "n_documents" in data else ""
+    subset = data.get("subset")
+    if isinstance(subset, Mapping):
+        how = (f"a sample drawn with seed {subset.get('seed')}" if "sample" in subset else "the tasks listed")
+        return f"{name} ({data.get('n_tasks', '?')} of {subset.get('of', '?')} tasks: {how}{documents})"
     return f"{name} ({data.get('n_tasks', '?')} tasks{documents})"
 
 

@@ -926,3 +926,13 @@ def test_reflection_round_entries_keep_the_cached_prompt_tokens():
     assert _entry(1, answered, None)["tokens"] == {"prompt": 90, "completion": 8, "prompt_cached": 60}
     refused = Program(task_id="1", code=None, status="prompt_too_long", raw="LLM error: the prompt is longer")
     assert _entry(1, refused, None)["status"] == "prompt_too_long"
+
+
+def test_a_subset_is_named_as_such_in_reports():
+    from primsel.experiments.results import data_text
+
+    assert data_text({"source": "asper-bench", "n_tasks": 20, "subset": {"sample": 20, "seed": 0, "of": 250}}) == \
+        "Asper-Bench (20 of 250 tasks: a sample drawn with seed 0)"
+    assert data_text({"source": "builtin", "n_tasks": 2, "subset": {"tasks": "given", "of": 32}}) == \
+        "the built-in tasks (2 of 32 tasks: the tasks listed)"
+    assert data_text({"source": "builtin", "n_tasks": 32}) == "the built-in tasks (32 tasks)"
