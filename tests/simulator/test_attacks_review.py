@@ -1207,10 +1207,6 @@ def test_38_the_quoted_program_line_is_cleaned_too(box, tasks, host, hooked):
         assert BAD_CHARS & set(text) == set()
 
 
-@pytest.mark.xfail(strict=True, reason="a program can make its row an infrastructure fault: a forged answer "
-                   "{'sandbox_error': TEXT} becomes error / SandboxError (an error type of the sandbox's own set-up, "
-                   "one the feedback counts as a fault outside the program) with TEXT, bidi controls kept, as its "
-                   "message")
 def test_39_a_forged_sandbox_error_is_not_an_infrastructure_fault(box, tasks, host, hooked):
     program = _with('''
         def f():
@@ -1229,7 +1225,8 @@ def test_39_a_forged_sandbox_error_is_not_an_infrastructure_fault(box, tasks, ho
             os._exit(0)
         _forge()
     ''')
-    _attack(box, tasks, program, host)
+    for result in _attack(box, tasks, program, host):
+        assert (result.status, result.error_type, result.raised_by) == ("error", "ForgedFrame", "program"), result
 
 
 def test_40_forged_unsupported_text_is_cleaned(box, tasks, host, hooked):
