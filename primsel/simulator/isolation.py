@@ -45,6 +45,12 @@ if TYPE_CHECKING:
 
 #: Descriptor limit inside a confined process (imports open files read-only, one at a time).
 NOFILE = 64
+#: Processes and threads a program process may have (RLIMIT_NPROC). As root it is set before the
+#: change to the unprivileged user, so it bounds that user's processes and threads on the host,
+#: all program processes of all workers together; an ordinary user's process in a user
+#: namespace of its own gets it there (only that namespace's processes count); elsewhere it is
+#: added to what the user runs when the process starts (:func:`drop_privileges`).
+NPROC = 256
 #: User and group a program process runs as when the sandbox runs as root (nobody, nogroup).
 UNPRIVILEGED_USER = (65534, 65534)
 #: ``_LINUX_CAPABILITY_VERSION_3`` (``linux/capability.h``): two 32-bit words per set.
@@ -125,9 +131,14 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
         keeps the ids (capabilities are still dropped). Ignored for an ordinary user, who
         cannot change ids (the process stays that user, without capabilities).
 
+    Every path also sets RLIMIT_NPROC (:data:`NPROC`): as root before the change of ids (the
+    count is the unprivileged user's on the host), for an ordinary user in its own user
+    namespace to :data:`NPROC` there, else to the user's processes and threads now plus
+    :data:`NPROC` (capped by the hard limit).
+
     Returns
     -------
-    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool).
+    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool), ``nproc`` (the limit set).
 
     Raises
     ------
@@ -142,9 +153,11 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
     bounding_cleared = _drop_bounding_set(libc)
     if not bounding_cleared and _capabilities(libc, clear=False)[0]:
         raise OSError(errno.EPERM, "the process has capabilities but cannot drop its bounding set")
+    own_namespace = False
     if not bounding_cleared and os.geteuid() != 0 and _own_user_namespace(libc):
         # An ordinary user: in a user namespace of its own the process holds CAP_SETPCAP (and
         # a full bounding set) there, and can empty its bounding set.
+        own_namespace = True
         bounding_cleared = _drop_bounding_set(libc)
         if not bounding_cleared:
             raise OSError(errno.EPERM, "the bounding set could not be emptied in a new user namespace")
@@ -154,14 +167,39 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
         if user is None:
             raise OSError(errno.EPERM, "a process running as root needs an unprivileged user to become")
         uid, gid = user
+        # before the change of ids: counted against the user's processes and threads on the host
+        nproc = NPROC
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
+    else:
+        # an ordinary user: in its own user namespace only that namespace's processes count;
+        # elsewhere every process of the user does, so the bound comes on top of those
+        nproc = NPROC if own_namespace else _user_tasks(os.getuid()) + NPROC
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        if hard != resource.RLIM_INFINITY:
+            nproc = min(nproc, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     left = _capabilities(libc, clear=True)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if any(left) or 0 in os.getresuid() or 0 in os.getresgid() or os.getgroups():
         raise OSError(errno.EPERM, "privileges are left after dropping them")
-    return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared}
+    return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared, "nproc": nproc}
+
+
+def _user_tasks(uid: int) -> int:
+    """Processes and threads of real user ``uid`` now (as ``/proc`` shows them; what RLIMIT_NPROC counts)."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"])
+    return count
 
 
 class CappedOutput(io.TextIOBase):

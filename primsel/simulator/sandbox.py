@@ -80,6 +80,7 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, i
     (the same for Landlock), ``audit_hook`` (True), ``privileges`` (who program processes run as), ``rlimits`` (names of the resource limits
     set in each task's process) and ``platform``.
     """
+    from primsel.simulator import isolation
     from primsel.simulator import landlock as landlock_module
     from primsel.simulator import seccomp as seccomp_module
 
@@ -103,7 +104,8 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, i
                        if os.geteuid() == 0 else f"program processes run as this user (uid {os.getuid()})")
         + ", with no capabilities (bounding, permitted, effective, inheritable and ambient sets empty) "
         "and no_new_privs",
-        "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0"],
+        "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0",
+                    f"RLIMIT_NPROC={isolation.NPROC}"],
         "platform": sys.platform,
     }
 

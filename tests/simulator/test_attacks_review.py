@@ -823,10 +823,6 @@ def test_18_memory_bomb(box, tasks, host, hooked):
     assert {(r.status, r.error_type) for r in results} <= {("error", "MemoryError"), ("timeout", None)}
 
 
-@pytest.mark.xfail(strict=True, reason="threads are not bounded: a program starts 600 threads (no RLIMIT_NPROC "
-                   "or thread cap; clone with CLONE_THREAD is allowed), and with 32 KiB stacks its 1 GiB of "
-                   "address space holds about 30,000 of them, the whole pid space of a host with "
-                   "kernel.pid_max = 32768")
 def test_19_thread_bomb_is_bounded(box, tasks, host, hooked):
     program = _program('''
         def f():
