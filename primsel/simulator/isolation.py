@@ -314,7 +314,7 @@ def audit_hook() -> Callable[[str, tuple[Any, ...]], None]:
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x2000, 0x4000, 0x40000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x2000, 0x4000, 0x40000
 _MNT_DETACH = 2
 
 
@@ -389,11 +389,7 @@ def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None =
     blocking = blocking_directories(paths, user)
     if not blocking:
         return []
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(_CLONE_NEWNS) != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"unshare(CLONE_NEWNS) failed: {os.strerror(error)}")
-    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing propagates to the host
+    libc = private_mount_namespace()
     covered = sorted(blocking, key=lambda d: (d.count("/"), d))
     # the staging place must stay reachable once the directories are covered
     candidates = [c for c in (stage, tempfile.gettempdir(), "/tmp") if c and os.path.isdir(c)]
@@ -420,6 +416,97 @@ def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None =
             with contextlib.suppress(OSError):
                 os.rmdir(stage)
     return covered
+
+
+_private_namespace: dict[str, Any] = {"pid": None}
+
+
+def private_mount_namespace() -> ctypes.CDLL:
+    """Move the calling process to a private mount namespace (once per process); returns libc.
+
+    Its children inherit it; no mount made in it propagates to the host, nor any of the host's
+    into it.
+
+    Raises
+    ------
+    OSError : ``unshare(CLONE_NEWNS)`` or the remount failed (e.g. no ``CAP_SYS_ADMIN``).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if _private_namespace["pid"] == os.getpid():
+        return libc
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"unshare(CLONE_NEWNS) failed: {os.strerror(error)}")
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing propagates to the host
+    _private_namespace["pid"] = os.getpid()
+    return libc
+
+
+def hide_processes() -> str:
+    """Cover ``/proc`` with a new proc instance that shows each process only its own user's.
+
+    For a process running as root that forks program processes running as another user: in a
+    private mount namespace (:func:`private_mount_namespace`), a fresh ``proc`` is mounted on
+    ``/proc`` with ``hidepid=invisible`` (``hidepid=2`` before Linux 5.8), ``nosuid``,
+    ``nodev``, ``noexec``. A process then finds in it only the processes it may trace (for a
+    program process, which is not dumpable: itself): no ``/proc/<pid>`` of any other process
+    exists for it, by listing, ``stat`` or open. ``/proc/self`` keeps working. Nothing changes
+    on the host.
+
+    Returns
+    -------
+    The ``hidepid`` option used.
+
+    Raises
+    ------
+    OSError : no namespace or no mount (e.g. no ``CAP_SYS_ADMIN``); ``/proc`` is then unchanged.
+    """
+    libc = private_mount_namespace()
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    try:
+        _mount(libc, "proc", "/proc", "proc", flags, "hidepid=invisible")
+        return "invisible"
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # older kernels know only the number
+            raise
+    _mount(libc, "proc", "/proc", "proc", flags, "hidepid=2")
+    return "2"
+
+
+def process_list_status() -> tuple[bool, str]:
+    """Whether a sandbox started now can hide the host's processes from program processes, and how or why not.
+
+    Tried in a short-lived child (a new mount namespace and a proc mount, as the spawner does:
+    :func:`hide_processes`); the answer is cached.
+    """
+    if _process_list["status"] is None:
+        _process_list["status"] = _probe_process_list()
+    return _process_list["status"]
+
+
+_process_list: dict[str, Any] = {"status": None}
+
+
+def _probe_process_list() -> tuple[bool, str]:
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        return False, f"needs Linux (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return False, ("the sandbox does not run as root: program processes run as this user and "
+                       "see its processes and, by stat, the host's process ids in /proc")
+    probe = "from primsel.simulator import isolation; print(isolation.hide_processes())"
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": package}
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {package!r}); {probe}"],
+                              capture_output=True, text=True, timeout=30, env=env, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"the probe could not run: {exc}"
+    if done.returncode == 0:
+        return True, f"program processes see only themselves in /proc (a proc mount with hidepid={done.stdout.strip()})"
+    reason = (done.stderr.strip().splitlines() or ["unknown"])[-1]
+    return False, f"/proc cannot be covered (no CAP_SYS_ADMIN?): {reason}"
 
 
 def _beneath(path: str, directory: str) -> bool:

@@ -223,7 +223,9 @@ def serve_spawner(
     Program processes run as ``user`` (default :data:`primsel.simulator.isolation.UNPRIVILEGED_USER`)
     when the spawner runs as root; the spawner first makes ``runtime`` (default ``readable``)
     reachable for that user in its own mount namespace
-    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``).
+    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``) and
+    covers ``/proc`` there with a proc instance showing that user no other process
+    (:func:`primsel.simulator.isolation.hide_processes`, where it may).
     """
     import json
 
@@ -241,6 +243,10 @@ def serve_spawner(
             isolation.share_paths(runtime or readable or [], user, scratch)
         except OSError as exc:
             broken.append(("user", f"the Python runtime cannot be made readable for uid {user[0]}: {exc}"))
+        # Program processes, of another user, then find no other process in /proc. Where it
+        # cannot be done (no CAP_SYS_ADMIN) the host's /proc stays (README, what remains).
+        with contextlib.suppress(OSError):
+            isolation.hide_processes()
     try:
         template = isolation.seccomp_template()
     except OSError as exc:
