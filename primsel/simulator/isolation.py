@@ -5,14 +5,16 @@ and before the program text reaches it. It gives the process its own session and
 moves it into a throwaway working directory, closes every descriptor but the ones it needs,
 points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped
 buffer, sets resource limits (address space, CPU seconds, file size 0, few descriptors, no core
-files), drops every privilege (:func:`drop_privileges`: no capability in any set, an
-unprivileged user when it runs as root, no supplementary groups, ``no_new_privs``), makes it die
+files, :data:`NPROC` processes and threads), drops every privilege (:func:`drop_privileges`: no
+capability in any set, an unprivileged user when it runs as root, no supplementary groups,
+``no_new_privs``), makes it die
 with its parent and non-dumpable, restricts itself with Landlock
 (:mod:`primsel.simulator.landlock`), loads the seccomp allow-list
 (:mod:`primsel.simulator.seccomp`) and adds an audit hook refusing the same operations at the
 Python level (a convenience only: the layers beneath hold without it). :func:`share_paths` lets
-the unprivileged user reach a Python installation beneath a directory closed to others, in a
-private mount namespace of the spawner.
+the unprivileged user reach a Python installation beneath a directory closed to others, and
+:func:`hide_processes` covers ``/proc`` with a proc instance that shows it no other process,
+both in a private mount namespace of the spawner.
 """
 from __future__ import annotations
 
@@ -194,11 +196,11 @@ def _user_tasks(uid: int) -> int:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as handle:
-                fields = dict(line.split(":", 1) for line in handle if ":" in line)
-            if int(fields["Uid"].split()[0]) == uid:
-                count += int(fields["Threads"])
+        with contextlib.suppress(OSError, ValueError, IndexError, KeyError):
+            with open(f"/proc/{name}/status", "rb") as handle:
+                fields = dict(line.split(b":", 1) for line in handle if b":" in line)
+            if int(fields[b"Uid"].split()[0]) == uid:
+                count += int(fields[b"Threads"])
     return count
 
 
