@@ -5,14 +5,16 @@ and before the program text reaches it. It gives the process its own session and
 moves it into a throwaway working directory, closes every descriptor but the ones it needs,
 points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped
 buffer, sets resource limits (address space, CPU seconds, file size 0, few descriptors, no core
-files), drops every privilege (:func:`drop_privileges`: no capability in any set, an
-unprivileged user when it runs as root, no supplementary groups, ``no_new_privs``), makes it die
+files, :data:`NPROC` processes and threads), drops every privilege (:func:`drop_privileges`: no
+capability in any set, an unprivileged user when it runs as root, no supplementary groups,
+``no_new_privs``), makes it die
 with its parent and non-dumpable, restricts itself with Landlock
 (:mod:`primsel.simulator.landlock`), loads the seccomp allow-list
 (:mod:`primsel.simulator.seccomp`) and adds an audit hook refusing the same operations at the
 Python level (a convenience only: the layers beneath hold without it). :func:`share_paths` lets
-the unprivileged user reach a Python installation beneath a directory closed to others, in a
-private mount namespace of the spawner.
+the unprivileged user reach a Python installation beneath a directory closed to others, and
+:func:`hide_processes` covers ``/proc`` with a proc instance that shows it no other process,
+both in a private mount namespace of the spawner.
 """
 from __future__ import annotations
 
@@ -45,6 +47,12 @@ if TYPE_CHECKING:
 
 #: Descriptor limit inside a confined process (imports open files read-only, one at a time).
 NOFILE = 64
+#: Processes and threads a program process may have (RLIMIT_NPROC). As root it is set before the
+#: change to the unprivileged user, so it bounds that user's processes and threads on the host,
+#: all program processes of all workers together; an ordinary user's process in a user
+#: namespace of its own gets it there (only that namespace's processes count); elsewhere it is
+#: added to what the user runs when the process starts (:func:`drop_privileges`).
+NPROC = 256
 #: User and group a program process runs as when the sandbox runs as root (nobody, nogroup).
 UNPRIVILEGED_USER = (65534, 65534)
 #: ``_LINUX_CAPABILITY_VERSION_3`` (``linux/capability.h``): two 32-bit words per set.
@@ -125,9 +133,14 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
         keeps the ids (capabilities are still dropped). Ignored for an ordinary user, who
         cannot change ids (the process stays that user, without capabilities).
 
+    Every path also sets RLIMIT_NPROC (:data:`NPROC`): as root before the change of ids (the
+    count is the unprivileged user's on the host), for an ordinary user in its own user
+    namespace to :data:`NPROC` there, else to the user's processes and threads now plus
+    :data:`NPROC` (capped by the hard limit).
+
     Returns
     -------
-    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool).
+    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool), ``nproc`` (the limit set).
 
     Raises
     ------
@@ -142,9 +155,11 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
     bounding_cleared = _drop_bounding_set(libc)
     if not bounding_cleared and _capabilities(libc, clear=False)[0]:
         raise OSError(errno.EPERM, "the process has capabilities but cannot drop its bounding set")
+    own_namespace = False
     if not bounding_cleared and os.geteuid() != 0 and _own_user_namespace(libc):
         # An ordinary user: in a user namespace of its own the process holds CAP_SETPCAP (and
         # a full bounding set) there, and can empty its bounding set.
+        own_namespace = True
         bounding_cleared = _drop_bounding_set(libc)
         if not bounding_cleared:
             raise OSError(errno.EPERM, "the bounding set could not be emptied in a new user namespace")
@@ -154,14 +169,39 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
         if user is None:
             raise OSError(errno.EPERM, "a process running as root needs an unprivileged user to become")
         uid, gid = user
+        # before the change of ids: counted against the user's processes and threads on the host
+        nproc = NPROC
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
+    else:
+        # an ordinary user: in its own user namespace only that namespace's processes count;
+        # elsewhere every process of the user does, so the bound comes on top of those
+        nproc = NPROC if own_namespace else _user_tasks(os.getuid()) + NPROC
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        if hard != resource.RLIM_INFINITY:
+            nproc = min(nproc, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     left = _capabilities(libc, clear=True)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if any(left) or 0 in os.getresuid() or 0 in os.getresgid() or os.getgroups():
         raise OSError(errno.EPERM, "privileges are left after dropping them")
-    return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared}
+    return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared, "nproc": nproc}
+
+
+def _user_tasks(uid: int) -> int:
+    """Processes and threads of real user ``uid`` now (as ``/proc`` shows them; what RLIMIT_NPROC counts)."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError, KeyError):
+            with open(f"/proc/{name}/status", "rb") as handle:
+                fields = dict(line.split(b":", 1) for line in handle if b":" in line)
+            if int(fields[b"Uid"].split()[0]) == uid:
+                count += int(fields[b"Threads"])
+    return count
 
 
 class CappedOutput(io.TextIOBase):
@@ -276,7 +316,7 @@ def audit_hook() -> Callable[[str, tuple[Any, ...]], None]:
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x2000, 0x4000, 0x40000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x2000, 0x4000, 0x40000
 _MNT_DETACH = 2
 
 
@@ -351,11 +391,7 @@ def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None =
     blocking = blocking_directories(paths, user)
     if not blocking:
         return []
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(_CLONE_NEWNS) != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"unshare(CLONE_NEWNS) failed: {os.strerror(error)}")
-    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing propagates to the host
+    libc = private_mount_namespace()
     covered = sorted(blocking, key=lambda d: (d.count("/"), d))
     # the staging place must stay reachable once the directories are covered
     candidates = [c for c in (stage, tempfile.gettempdir(), "/tmp") if c and os.path.isdir(c)]
@@ -382,6 +418,97 @@ def share_paths(paths: Iterable[str], user: tuple[int, int], stage: str | None =
             with contextlib.suppress(OSError):
                 os.rmdir(stage)
     return covered
+
+
+_private_namespace: dict[str, Any] = {"pid": None}
+
+
+def private_mount_namespace() -> ctypes.CDLL:
+    """Move the calling process to a private mount namespace (once per process); returns libc.
+
+    Its children inherit it; no mount made in it propagates to the host, nor any of the host's
+    into it.
+
+    Raises
+    ------
+    OSError : ``unshare(CLONE_NEWNS)`` or the remount failed (e.g. no ``CAP_SYS_ADMIN``).
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if _private_namespace["pid"] == os.getpid():
+        return libc
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"unshare(CLONE_NEWNS) failed: {os.strerror(error)}")
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)  # nothing propagates to the host
+    _private_namespace["pid"] = os.getpid()
+    return libc
+
+
+def hide_processes() -> str:
+    """Cover ``/proc`` with a new proc instance that shows each process only its own user's.
+
+    For a process running as root that forks program processes running as another user: in a
+    private mount namespace (:func:`private_mount_namespace`), a fresh ``proc`` is mounted on
+    ``/proc`` with ``hidepid=invisible`` (``hidepid=2`` before Linux 5.8), ``nosuid``,
+    ``nodev``, ``noexec``. A process then finds in it only the processes it may trace (for a
+    program process, which is not dumpable: itself): no ``/proc/<pid>`` of any other process
+    exists for it, by listing, ``stat`` or open. ``/proc/self`` keeps working. Nothing changes
+    on the host.
+
+    Returns
+    -------
+    The ``hidepid`` option used.
+
+    Raises
+    ------
+    OSError : no namespace or no mount (e.g. no ``CAP_SYS_ADMIN``); ``/proc`` is then unchanged.
+    """
+    libc = private_mount_namespace()
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    try:
+        _mount(libc, "proc", "/proc", "proc", flags, "hidepid=invisible")
+        return "invisible"
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # older kernels know only the number
+            raise
+    _mount(libc, "proc", "/proc", "proc", flags, "hidepid=2")
+    return "2"
+
+
+def process_list_status() -> tuple[bool, str]:
+    """Whether a sandbox started now can hide the host's processes from program processes, and how or why not.
+
+    Tried in a short-lived child (a new mount namespace and a proc mount, as the spawner does:
+    :func:`hide_processes`); the answer is cached.
+    """
+    if _process_list["status"] is None:
+        _process_list["status"] = _probe_process_list()
+    return _process_list["status"]
+
+
+_process_list: dict[str, Any] = {"status": None}
+
+
+def _probe_process_list() -> tuple[bool, str]:
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        return False, f"needs Linux (this is {sys.platform})"
+    if os.geteuid() != 0:
+        return False, ("the sandbox does not run as root: program processes run as this user and "
+                       "see its processes and, by stat, the host's process ids in /proc")
+    probe = "from primsel.simulator import isolation; print(isolation.hide_processes())"
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": package}
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {package!r}); {probe}"],
+                              capture_output=True, text=True, timeout=30, env=env, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"the probe could not run: {exc}"
+    if done.returncode == 0:
+        return True, f"program processes see only themselves in /proc (a proc mount with hidepid={done.stdout.strip()})"
+    reason = (done.stderr.strip().splitlines() or ["unknown"])[-1]
+    return False, f"/proc cannot be covered (no CAP_SYS_ADMIN?): {reason}"
 
 
 def _beneath(path: str, directory: str) -> bool:

@@ -37,7 +37,7 @@ from typing import Any
 
 from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
-from primsel.simulator.program import ARGS_CAP, MESSAGE_CAP, NAME_CAP, PATH_CAP, TRACE_CAP, star_exports, summarise
+from primsel.simulator.program import ARGS_CAP, MESSAGE_CAP, NAME_CAP, PATH_CAP, READY, TRACE_CAP, star_exports, summarise
 
 #: Builtin exception classes a program's exception may be raised again as.
 _BUILTIN_EXCEPTIONS = {
@@ -49,6 +49,9 @@ _BUILTIN_EXCEPTIONS = {
 
 #: The frame a program process sends when its output first passes the cap.
 _TRUNCATED_NOTE = codec_module.dumps({"note": "stdout_truncated"})
+#: Error type of a frame only the sandbox may send (a set-up failure) that reached the judge
+#: after the program's code could run: the program's doing.
+FORGED_FRAME = "ForgedFrame"
 
 
 class ProgramException(Exception):
@@ -225,6 +228,7 @@ class ProgramHandle:
         self.stdout_truncated = False
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
         self.fatal: _Verdict | None = None
+        self.ready = False  # the program process said it is confined (its first frame)
 
     def _fail(self, status: str, error_type: str | None, message: str) -> _Verdict:
         """A verdict that ends the task whatever the EP does with the exception (kept in ``fatal``)."""
@@ -240,6 +244,11 @@ class ProgramHandle:
                 codec_module.write_frame(self.to_program, payload, deadline)
                 while True:
                     frame = codec_module.read_frame(self.from_program, self.frame_cap, deadline)
+                    if not self.ready and frame is not None:
+                        # The first frame comes before the process reads anything: only the
+                        # sandbox can have written it.
+                        self._handshake(frame)
+                        continue
                     if frame != _TRUNCATED_NOTE:
                         break
                     self.stdout_truncated = True
@@ -266,10 +275,33 @@ class ProgramHandle:
         self._charge()
         if type(answer) is not dict:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
-        if "sandbox_error" in answer:
-            text = answer["sandbox_error"]
-            raise self._fail("error", "SandboxError", _cap(text) if type(text) is str else "the sandbox could not be set up")
+        if "sandbox_error" in answer or "ready" in answer:
+            # After the handshake the program's code may have run: it wrote this frame.
+            raise self._forged("the program sent a frame only the sandbox may send (a set-up failure report "
+                               "or a readiness note) after its code had started")
         return answer
+
+    def _handshake(self, frame: bytes) -> None:
+        """Check the program process's first frame: ready, or the sandbox's set-up failure."""
+        if frame == READY:
+            self.ready = True
+            return
+        try:
+            answer = codec_module.loads(frame) if len(frame) <= 1 << 16 else None
+        except codec_module.CodecError:
+            answer = None
+        if type(answer) is dict and set(answer) == {"sandbox_error"}:
+            text = answer["sandbox_error"]
+            raise self._fail("error", "SandboxError",
+                             _cap(clean_text(text)) if type(text) is str else "the sandbox could not be set up")
+        raise self._fail("error", "SandboxViolation", "the program's process did not say it was confined")
+
+    def _forged(self, message: str) -> _Verdict:
+        """The program's own verdict: a frame it forged (``raised_by`` ``program``)."""
+        fatal = self._fail("error", FORGED_FRAME, message)
+        if fatal.error_type == FORGED_FRAME and not any(o[0] is fatal for o in self.origins):
+            self.origins.append((fatal, FORGED_FRAME, None, message))
+        return fatal
 
     def _charge(self) -> None:
         """End the task as ``timeout`` if the program's time (judge work on its answer included) ran out."""

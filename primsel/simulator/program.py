@@ -8,8 +8,11 @@ program starts as a copy of that clean parent, with nothing of an earlier task (
 one: no setup or evaluation program, no check tool, no expected value, no verdict channel) in
 its memory.
 
-The program process confines itself (:func:`primsel.simulator.isolation.confine`), then serves
-the judge over its two pipes, one frame (:mod:`primsel.simulator.codec`) per message:
+The program process confines itself (:func:`primsel.simulator.isolation.confine`), sends
+``{"ready": true}`` (or, if it could not be confined, ``{"sandbox_error": TEXT}`` and exits)
+before it reads anything, then serves the judge over its two pipes, one frame
+(:mod:`primsel.simulator.codec`) per message. The judge takes a set-up failure only as that
+first frame: one sent later comes from the program's code (``error`` / ``ForgedFrame``).
 
 ``{"op": "load", "program": TEXT, "entry": NAME, "apps": [...]}``
     compile the program and run its module-level code in a fresh module ``query_executable``
@@ -70,6 +73,9 @@ ARGS_CAP = 1000
 SUMMARY_STRING, SUMMARY_ITEMS, SUMMARY_DEPTH = 80, 8, 4
 #: Seconds the spawner waits for a killed program process to be reaped.
 REAP_TIMEOUT = 5.0
+#: The program process's first frame once it is confined (before it reads the program); a
+#: set-up failure sends ``{"sandbox_error": TEXT}`` instead. Only the first frame may be either.
+READY = codec_module.dumps({"ready": True})
 
 
 def load_apps() -> dict[str, types.ModuleType]:
@@ -217,7 +223,9 @@ def serve_spawner(
     Program processes run as ``user`` (default :data:`primsel.simulator.isolation.UNPRIVILEGED_USER`)
     when the spawner runs as root; the spawner first makes ``runtime`` (default ``readable``)
     reachable for that user in its own mount namespace
-    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``).
+    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``) and
+    covers ``/proc`` there with a proc instance showing that user no other process
+    (:func:`primsel.simulator.isolation.hide_processes`, where it may).
     """
     import json
 
@@ -235,6 +243,10 @@ def serve_spawner(
             isolation.share_paths(runtime or readable or [], user, scratch)
         except OSError as exc:
             broken.append(("user", f"the Python runtime cannot be made readable for uid {user[0]}: {exc}"))
+        # Program processes, of another user, then find no other process in /proc. Where it
+        # cannot be done (no CAP_SYS_ADMIN) the host's /proc stays (README, what remains).
+        with contextlib.suppress(OSError):
+            isolation.hide_processes()
     try:
         template = isolation.seccomp_template()
     except OSError as exc:
@@ -338,7 +350,11 @@ def run_program_process(
     except BaseException as exc:
         _refuse(fd_out, f"the sandbox could not be set up: {_text(exc)}")
     try:
-        _Server(fd_in, fd_out, apps, codec, output).serve()
+        server = _Server(fd_in, fd_out, apps, codec, output)
+        # Confined, and nothing read yet: the only frame the judge takes as the sandbox's own.
+        # From here on the program's code may run, and whatever comes is the program's.
+        codec_module.write_frame(fd_out, READY)
+        server.serve()
     except BaseException:
         code = 70
     finally:

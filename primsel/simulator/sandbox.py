@@ -78,11 +78,15 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, i
     dict with ``isolation`` (a sentence), ``seccomp`` (bool: the filter will be loaded),
     ``seccomp_detail`` (what it denies, or why it is off), ``landlock`` and ``landlock_detail``
     (the same for Landlock), ``audit_hook`` (True), ``privileges`` (who program processes run as), ``rlimits`` (names of the resource limits
-    set in each task's process) and ``platform``.
+    set in each task's process), ``process_list_hidden`` (bool: program processes find no
+    other process in ``/proc``; root with ``CAP_SYS_ADMIN`` only), ``process_list_detail``
+    (how, or why not) and ``platform``.
     """
+    from primsel.simulator import isolation
     from primsel.simulator import landlock as landlock_module
     from primsel.simulator import seccomp as seccomp_module
 
+    hidden, hidden_detail = isolation.process_list_status()
     layers = {}
     for name, wanted, module in (("seccomp", seccomp, seccomp_module), ("landlock", landlock, landlock_module)):
         if not sys.platform.startswith("linux"):
@@ -103,7 +107,10 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, i
                        if os.geteuid() == 0 else f"program processes run as this user (uid {os.getuid()})")
         + ", with no capabilities (bounding, permitted, effective, inheritable and ambient sets empty) "
         "and no_new_privs",
-        "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0"],
+        "rlimits": ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE=0", "RLIMIT_NOFILE", "RLIMIT_CORE=0",
+                    f"RLIMIT_NPROC={isolation.NPROC}"],
+        "process_list_hidden": hidden,
+        "process_list_detail": hidden_detail,
         "platform": sys.platform,
     }
 

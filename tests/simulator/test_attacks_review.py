@@ -525,11 +525,15 @@ def test_10_reading_and_writing_another_process_memory(box, tasks, host, hooked,
     assert _alive_and_running(sleeper)
 
 
-@pytest.mark.xfail(strict=True, reason="the host process list is visible: os.stat('/proc/<pid>') of a host process "
-                   "succeeds (with its owner's uid) from the program process, which shares the host's /proc "
-                   "(no pid namespace); Landlock does not govern stat and the seccomp list allows the stat family")
 def test_11_host_process_list_stays_hidden(box, tasks, hooked, sleeper):
-    """The issue counts the host process list as a leak (getsid/getpgid/getpriority before)."""
+    """The issue counts the host process list as a leak (getsid/getpgid/getpriority before).
+
+    Only a sandbox running as root with CAP_SYS_ADMIN can cover /proc (README, what remains
+    possible): elsewhere the test is skipped with the reason.
+    """
+    info = box.info()
+    if not info["process_list_hidden"]:
+        pytest.skip("the host process list stays visible here: " + info["process_list_detail"])
     program = _fill(_with('''
         def f():
             import os
@@ -823,10 +827,6 @@ def test_18_memory_bomb(box, tasks, host, hooked):
     assert {(r.status, r.error_type) for r in results} <= {("error", "MemoryError"), ("timeout", None)}
 
 
-@pytest.mark.xfail(strict=True, reason="threads are not bounded: a program starts 600 threads (no RLIMIT_NPROC "
-                   "or thread cap; clone with CLONE_THREAD is allowed), and with 32 KiB stacks its 1 GiB of "
-                   "address space holds about 30,000 of them, the whole pid space of a host with "
-                   "kernel.pid_max = 32768")
 def test_19_thread_bomb_is_bounded(box, tasks, host, hooked):
     program = _program('''
         def f():
@@ -1207,10 +1207,6 @@ def test_38_the_quoted_program_line_is_cleaned_too(box, tasks, host, hooked):
         assert BAD_CHARS & set(text) == set()
 
 
-@pytest.mark.xfail(strict=True, reason="a program can make its row an infrastructure fault: a forged answer "
-                   "{'sandbox_error': TEXT} becomes error / SandboxError (an error type of the sandbox's own set-up, "
-                   "one the feedback counts as a fault outside the program) with TEXT, bidi controls kept, as its "
-                   "message")
 def test_39_a_forged_sandbox_error_is_not_an_infrastructure_fault(box, tasks, host, hooked):
     program = _with('''
         def f():
@@ -1229,7 +1225,8 @@ def test_39_a_forged_sandbox_error_is_not_an_infrastructure_fault(box, tasks, ho
             os._exit(0)
         _forge()
     ''')
-    _attack(box, tasks, program, host)
+    for result in _attack(box, tasks, program, host):
+        assert (result.status, result.error_type, result.raised_by) == ("error", "ForgedFrame", "program"), result
 
 
 def test_40_forged_unsupported_text_is_cleaned(box, tasks, host, hooked):
