@@ -121,7 +121,8 @@ def test_unknown_template_lists_the_packaged_names():
 
 
 def test_placeholders_of_the_packaged_ps_template():
-    assert load_template("ps").placeholders == {"guidelines", "modules", "primitives", "examples", "query", "signature"}
+    # no module list in the ps prompt: it would differ between tasks before the documentation starts
+    assert load_template("ps").placeholders == {"guidelines", "primitives", "examples", "query", "signature"}
 
 
 def test_similar_examples_by_word_overlap(toy_tasks):

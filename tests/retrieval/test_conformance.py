@@ -93,13 +93,23 @@ def name(request, monkeypatch):
         pytest.importorskip("sentence_transformers")
     if "base_url" in inspect.signature(resolve(request.param)).parameters:  # it calls an LLM
         monkeypatch.setitem(OFFLINE_PARAMS, request.param, server_params(request.getfixturevalue("llm_server")))
+    if request.param == "local_selector":  # the local model's server replaced by the scripted one
+        from pathlib import Path
+        from types import SimpleNamespace
+
+        from primsel.llm import local
+
+        url = request.getfixturevalue("llm_server").base_url
+        monkeypatch.setattr(local, "resolve_gguf", lambda gguf=None, **kw: local.PreparedModel(
+            gguf=Path("stand-in.gguf"), name="stand-in", digest="0" * 64))
+        monkeypatch.setattr(local, "shared_server", lambda model, settings, echo=None: SimpleNamespace(base_url=url))
     return request.param
 
 
 def test_only_the_built_in_retrievers_are_registered_here():
     # classes other test modules register are unregistered after their tests
     assert set(available("retriever")) == {"all", "bm25", "classifier", "cooccurrence", "dense", "expansion",
-                                           "finetuned", "hybrid", "knn", "llm_selector", "oracle", "prior",
+                                           "finetuned", "hybrid", "knn", "llm_selector", "local_selector", "oracle", "prior",
                                            "random", "rerank", "tfidf", "tuned"}
 
 
