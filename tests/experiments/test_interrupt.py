@@ -60,7 +60,8 @@ def test_ctrl_c_with_four_requests_in_flight_exits_130_at_once_and_keeps_the_ans
     runs = tmp_path / "runs"
     with FakeOpenAIServer(responder=_first_answers_fast(2)) as srv:
         env = {k: v for k, v in os.environ.items() if k != "PRIMSEL_ASPER_BENCH"}
-        env.update(PRIMSEL_CACHE_DIR=str(cache), OPENAI_BASE_URL=srv.base_url)
+        # a hang dumps every thread's stack (SIGABRT below) so that the failure says where
+        env.update(PRIMSEL_CACHE_DIR=str(cache), OPENAI_BASE_URL=srv.base_url, PYTHONFAULTHANDLER="1")
         cmd = [sys.executable, "-m", "primsel.cli", "run", str(cfg), "--out", str(runs), "--quiet", "--workers", "1"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -73,7 +74,12 @@ def test_ctrl_c_with_four_requests_in_flight_exits_130_at_once_and_keeps_the_ans
             assert srv.stats() == {"requests": 6, "answered": 2, "in_flight": 4, "max_in_flight": 4}
             begin = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=300)
+            try:
+                _, err = proc.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGABRT)
+                _, err = proc.communicate(timeout=60)
+                raise AssertionError(f"no exit within 300 s of SIGINT; the threads then:\n{err[-6000:]}") from None
             elapsed = time.monotonic() - begin
         finally:
             if proc.poll() is None:
