@@ -63,7 +63,10 @@ def test_ctrl_c_with_four_requests_in_flight_exits_130_at_once_and_keeps_the_ans
         # a hang dumps every thread's stack (SIGABRT below) so that the failure says where
         env.update(PRIMSEL_CACHE_DIR=str(cache), OPENAI_BASE_URL=srv.base_url, PYTHONFAULTHANDLER="1")
         cmd = [sys.executable, "-m", "primsel.cli", "run", str(cfg), "--out", str(runs), "--quiet", "--workers", "1"]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # SIGINT as a terminal delivers it, even when this test runs where SIGINT is ignored (a shell
+        # starts background jobs so, and a child inherits it): Python then installs no handler
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             # two answers received, then four requests waiting for theirs (the other tasks queued)
             deadline = time.monotonic() + 240
