@@ -336,7 +336,7 @@ def blocking_directories(paths: Iterable[str], user: tuple[int, int]) -> dict[st
 
     Parameters
     ----------
-    paths : absolute, resolved paths (e.g. the Python installation under ``/root/.pyenv``).
+    paths : absolute, resolved paths (e.g. a Python installation in the home directory of root).
     user : ``(uid, gid)``.
 
     Returns
