@@ -277,8 +277,8 @@ class LocalLLMSelector(LLMSelector):
     def score(self, queries: Mapping[str, str]) -> dict[str, Mapping[str, float]]:
         """As :meth:`LLMSelector.score`, from the local model."""
         if not self._bound:
-            from primsel.llm.client import LLMFatalError
-            from primsel.llm.local import LocalModelError, resolve_gguf, shared_server
+            from primsel.llm.client import EndpointUnreachableError, LLMFatalError
+            from primsel.llm.local import LocalModelError, ServerStoppedError, resolve_gguf, shared_server
 
             try:
                 prepared = resolve_gguf(self.gguf)
@@ -289,6 +289,8 @@ class LocalLLMSelector(LLMSelector):
             def connect() -> str:
                 try:
                     return shared_server(prepared, settings).base_url
+                except ServerStoppedError as exc:  # as the local generator: the run stops with exit 1, resumable
+                    raise EndpointUnreachableError(str(exc)) from None
                 except LocalModelError as exc:
                     raise LLMFatalError(str(exc)) from None
 
