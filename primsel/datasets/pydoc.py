@@ -40,7 +40,7 @@ from typing import Any
 
 from primsel.datasets.asperbench import DatasetError
 from primsel.datasets.retrieval_only import RetrievalDataset, query_task
-from primsel.files import cache_dir, write_atomic
+from primsel.files import cache_dir
 from primsel.types import Primitive
 
 logger = logging.getLogger(__name__)

@@ -554,20 +554,3 @@ def entry_point_error(program: Program) -> ExecutionResult | None:
                                "first function signature of the program, here not a top-level function)",
                                raised_by="program")
     return None
-    tree = parse_program(program.code)
-    if tree is None:
-        return None
-    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    wanted = program.entry_point
-    extraction: Mapping[str, Any] = program.extraction or {}
-    if extraction.get("mode") == "aspera" and wanted is not None and wanted not in functions:
-        return ExecutionResult(program.task_id, "error", "AttributeError",
-                               f"module 'query_executable' has no attribute '{wanted}' (ASPERA calls the "
-                               "first function signature of the program, here not a top-level function)")
-    name = wanted if wanted in functions else next(iter(functions), None)
-    node = functions.get(name) if name is not None else None
-    if isinstance(node, ast.AsyncFunctionDef):
-        return ExecutionResult(program.task_id, "error", ASYNC_ENTRY_ERROR,
-                               f"the entry point {name!r} is a coroutine function (async def): calling it "
-                               "returns a coroutine that is never awaited", line=node.lineno)
-    return None

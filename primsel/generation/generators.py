@@ -35,7 +35,7 @@ from primsel.generation.prompts import (
     generation_messages,
     reflection_turn,
 )
-from primsel.llm.local import ServerSettings, resolve_gguf, shared_server
+from primsel.llm.local import LocalChat, ServerSettings
 from primsel.llm.client import (
     ChatClient,
     Completion,
@@ -314,7 +314,7 @@ class LocalGenerator(OpenAIGenerator):
                           "timeout_s": timeout_s, "max_retries": max_retries, "concurrency": 1}
         super().__init__(examples=examples, template=template, example_selection=example_selection,
                          extraction=extraction, reflect_template=reflect_template, model="local", **self._endpoint)
-        self._bound = False
+        self._chat: LocalChat | None = None
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable)."""
@@ -326,42 +326,13 @@ class LocalGenerator(OpenAIGenerator):
 
     def _bind(self) -> None:
         """Point the client at the model: its name now, the server when a request is sent."""
-        if self._bound:
-            return
-        from primsel.llm.local import LocalModelError
-        from primsel.llm.client import LLMFatalError
+        if self._chat is None:
+            self._chat = LocalChat(self.gguf, self.server, **self._endpoint)
+            self._client = self._chat.client
 
-        try:
-            prepared = resolve_gguf(self.gguf)
-        except LocalModelError as exc:
-            raise LLMFatalError(str(exc)) from None
-        from primsel.llm.local import ServerStoppedError
-
-        settings = self.server
-
-        def connect() -> str:
-            try:
-                server = shared_server(prepared, settings)
-            except ServerStoppedError as exc:
-                raise EndpointUnreachableError(str(exc)) from None
-            except LocalModelError as exc:
-                raise LLMFatalError(str(exc)) from None
-            self._server = server
-            return server.base_url
-
-        self._server: Any = None
-        self._client = ChatClient(model=prepared.name, connect=connect, prefix_ordered=True, **self._endpoint)
-        self._bound = True
-
-    def _stopped(self, exc: EndpointUnreachableError) -> EndpointUnreachableError:
+    def _stopped(self, exc: EndpointUnreachableError) -> Exception:
         """``exc``, or, when the server this generator was sent to has exited, the error that says so."""
-        server = self._server
-        running = getattr(server, "running", None)
-        if running is None or running():
-            return exc
-        return EndpointUnreachableError(
-            f"the llama.cpp server of {server.model} stopped during the run (exit status "
-            f"{server.process.returncode}); its last output:\n{server.output_tail()}")
+        return self._chat.explain(exc) if self._chat is not None else exc
 
     def generate(self, task: Task, docs: Sequence[Primitive]) -> Program:
         """As :meth:`OpenAIGenerator.generate`, from the local model."""

@@ -17,7 +17,7 @@ from primsel.experiments.cell import TIE_AWARE
 from primsel.experiments.labels import generator_label, get_dotted
 from primsel.experiments.results import CellResult, Experiment, data_text, dataset_groups
 from primsel.reporting.generation import generation_table
-from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing, best_of_configurations
+from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing
 from primsel.reporting.rounds import rounds_table
 from primsel.reporting.style import (
     configuration_key,

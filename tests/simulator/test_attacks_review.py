@@ -40,14 +40,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import math
 import os
 import platform
 import re
-import signal
 import socket
 import struct
-import subprocess
 import tempfile
 import textwrap
 import time

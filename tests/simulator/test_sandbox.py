@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from primsel.simulator import landlock, seccomp, worker
+from primsel.simulator import landlock, seccomp
 from primsel.simulator.sandbox import Sandbox, remove_stale_scratch, sandbox_info
 from primsel.types import ExecutionResult, Task
 
@@ -710,7 +710,7 @@ def test_stdout_buffer_takes_bytes_within_the_cap():
 
 def test_the_program_process_holds_no_verdict_machinery(sandbox):
     program = textwrap.dedent(
-        f"""\
+        """\
         def answer():
             import os, sys
             main = sys.modules["__main__"]
