@@ -1,4 +1,4 @@
-"""Make the explorer screenshots of the README (docs/explorer_*.png) from the built-in tasks.
+"""Make the explorer screenshots of docs/user-guide.md (docs/explorer_*.png) from the built-in tasks.
 
 Usage: ``python docs/explorer_screenshots.py`` (needs Chromium and websocket-client). Runs a
 small experiment on the built-in tasks (BM25, TF-IDF and the oracle at k = 10) whose generator

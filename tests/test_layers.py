@@ -2,7 +2,7 @@
 of a lower one, and the packages of one layer (from datasets up to experiments) never import
 each other.
 
-The layers, bottom up (the README's "Architecture"):
+The layers, bottom up (docs/architecture.md, "Layers"):
 
 1. core: ``types``, ``checks``, ``registry``, ``spec``, ``files``, ``processes`` (and the package
    itself);

@@ -73,3 +73,20 @@ def test_a_wrong_parameter_suggests_the_nearest_one(capsys, monkeypatch):
     monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
     assert main(["retrieve", "--retriever", '{"type": "bm25", "k2": 1.2}']) == 2
     assert "got an unexpected keyword argument 'k2'; did you mean 'k1'? (it takes: view, k1, b" in capsys.readouterr().err
+
+
+def test_a_wrong_name_on_the_command_line_or_in_a_config_names_the_nearest(tmp_path, capsys, monkeypatch):
+    from primsel.cli import main
+
+    monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
+    assert main(["retrieve", "--retriever", "bm52"]) == 2
+    assert "--retriever: unknown retriever 'bm52'; did you mean 'bm25'?" in capsys.readouterr().err
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('name = "bad"\nretriever = "bm52"\n[generator]\ntype = "refrence"\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}: retriever: unknown retriever 'bm52'; did you mean 'bm25'?" in err
+    assert not (tmp_path / "runs").exists()
+    cfg.write_text('name = "bad"\nretriever = "bm25"\n[generator]\ntype = "refrence"\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "runs")]) == 2
+    assert "unknown generator 'refrence'; did you mean 'reference'?" in capsys.readouterr().err

@@ -95,8 +95,8 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None, origin: str = "-
             f"data not found: {resolved} (from {origin}): no such file or directory. Data is the "
             f"Asper-Bench archive ({ASPER_BENCH_FILENAME}) or retrieval-only data: a BEIR directory, "
             "the MetaTool or Gorilla APIBench folder or one of their subsets (.../metatool/multi, "
-            ".../gorilla-apibench/torchhub), or pydoc[:SIZE]; the README's Data section says where to "
-            "download MetaTool and APIBench")
+            ".../gorilla-apibench/torchhub), or pydoc[:SIZE]; docs/user-guide.md (\"Data\") says where "
+            "to download MetaTool and APIBench")
     if not resolved.is_file():
         raise DatasetError(f"{resolved} (from {origin}) is not a regular file; give the Asper-Bench archive")
     return resolved

@@ -1,7 +1,7 @@
 """Why a task failed: the pipeline stage, one diagnosis category and the program line.
 
 :func:`attribute` examines one failed task and gives it exactly one category of the diagnosis
-table documented in the README ("Failure diagnosis"): the first rule of that table that applies
+table documented in docs/user-guide.md ("Failure diagnosis"): the first rule of that table that applies
 decides. Rules 1-6 name the proximate cause (a program that raised is a run-time error at its
 line, whatever was selected). Rules 7 and 8 explain a program that ran to the end but did the
 wrong thing, or handed the task back, by a selection problem. Rules 9-15 compare the program's
@@ -40,7 +40,7 @@ __all__ = ["CATEGORIES", "STAGES", "attribute", "count_categories", "used_names"
 
 #: Pipeline stages, in pipeline order.
 STAGES = ("llm", "extraction", "retrieval", "generation", "execution", "verification")
-#: Diagnosis categories, in the order of the rules that give them (README, "Failure diagnosis").
+#: Diagnosis categories, in the order of the rules that give them (docs/user-guide.md, "Failure diagnosis").
 CATEGORIES = (
     "llm_error", "truncated", "no_program", "timeout", "hallucinated_primitive", "runtime_error",
     "retrieval_miss", "unselected_primitive", "requires_user_input_misuse", "wrong_arguments",

@@ -67,7 +67,7 @@ _HANDED_BACK = "It handed the request back to the user (RequiresUserInput), whic
 #: Error types of faults outside the program (the judge, the sandbox's workers).
 _OUTSIDE = frozenset({"EvaluatorError", "SandboxError", "WorkerDied", "WorkerStartFailed", "ScratchError"})
 
-#: What each diagnosis category says, from the program's side (README, "Failure diagnosis").
+#: What each diagnosis category says, from the program's side (docs/user-guide.md, "Failure diagnosis").
 _CATEGORY = {
     "llm_error": "the model's answer could not be obtained",
     "truncated": "the answer was cut off at the length limit",

@@ -15,9 +15,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
                         help="sign flips of the paired randomisation test (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
-    parser.add_argument("--format", choices=("md", "csv", "json"), default="md",
-                        help="md: write the Markdown report (default); csv, json: print every finished cell "
-                             "with all its report values as one table on stdout instead")
+    parser.add_argument("--format", choices=("md", "csv", "json", "latex"), default="md",
+                        help="md: write the Markdown report (default); csv, json, latex: print every finished "
+                             "cell with all its report values as one table on stdout instead (csv and json at "
+                             "full precision; latex: a tabular with the report's rounding, special characters "
+                             "escaped)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -28,14 +30,14 @@ def main(args: argparse.Namespace) -> int:
     if args.n_resamples < 1:
         raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")
     if args.format != "md":
-        from primsel.experiments.export import cell_rows, to_csv, to_json
+        from primsel.experiments.export import cell_rows, to_csv, to_json, to_latex
         from primsel.experiments.report import load_experiment
 
         try:
             rows = cell_rows(load_experiment(args.directory))
         except ReportError as exc:
             raise UsageError(str(exc)) from None
-        sys.stdout.write(to_csv(rows) if args.format == "csv" else to_json(rows))
+        sys.stdout.write({"csv": to_csv, "json": to_json, "latex": to_latex}[args.format](rows))
         return 0
     try:
         path = write_report(args.directory, export=args.export, n_resamples=args.n_resamples, seed=args.seed)

@@ -5,6 +5,7 @@ without a generator and without the disk cache: retrievers that learn from tasks
 cross-validated (``--folds``, ``--seed``); the TREC run (``--out``) ranks the whole library for
 every task. The selection scored by the set metrics is the top ``--k`` primitives (or what the
 ``--selector`` class chooses, at most ``--k``), plus their type dependencies with ``--closure``.
+With ``--json`` the figures are printed as one JSON object instead of text (:func:`json_result`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="RUN.trec", default=None,
                         help="write the TREC run here (its directory must exist)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--json", action="store_true",
+                        help="print the figures as one JSON object on stdout instead of text: the settings, "
+                             "then per dataset every metric at full precision")
 
 
 def check_output_path(path: str) -> None:
@@ -153,18 +157,68 @@ def main(args: argparse.Namespace) -> int:
     if args.out and len(datasets) > 1:
         raise UsageError(f"--out: {args.data} holds {len(datasets)} datasets "
                          f"({', '.join(d.source for d in datasets)}); give one of them to write its run")
+    results = []
     for dataset in datasets:
-        if len(datasets) > 1:
+        if len(datasets) > 1 and not args.json:
             print(f"== {dataset.source}")
-        status = _retrieve_one(args, spec, probe, settings, dataset)
+        status, result = _retrieve_one(args, spec, probe, settings, dataset)
         if status:
             return status
+        results.append(result)
+    if args.json:
+        sys.stdout.write(json.dumps(json_result(spec, settings, results), indent=2) + "\n")
     return 0
 
 
-def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any, dataset: Any) -> int:
+def json_result(spec: Any, settings: Any, datasets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The object ``primsel retrieve --json`` prints.
+
+    Keys, in this order: ``retriever`` (the specification, seed included), ``label`` (its
+    readable label), ``k``, ``closure``, ``selector`` (None: plain top-k), ``folds``, ``seed``,
+    ``depth`` (None: the whole library), then ``datasets``: one object per dataset, in the
+    order the data gives them, as :func:`dataset_result` builds it.
+    """
+    from primsel import spec as specs
+
+    return {"retriever": spec, "label": specs.label(spec), "k": settings.k, "closure": settings.closure,
+            "selector": settings.selector, "folds": settings.folds, "seed": settings.seed,
+            "depth": settings.depth, "datasets": datasets}
+
+
+def dataset_result(report: Any, k: int, source: str, tasks: int, documents: int, folds: int,
+                   closure_added: int | None) -> dict[str, Any]:
+    """One dataset's figures for :func:`json_result`: what the text output prints, at full precision.
+
+    Keys, in this order: ``dataset`` (its source name), ``tasks``, ``documents`` (library
+    size), ``folds`` (used: fewer than asked when there are fewer tasks), ``metrics`` (the
+    ranking metrics of :data:`RANKING_METRICS`, then the set metrics, ``mean_selection_size``
+    in primitives per task and ``docs_tokens`` per task, all floats), ``tie_aware`` (the
+    ranking metrics as the mean over every order of tied scores), ``tied_tasks`` (tasks whose
+    ranking has a tie across rank ``k``, an int) and, with ``--closure``, ``closure_added``
+    (primitives added by the closure over all tasks, an int; absent without ``--closure``).
+    """
+    from primsel.eval.metrics import SET_METRIC_KEYS
+    from primsel.experiments.cell import TIE_AWARE
+
+    metrics = {name: float(report[name]) for name in (*RANKING_METRICS, *SET_METRIC_KEYS)}
+    metrics["mean_selection_size"] = float(report["selected"])
+    metrics["docs_tokens"] = float(report["docs_tokens"])
+    out: dict[str, Any] = {
+        "dataset": source, "tasks": tasks, "documents": documents, "folds": folds, "metrics": metrics,
+        "tie_aware": {name: float(report[TIE_AWARE + name]) for name in RANKING_METRICS},
+        "tied_tasks": int(report[f"tied_tasks@{k}"]),
+    }
+    if closure_added is not None:
+        out["closure_added"] = int(closure_added)
+    return out
+
+
+def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any,
+                  dataset: Any) -> tuple[int, dict[str, Any] | None]:
     """Rank, score and print one dataset (and write its run with ``--out``); returns the exit
-    status (0, or 1 when an LLM selector's endpoint fails, see :func:`main`)."""
+    status (0, or 1 when an LLM selector's endpoint fails, see :func:`main`) and the dataset's
+    figures for ``--json`` (:func:`dataset_result`; None when the status is not 0). With
+    ``--json`` nothing is printed on stdout here."""
     from primsel import spec as specs
     from primsel.cli import UsageError
     from primsel.eval.metrics import SET_METRIC_KEYS
@@ -208,7 +262,7 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
         except LLMFatalError as exc:  # an LLM selector whose endpoint refuses or cannot be reached
             what = "cannot be reached" if isinstance(exc, EndpointUnreachableError) else "refuses the requests"
             print(f"primsel retrieve: error: the LLM endpoint {what}, stopping: {exc}", file=sys.stderr)
-            return 1
+            return 1, None
         bar.update(bar.total - bar.n)
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
@@ -234,6 +288,10 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
 
     report = outcome.report
     added = sum(len(s.added_by_closure) for s in outcome.selections.values())
+    result = dataset_result(report, args.k, dataset.source, len(tasks), len(library), folds,
+                            added if args.closure else None)
+    if args.json:
+        return 0, result
     print(f"retriever {json.dumps(spec) if not isinstance(spec, str) else spec}  k={args.k}"
           f"{'  closure' if args.closure else ''}"
           f"{'  selector ' + json.dumps(settings.selector) if settings.selector is not None else ''}  tasks={len(tasks)}")
@@ -248,4 +306,4 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     print(f"{f'tied_tasks@{args.k}':22s} {int(report[f'tied_tasks@{args.k}'])} of {len(tasks)}")
     if args.closure:
         print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
-    return 0
+    return 0, result

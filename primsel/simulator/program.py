@@ -244,7 +244,7 @@ def serve_spawner(
         except OSError as exc:
             broken.append(("user", f"the Python runtime cannot be made readable for uid {user[0]}: {exc}"))
         # Program processes, of another user, then find no other process in /proc. Where it
-        # cannot be done (no CAP_SYS_ADMIN) the host's /proc stays (README, what remains).
+        # cannot be done (no CAP_SYS_ADMIN) the host's /proc stays (docs/sandbox.md, what is guaranteed and what is not).
         with contextlib.suppress(OSError):
             isolation.hide_processes()
     try:

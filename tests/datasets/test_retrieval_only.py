@@ -25,7 +25,7 @@ def shared(name: str) -> Path:
     path = SHARED / name
     if not path.is_dir():
         pytest.skip(f"{path} is absent: set PRIMSEL_SHARED_DATASETS to the folder holding metatool/ and "
-                    "gorilla-apibench/ (default: ../shared/datasets beside the repository; README, Data)")
+                    "gorilla-apibench/ (default: ../shared/datasets beside the repository; docs/user-guide.md, Data)")
     return path
 
 
@@ -273,4 +273,4 @@ def test_missing_retrieval_data_is_not_called_an_archive(tmp_path, capsys):
     assert "Asper-Bench archive not found" not in err
     assert f"data not found: {tmp_path / '../nowhere/metatool/multi'}" in err
     assert "the MetaTool or Gorilla APIBench folder or one of their subsets" in err
-    assert "README's Data section says where to download MetaTool and APIBench" in err
+    assert 'docs/user-guide.md ("Data") says where to download MetaTool and APIBench' in err

@@ -258,13 +258,13 @@ def test_a_reference_for_another_task_is_rejected(library):
         attribute(task(), SHOWN, program(CODE), traced(REF_TRACE, [(2, "return", "1")]), library, reference=other)
 
 
-def test_the_readme_documents_every_category_once_in_rule_order():
+def test_the_user_guide_documents_every_category_once_in_rule_order():
     import re
     from pathlib import Path
 
     from primsel.eval.attribution import CATEGORIES
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "user-guide.md").read_text(encoding="utf-8")
     section = readme.split("## Failure diagnosis", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", section, re.M)
     assert [int(n) for n, _ in rows] == list(range(1, len(CATEGORIES) + 1))

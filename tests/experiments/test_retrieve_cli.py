@@ -174,3 +174,62 @@ def test_an_llm_selector_whose_endpoint_cannot_be_reached_exits_1_with_one_line(
     err = capsys.readouterr().err
     assert "primsel retrieve: error: the LLM endpoint cannot be reached, stopping: cannot connect" in err
     assert "Traceback" not in err
+
+
+def _json_run(capsys, *options):
+    import json
+
+    assert main(["retrieve", "--json", "--quiet", *options]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out), out
+
+
+def test_json_of_the_whole_library_has_the_hand_computed_figures(capsys):
+    from primsel.datasets import load_builtin_tasks
+    from primsel.library import Library, with_gold
+
+    result, out = _json_run(capsys, "--retriever", "all", "--k", "100")
+    # the 32 built-in tasks use 266 gold primitives in all (3 to 17 each): selecting all 65 of
+    # the library for each task, 266 of 32 * 65 = 2080 selected are gold
+    gold = sum(len(t.gold) for t in with_gold(load_builtin_tasks(), Library.from_simulator()))
+    assert gold == 266
+    assert list(result) == ["retriever", "label", "k", "closure", "selector", "folds", "seed", "depth", "datasets"]
+    assert (result["retriever"], result["label"], result["k"], result["closure"], result["selector"],
+            result["folds"], result["seed"], result["depth"]) == ("all", "all", 100, False, None, 5, 0, None)
+    [data] = result["datasets"]
+    assert list(data) == ["dataset", "tasks", "documents", "folds", "metrics", "tie_aware", "tied_tasks"]
+    assert (data["dataset"], data["tasks"], data["documents"], data["folds"], data["tied_tasks"]) == (
+        "builtin", 32, 65, 5, 0)
+    m = data["metrics"]
+    assert list(m)[:9] == ["recall@5", "recall@10", "recall@15", "recall@20", "ndcg@10", "mrr",
+                           "complete@10", "complete@15", "complete@20"]
+    assert list(m)[-2:] == ["mean_selection_size", "docs_tokens"]
+    assert (m["set_recall_micro"], m["set_recall_macro"], m["mean_selection_size"]) == (1.0, 1.0, 65.0)
+    assert m["set_precision_micro"] == pytest.approx(266 / 2080, rel=1e-12)
+    assert m["set_f1_micro"] == pytest.approx(2 * 266 / (266 + 2080), rel=1e-12)   # 2PR / (P + R), R = 1
+    # every primitive scores the same: tie-aware, recall@k is k / 65 for every task
+    for k in (5, 10, 15, 20):
+        assert data["tie_aware"][f"recall@{k}"] == pytest.approx(k / 65, rel=1e-12)
+    assert "tasks (builtin)" not in out  # progress and notes stay on stderr
+
+
+def test_json_holds_what_the_text_prints_and_closure_added(capsys):
+    import re
+
+    assert main(["retrieve", "--retriever", "bm25", "--k", "5", "--closure", "--quiet"]) == 0
+    text = dict(re.findall(r"^(\S+)\s+(\S+)", capsys.readouterr().out, re.M))
+    result, _ = _json_run(capsys, "--retriever", "bm25", "--k", "5", "--closure")
+    [data] = result["datasets"]
+    shown = {**data["metrics"], **{f"tie_aware_{k}": v for k, v in data["tie_aware"].items()}}
+    assert set(shown) | {"tied_tasks@5", "closure_added", "retriever"} == set(text)
+    for key, value in shown.items():
+        digits = 1 if key == "docs_tokens" else 2 if key == "mean_selection_size" else 4
+        assert f"{value:.{digits}f}" == text[key], key
+    assert text["tied_tasks@5"] == str(data["tied_tasks"]) and text["closure_added"] == str(data["closure_added"])
+    assert data["closure_added"] > 0 and result["closure"] is True
+
+
+def test_json_is_byte_identical_across_runs(capsys):
+    _, first = _json_run(capsys, "--retriever", "tfidf")
+    _, second = _json_run(capsys, "--retriever", "tfidf")
+    assert first == second

@@ -66,7 +66,7 @@ Turning an answer into a program (``src/aspera/parser.py``, the agent's parser c
 
 Expected values here: the program (compared as ``ast.dump(ast.parse(...))``, ASPERA's harness
 imports of the scenario's apps left out, as ``primsel extract`` leaves them out), the entry point,
-``status`` and ``parse_failure`` as README documents them (``"answer"``: the placeholder runs,
+``status`` and ``parse_failure`` as docs/user-guide.md documents them (``"answer"``: the placeholder runs,
 status ``ok``; ``"entry_point"``: no function found, status ``no_program``). Where ASPERA's own
 run stops with an uncaught exception (steps 3-5) there is no ASPERA program to compare with;
 those cases only require that no real program is handed over as runnable.

@@ -1,4 +1,4 @@
-"""A retriever defined outside primsel plugs in by "module:Class" (the README example)."""
+"""A retriever defined outside primsel plugs in by "module:Class" (the example of docs/user-guide.md)."""
 
 from __future__ import annotations
 

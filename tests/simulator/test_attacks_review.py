@@ -525,8 +525,8 @@ def test_10_reading_and_writing_another_process_memory(box, tasks, host, hooked,
 def test_11_host_process_list_stays_hidden(box, tasks, hooked, sleeper):
     """The issue counts the host process list as a leak (getsid/getpgid/getpriority before).
 
-    Only a sandbox running as root with CAP_SYS_ADMIN can cover /proc (README, what remains
-    possible): elsewhere the test is skipped with the reason.
+    Only a sandbox running as root with CAP_SYS_ADMIN can cover /proc (docs/sandbox.md, what is
+    guaranteed and what is not): elsewhere the test is skipped with the reason.
     """
     info = box.info()
     if not info["process_list_hidden"]:
