@@ -53,7 +53,6 @@ imported on the first request, never at import time.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import os
@@ -66,7 +65,28 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from primsel.checks import check_number
-from primsel.files import cache_dir, caches_enabled, digest, write_atomic
+from primsel.files import cache_dir, caches_enabled, write_atomic
+from primsel.llm.completion import (
+    FATAL_STATUSES,
+    RETRY_STATUSES,
+    Completion,
+    EndpointUnreachableError,
+    LLMError,
+    LLMFatalError,
+    Messages,
+    PromptTooLongError,
+    QuotaExceededError,
+    cache_key,
+    encodable_text,
+    error_with_cause,
+    is_context_error,
+    is_quota_error,
+    malformed_body,
+    parse_retry_after,
+    preview,
+    read_completion,
+    short_error,
+)
 from primsel.llm.endpoint import Endpoint, takes_endpoint
 
 __all__ = [
@@ -83,140 +103,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: HTTP statuses retried with backoff (besides timeouts, connection errors and malformed answers):
-#: 408 Request Timeout, 409 Conflict, 429 Too Many Requests, 500 Internal Server Error, 502 Bad
-#: Gateway, 503 Service Unavailable, 504 Gateway Timeout, the proxy codes 520-524 (unknown
-#: error, web server down, connection timed out, origin unreachable, timeout: Cloudflare and
-#: others) and 529 (overloaded). Other statuses are not retried.
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
-#: HTTP statuses that stop the run: every later request would fail the same way.
-FATAL_STATUSES = frozenset({401, 403, 404})
-
-Messages = Sequence[Mapping[str, str]]
-
-
-class LLMError(Exception):
-    """One request failed for good (retries exhausted or a non-retryable answer).
-
-    The task it served gets the status ``llm_error``; the run goes on.
-    """
-
-
-class LLMFatalError(RuntimeError):
-    """An error that every further request would repeat (bad key, unknown model, no quota).
-
-    Raised out of generators and selectors so that a run stops instead of recording hundreds of
-    identical failures.
-    """
-
-
-class PromptTooLongError(LLMError):
-    """The endpoint refused the request because the prompt does not fit the model's context
-    (HTTP 400 naming the context size). Not retried: the same prompt fails again."""
-
-
-class QuotaExceededError(LLMFatalError):
-    """The endpoint answered 429 with code ``insufficient_quota``: the account has no credit."""
-
-
-class EndpointUnreachableError(LLMFatalError):
-    """Every attempt of a request failed to connect (retries included): nothing answers at the
-    endpoint URL (server down, wrong host or port)."""
-
-
-@dataclass(frozen=True)
-class Completion:
-    """The answer to one chat request.
-
-    Parameters
-    ----------
-    text : the assistant message ("" when the endpoint sent no text).
-    finish_reason : ``"stop"``, ``"length"`` (cut by ``max_tokens``), ... or None.
-    prompt_tokens, completion_tokens : token counts reported by the endpoint (0 if not reported).
-    seconds : wall time of the call, retries and waits included (about 0 for a cache hit).
-    cached : the answer came from the on-disk cache; no request was sent.
-    retries : requests repeated after a retryable failure.
-    prompt_tokens_cached : prompt tokens the server did not compute because its prompt cache
-        held them (``usage.prompt_tokens_details.cached_tokens``; 0 if not reported).
-    server_seconds : the server's own time for the answer (llama.cpp's ``timings``: prompt
-        and generation, in seconds; 0 if not reported).
-    """
-
-    text: str
-    finish_reason: str | None = "stop"
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    cached: bool = False
-    retries: int = 0
-    prompt_tokens_cached: int = 0
-    server_seconds: float = 0.0
-
-    def usage(self) -> dict[str, float]:
-        """``prompt_tokens``, ``prompt_tokens_cached``, ``completion_tokens``, ``seconds``,
-        ``server_seconds``, ``cached`` (0/1), ``calls`` (1), ``retries``."""
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "prompt_tokens_cached": self.prompt_tokens_cached,
-            "completion_tokens": self.completion_tokens,
-            "server_seconds": self.server_seconds,
-            "seconds": self.seconds,
-            "cached": int(self.cached),
-            "calls": 1,
-            "retries": self.retries,
-        }
-
-
-def cache_key(model: str, messages: Messages, params: Mapping[str, Any], namespace: str | None = None) -> str:
-    """sha256 (hex) of the canonical JSON of ``{"model", "messages", "params"}``, with
-    ``"namespace"`` added when ``namespace`` is given (None keeps the key of earlier versions);
-    see :func:`primsel.files.digest`.
-    """
-    payload: dict[str, Any] = {"model": model, "messages": [dict(m) for m in messages], "params": dict(params)}
-    if namespace is not None:
-        payload["namespace"] = namespace
-    return digest(payload)
-
-
-def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds to wait according to ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date).
-
-    Parameters
-    ----------
-    headers : response headers (case-insensitive mapping, or a dict with any key case).
-    now : current POSIX time for HTTP dates (default: ``time.time()``).
-
-    Returns
-    -------
-    Non-negative seconds, or None when no usable header is present.
-    """
-    if not headers:
-        return None
-    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    value = lowered.get("retry-after-ms")
-    if value is not None:
-        try:
-            return max(0.0, float(value) / 1000.0)
-        except ValueError:
-            pass
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
-
 
 @dataclass
 class _Counters:
@@ -496,7 +382,7 @@ class ChatClient:
                     reason = f"timeout: no complete answer within the deadline of {timeout:g} s"
                 except openai.APIStatusError as exc:
                     status = exc.status_code
-                    if status == 429 and _is_quota_error(exc):
+                    if status == 429 and is_quota_error(exc):
                         self._fail_fatal(QuotaExceededError(
                             f"the endpoint reports insufficient quota (429 insufficient_quota) for model "
                             f"{self.endpoint.model!r}: add credit or use another key; stopping the run"
@@ -504,28 +390,28 @@ class ChatClient:
                     if status in FATAL_STATUSES:
                         self._fail_fatal(LLMFatalError(
                             f"the endpoint answered {status} for model {self.endpoint.model!r} at "
-                            f"{self.base_url or 'the OpenAI default URL'}: {_short(exc)}; stopping the run"
+                            f"{self.base_url or 'the OpenAI default URL'}: {short_error(exc)}; stopping the run"
                         ))
-                    if status == 400 and _is_context_error(exc):
+                    if status == 400 and is_context_error(exc):
                         with self._counters.lock:
                             self._counters.errors += 1
-                        raise PromptTooLongError(f"the prompt is longer than the model's context: {_short(exc)}")
+                        raise PromptTooLongError(f"the prompt is longer than the model's context: {short_error(exc)}")
                     if status not in RETRY_STATUSES:
-                        self._fail(f"rejected with HTTP {status}: {_short(exc)}")
+                        self._fail(f"rejected with HTTP {status}: {short_error(exc)}")
                     reason = f"HTTP {status}"
                     retry_after = parse_retry_after(getattr(exc.response, "headers", None))
                 except openai.APITimeoutError:
                     reason = f"timeout after {timeout:g} s"
                 except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
-                    reason = f"connection error: {_cause(exc)}"
+                    reason = f"connection error: {error_with_cause(exc)}"
                     connection_failures += 1
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 with a broken body
-                    reason = f"malformed answer: {_malformed(exc)}"
+                    reason = f"malformed answer: {malformed_body(exc)}"
                 else:
                     if not isinstance(response, Mapping):
-                        reason = f"malformed answer: the body is not a JSON object ({_preview(response)})"
+                        reason = f"malformed answer: the body is not a JSON object ({preview(response)})"
                     else:
-                        completion = _completion(response, time.perf_counter() - start, retries)
+                        completion = read_completion(response, time.perf_counter() - start, retries)
                         if completion is None:
                             self._fail("the endpoint answered without choices")
                         return completion
@@ -659,115 +545,4 @@ def prefix_order(prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[int]:
 
 def _clean(messages: Messages) -> list[dict[str, str]]:
     """``messages`` as plain dicts of strings, each text sendable as UTF-8 (see :func:`_utf8`)."""
-    return [{"role": str(m["role"]), "content": _utf8(str(m["content"]))} for m in messages]
-
-
-def _is_context_error(exc: Any) -> bool:
-    """An HTTP 400 that says the prompt exceeds the context (llama.cpp's
-    ``exceed_context_size_error``, OpenAI's ``context_length_exceeded``, vLLM's "maximum context
-    length")."""
-    text = f"{getattr(exc, 'code', '')} {getattr(exc, 'type', '')} {exc} {getattr(exc, 'body', '')}".lower()
-    return any(s in text for s in ("exceed_context_size", "context_length_exceeded", "maximum context length",
-                                   "exceeds the available context"))
-
-
-def _is_quota_error(exc: Any) -> bool:
-    if getattr(exc, "code", None) == "insufficient_quota" or getattr(exc, "type", None) == "insufficient_quota":
-        return True
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        inner = body.get("error", body)
-        if isinstance(inner, Mapping):
-            return "insufficient_quota" in (inner.get("code"), inner.get("type"))
-    return False
-
-
-def _utf8(text: str) -> str:
-    """``text``, with each lone surrogate (which UTF-8 cannot encode, so no request can carry it)
-    replaced by the text of its ``\\udXXXX`` escape."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
-    return text
-
-
-def _cause(exc: BaseException) -> str:
-    """The exception's text, followed by that of its innermost cause (the SDK's "Connection
-    error." says nothing about refused connections or unknown hosts)."""
-    inner = exc
-    while inner.__cause__ is not None and inner.__cause__ is not inner:
-        inner = inner.__cause__
-    text = str(exc)
-    return text if inner is exc or not str(inner) else f"{text} ({_short(inner, 200)})"
-
-
-def _short(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _completion(response: Any, seconds: float, retries: int) -> Completion | None:
-    """The first choice of a chat-completions answer (JSON data), or None if it has none."""
-    choices = response.get("choices") if isinstance(response, Mapping) else None
-    if not choices or not isinstance(choices[0], Mapping):
-        return None
-    choice = choices[0]
-    message = choice.get("message")
-    text = _text(message.get("content") if isinstance(message, Mapping) else None)
-    usage = response.get("usage")
-    usage = usage if isinstance(usage, Mapping) else {}
-    details = usage.get("prompt_tokens_details")
-    cached_tokens = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    timings = response.get("timings")
-    server_ms = 0.0
-    if isinstance(timings, Mapping):
-        server_ms = sum(float(timings.get(k) or 0.0) for k in ("prompt_ms", "predicted_ms"))
-    return Completion(
-        text=text,
-        finish_reason=choice.get("finish_reason"),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        seconds=seconds,
-        cached=False,
-        retries=retries,
-        prompt_tokens_cached=int(cached_tokens or 0),
-        server_seconds=server_ms / 1000.0,
-    )
-
-
-def _text(content: Any) -> str:
-    """The text of a message ``content``: a string as it is; a list of parts (``[{"type":
-    "text", "text": "..."}, ...]`` or strings) joined without separator, parts without text
-    (images, refusals) skipped; None and anything else -> ""."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return ""
-
-
-def _malformed(exc: json.JSONDecodeError | UnicodeDecodeError) -> str:
-    """What is wrong with a body that did not decode: empty, white space, cut or bad JSON, not
-    UTF-8."""
-    if isinstance(exc, UnicodeDecodeError):
-        byte = exc.object[exc.start:exc.start + 1].hex()
-        return f"the body is not UTF-8 (byte 0x{byte} at offset {exc.start})"
-    if isinstance(exc, json.JSONDecodeError):
-        if not exc.doc.strip():
-            return "the body is empty" if not exc.doc else "the body is only white space"
-        if exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string"):
-            return f"the JSON body is cut off after {len(exc.doc)} characters"
-        return f"the body is not valid JSON: {exc.msg}: line {exc.lineno} column {exc.colno}"
-    return _short(exc)
-
-
-def _preview(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+    return [{"role": str(m["role"]), "content": encodable_text(str(m["content"]))} for m in messages]

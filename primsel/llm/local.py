@@ -42,6 +42,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TextIO
 
+from primsel.llm.client import ChatClient, EndpointUnreachableError, LLMFatalError
 from primsel.llm.gguf import (
     QWEN_CODER,
     LocalModelError,
@@ -400,8 +401,6 @@ class LocalChat:
     """
 
     def __init__(self, gguf: str | os.PathLike[str] | None, settings: ServerSettings, **endpoint: object) -> None:
-        from primsel.llm.client import ChatClient, LLMFatalError
-
         try:
             self.model = resolve_gguf(gguf)
         except LocalModelError as exc:
@@ -412,8 +411,6 @@ class LocalChat:
                                  **endpoint)  # type: ignore[arg-type]
 
     def _connect(self) -> str:
-        from primsel.llm.client import EndpointUnreachableError, LLMFatalError
-
         try:
             self.server = shared_server(self.model, self.settings)
         except ServerStoppedError as exc:
