@@ -27,6 +27,8 @@ from primsel.reporting.style import (
     num,
     other_columns,
     p_value,
+    ranking_key,
+    ranking_labels,
     ranks_nothing,
     short_value,
     slug,
@@ -209,15 +211,16 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
     """Markdown lines of the table of ties: one row per ranking (cells that differ only in k
     and closure share one), each ranking metric in primitive-id order and tie-aware (the mean
     over every order of tied scores, :func:`primsel.eval.metrics.tie_aware`) side by side, and
-    the number of tasks with a tie across k = 5, 10, 15, 20. Empty when no cell has tie-aware
+    the number of tasks with a tie across k = 5, 10, 15, 20. Cells whose selector differs share
+    their ranking's row; a label names only the settings that change the ranking. Empty when no cell has tie-aware
     values (cells computed before they existed). ``title``: the section heading."""
     series: dict[tuple[str, str], CellResult] = {}
     for c in cells:
         if any(key.startswith(TIE_AWARE) for key in c.report):
-            series.setdefault(configuration_key(c), c)
+            series.setdefault(ranking_key(c), c)
     if not series:
         return []
-    labels = _table_labels(list(series.values()))
+    labels = ranking_labels(list(series.values()))
     n_tasks = {int(c.report.get("n_tasks", 0)) for c in series.values()}
     header = ["ranking", *(x for _, h in RANKED_COLUMNS for x in (h, f"{h} ta")), *(f"ties@{k}" for k in TIE_KS)]
     lines = [f"## {title}", "",
@@ -231,16 +234,6 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
         row += ["–" if c.report.get(f"tied_tasks@{k}") is None else str(int(c.report[f"tied_tasks@{k}"])) for k in TIE_KS]
         lines.append(_row(row))
     return lines + [""]
-
-
-def _table_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
-    """Configuration labels as the tables show them: an unset varied setting as ``key=–``."""
-    extra = other_columns(cells)
-    out: dict[tuple[str, str], str] = {}
-    for cell in cells:
-        out.setdefault(configuration_key(cell), " ".join(
-            [cell.retriever, *(f"{k}={short_value(get_dotted(cell.settings, k))}" for k in extra)]))
-    return out
 
 
 def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:

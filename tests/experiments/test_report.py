@@ -336,3 +336,25 @@ def test_generator_experiments_get_a_task_success_plot(tmp_path, saved_figures):
     assert [round(bar.get_width(), 6) for bar in ax.patches] == [round(1 / 3, 6), 1.0]
     height = {t.get_text(): t.get_position()[1] for t in ax.get_yticklabels()}
     assert set(height) == {"bm25 k=5", "tfidf k=5"} and height["bm25 k=5"] > height["tfidf k=5"]  # grid order, top down
+
+
+def test_the_table_of_ties_has_one_row_per_ranking_whatever_the_selector(tmp_path):
+    """Two selectors on the same ranking share one row of the table of ties, labelled by the
+    retriever alone (no ``selector=`` setting, set or unset)."""
+    root = tmp_path / "runs" / "sel"
+    root.mkdir(parents=True)
+    tied = {"tie_aware_recall@5": 0.25, "tied_tasks@5": 2.0, "tied_tasks@10": 1.0, "tied_tasks@15": 0.0,
+            "tied_tasks@20": 0.0}
+    cells = [make_cell(root, "top", "bm25", 10, False, (0.5, 0.5, 0.5), tied),
+             make_cell(root, "cal", "bm25", 65, False, (0.5, 0.5, 0.5), tied)]
+    cells[1]["settings"]["selector"] = {"type": "calibrated", "target_recall": 0.9}
+    (root / "cal" / "config.json").write_text(json.dumps({"id": "cal", "label": "cal", "settings": cells[1]["settings"]}))
+    text = write_report(make_experiment(tmp_path / "runs", cells, name="sel")).read_text()
+    lines = text.splitlines()
+    start = lines.index("## Ties")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    rows = [line for line in lines[start:end] if line.startswith("| ") and not line.startswith("| ranking")]
+    assert len(rows) == 1
+    cols = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cols[0] == "bm25" and cols[1:3] == ["0.500", "0.250"] and cols[-4:] == ["2", "1", "0", "0"]
+    assert "selector=" not in text.split("## Ties", 1)[1]
