@@ -6,22 +6,37 @@ and their reports.
 cell (the pipeline ``primsel retrieve`` uses too); :mod:`primsel.experiments.store` shares
 retrievals between cells; :mod:`primsel.experiments.runner` runs the grid and
 :mod:`primsel.experiments.report` writes the report.
+
+The names below are loaded on first use, so that importing one module of the package (the
+settings, say) does not load the runner and every component it runs.
 """
 
-from primsel.experiments.config import Cell, ConfigError, ExperimentConfig, cell_id, expand, load_config, parse_config
-from primsel.experiments.runner import ExperimentResult, run_experiment
-from primsel.experiments.settings import CellSettings, SettingError
+from __future__ import annotations
 
-__all__ = [
-    "Cell",
-    "CellSettings",
-    "ConfigError",
-    "ExperimentConfig",
-    "ExperimentResult",
-    "SettingError",
-    "cell_id",
-    "expand",
-    "load_config",
-    "parse_config",
-    "run_experiment",
-]
+from typing import Any
+
+_CONFIG = ("Cell", "ConfigError", "ExperimentConfig", "cell_id", "expand", "load_config", "parse_config")
+_RUNNER = ("ExperimentResult", "run_experiment")
+_SETTINGS = ("CellSettings", "SettingError")
+
+__all__ = sorted((*_CONFIG, *_RUNNER, *_SETTINGS))
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use.
+
+    Raises
+    ------
+    AttributeError : ``name`` is not a public name of the package.
+    """
+    if name in _CONFIG:
+        from primsel.experiments import config as home
+    elif name in _RUNNER:
+        from primsel.experiments import runner as home
+    elif name in _SETTINGS:
+        from primsel.experiments import settings as home
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(home, name)
+    globals()[name] = value
+    return value

@@ -46,7 +46,6 @@ from typing import Any
 from primsel import registry
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
-from primsel.experiments.reflection import split_generator
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
@@ -261,7 +260,7 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
     from primsel.simulator.sandbox import Sandbox
 
-    reflection, spec = split_generator(generator_spec(settings.generator, base_dir))
+    reflection, spec = settings.reflection, generator_spec(settings.generator, base_dir)
     tasks = dataset.tasks
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     programs: dict[str, Any] = {}

@@ -15,15 +15,9 @@ import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from primsel.checks import check_k, check_number
+from primsel.checks import FOLDS_BOUNDS, SEED_BOUNDS, check_k, check_number
 from primsel.registry import build
 from primsel.types import LearnsFromTasks, ReportsUsage, Run, SeesGold, Task, task_sort_key
-
-
-#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords):
-#: the seed is scikit-learn's ``random_state``, which numpy takes in [0, 2**32 - 1].
-FOLDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 2}
-SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0, "maximum": 2**32 - 1}
 
 
 def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -41,7 +35,7 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
 
     Raises
     ------
-    ValueError : duplicate ids, folds out of range, or a seed outside :data:`SEED_BOUNDS`.
+    ValueError : duplicate ids, folds out of range, or a seed outside :data:`primsel.checks.SEED_BOUNDS`.
     """
     from sklearn.model_selection import KFold
 
