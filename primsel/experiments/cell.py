@@ -51,6 +51,7 @@ from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_error
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
 from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library
+from primsel.retrieval.cv import fit_per_fold
 from primsel.types import STATUSES, FitsOnTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
 
 #: Ranking metrics every cell reports (plus ``recall@k`` and ``complete@k`` of the cell's k).
@@ -215,12 +216,12 @@ def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: 
     probe = registry.build(spec, "selector")
     if not getattr(probe, "learns_from_tasks", False):
         return dict.fromkeys(folds, probe)
-    out = {}
-    for i, fold in enumerate(folds):
-        chooser = probe if i == 0 else registry.build(spec, "selector")
-        examples = [(retrieval.ranked[t.id], t.gold) for t in tasks if retrieval.folds.get(t.id, 0) != fold]
-        out[fold] = chooser.fit(library, examples)
-    return out
+
+    def fit(chooser: Any, fold: int) -> Any:
+        return chooser.fit(library, [(retrieval.ranked[t.id], t.gold) for t in tasks
+                                     if retrieval.folds.get(t.id, 0) != fold])
+
+    return dict(fit_per_fold(probe, lambda: registry.build(spec, "selector"), folds, fit))
 
 
 def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
@@ -271,10 +272,12 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         groups: dict[int, list[Task]] = {}
         for t in tasks:
             groups.setdefault(folds.get(t.id, 0), []).append(t)
-        for i, fold in enumerate(sorted(groups)):
-            gen = probe if i == 0 else registry.build(spec, "generator")
+
+        def fit(gen: Any, fold: int) -> None:
             # the worked-example pool: the other folds of every task (of the whole dataset, for a subset)
             gen.fit(library, [t for t in dataset.all_tasks if folds.get(t.id, 0) != fold])
+
+        for fold, gen in fit_per_fold(probe, lambda: registry.build(spec, "generator"), sorted(groups), fit):
             generators.append(gen)
             programs.update(_generate(gen, [(t, docs[t.id]) for t in groups[fold]]))
             owners.update((t.id, gen) for t in groups[fold])
