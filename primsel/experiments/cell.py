@@ -336,19 +336,14 @@ def _program_row(prog: Any, res: Any, lenient: str | None) -> dict[str, Any]:
         "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
         "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
                                                         else None),
-        "program_status": prog.status,
-        "program": prog.code,
+        "program_status": prog.status, "program": prog.code,
         "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
                    "prompt_cached": usage.get("prompt_tokens_cached", 0)},
-        "generation_seconds": usage.get("seconds", 0.0),
-        "seconds": res.seconds if res is not None else 0.0,
-        "called_primitives": list(res.called_primitives) if res is not None else [],
-        "attribution": None,
+        "generation_seconds": usage.get("seconds", 0.0), "seconds": res.seconds if res is not None else 0.0,
+        "called_primitives": list(res.called_primitives) if res is not None else [], "attribution": None,
         # how the program was taken from the answer (primsel.generation.extract)
-        "extraction": prog.extraction.get("mode"),
-        "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
-        "parse_failure": prog.extraction.get("parse_failure"),
-        "import_lenient_status": lenient,
+        "extraction": prog.extraction.get("mode"), "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
+        "parse_failure": prog.extraction.get("parse_failure"), "import_lenient_status": lenient,
     }
 
 

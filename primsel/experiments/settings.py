@@ -1,22 +1,19 @@
 """The settings of one cell: a frozen, typed object, and the only checker of a cell's values.
 
 A cell is one pipeline over every task: a retriever ranks the library, the selector keeps the
-first ``k`` (with ``threshold`` and type ``closure``; or a ``selector`` class decides), learned retrievers are cross-validated
-over ``folds`` with ``seed``, and an optional generator writes programs that the sandbox runs
-within ``timeout`` seconds per task, with ``reflection`` rounds after a failed program.
-``primsel run`` builds one :class:`CellSettings` per grid cell
-(:func:`primsel.experiments.config.parse_config`), ``primsel retrieve`` one from its flags.
+first ``k`` (with ``threshold`` and type ``closure``; or a ``selector`` class decides), learned
+retrievers are cross-validated over ``folds`` with ``seed``, and an optional generator writes
+programs that the sandbox runs within ``timeout`` seconds per task, with ``reflection`` rounds
+after a failed program. ``primsel run`` builds one :class:`CellSettings` per grid cell,
+``primsel retrieve`` one from its flags.
 
-Everything about a cell is checked on construction, once: every value against its bounds, all
-kept in :mod:`primsel.checks` (``k``: :data:`~primsel.checks.K_BOUNDS`, above the library size
-it selects the whole library; ``folds``, ``seed``, ``depth``: ``FOLDS_BOUNDS``,
-``SEED_BOUNDS``, ``DEPTH_BOUNDS``; ``timeout``: ``TIMEOUT_BOUNDS``, at most the sandbox's
-``MAX_TIMEOUT``; reflection ``rounds``: ``ROUNDS_BOUNDS``), ``metrics`` by
-:func:`primsel.eval.metrics.parse_metric`, and the retriever, generator and selector
-specifications in depth (:func:`primsel.spec.check`: known classes, parameters of the annotated
-types, constructible), and that a generator can revise when ``rounds`` > 1. A
-:class:`SettingError` names the setting (``"k"``, ``"retriever.members[1]"``,
-``"generator.rounds"``); callers name it their way (an experiment file's key, a flag).
+Everything about a cell is checked on construction, once: the values against their bounds (all
+in :mod:`primsel.checks`: ``K_BOUNDS``, ``FOLDS_BOUNDS``, ``SEED_BOUNDS``, ``TIMEOUT_BOUNDS``,
+``DEPTH_BOUNDS``, ``ROUNDS_BOUNDS``), ``metrics`` (:func:`primsel.eval.metrics.parse_metric`),
+the specifications in depth (:func:`primsel.spec.check`), and that the generator can revise
+when ``rounds`` > 1. A :class:`SettingError` names the setting (``"k"``,
+``"retriever.members[1]"``, ``"generator.rounds"``); callers name it their way (an
+experiment file's key, a flag).
 
 :meth:`CellSettings.to_json` gives the resolved settings written to ``config.json``; their
 canonical JSON hashes to the cell id (:func:`primsel.experiments.config.cell_id`).
@@ -95,10 +92,10 @@ def _reflection(value: Any) -> tuple[str | None, Any]:
     unknown = [key for key in value if key not in REFLECTION_KEYS]
     if unknown:
         return f"{unknown[0]!r} is not a reflection setting; expected one of {', '.join(REFLECTION_KEYS)}", value
-    found = reflection_problem(value)
-    if found is not None:
-        return f"{found[0]} {found[1]}", value
-    return None, Reflection.from_table(value)
+    try:
+        return None, Reflection.from_table(value)
+    except ValueError as exc:  # "rounds must be an integer >= 1, got 0"
+        return str(exc), value
 
 
 def _spec_problem(key: str, value: Any) -> str | None:
