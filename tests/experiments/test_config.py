@@ -320,6 +320,8 @@ def test_a_reflection_table_equals_the_reflection_keys_in_the_generator_table(tm
     old_cells, new_cells = expand(old, "d"), expand(new, "d")
     assert [c.id for c in old_cells] == [c.id for c in new_cells]
     assert [c.settings.reflection.feedback for c in new_cells] == ["verdict", "trace"]
+    assert [c.label for c in new_cells] == ["bm25 k=10 openai:m reflection.feedback=verdict",
+                                            "bm25 k=10 openai:m reflection.feedback=trace"]
     assert {c.settings.reflection.rounds for c in new_cells} == {2}
     path = write(tmp_path, 'retriever = "bm25"\n[generator]\ntype = "reference"\n[grid]\n"reflection.rounds" = [1, 2]\n')
     with pytest.raises(ConfigError, match=r": grid\.reflection\.rounds: generator 'reference' cannot revise"):
