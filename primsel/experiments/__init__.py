@@ -5,10 +5,8 @@ and their reports.
 :class:`primsel.experiments.settings.CellSettings`; :mod:`primsel.experiments.cell` computes one
 cell (the pipeline ``primsel retrieve`` uses too); :mod:`primsel.experiments.store` shares
 retrievals between cells; :mod:`primsel.experiments.runner` runs the grid and
-:mod:`primsel.experiments.report` writes the report.
-
-The names below are loaded on first use, so that importing one module of the package (the
-settings, say) does not load the runner and every component it runs.
+:mod:`primsel.experiments.report` writes the report. The names below are loaded on first use:
+importing the settings alone loads no runner, retriever or sandbox.
 """
 
 from __future__ import annotations
@@ -16,27 +14,18 @@ from __future__ import annotations
 from typing import Any
 
 _CONFIG = ("Cell", "ConfigError", "ExperimentConfig", "cell_id", "expand", "load_config", "parse_config")
-_RUNNER = ("ExperimentResult", "run_experiment")
-_SETTINGS = ("CellSettings", "SettingError")
-
-__all__ = sorted((*_CONFIG, *_RUNNER, *_SETTINGS))
+__all__ = sorted((*_CONFIG, "ExperimentResult", "run_experiment", "CellSettings", "SettingError"))
 
 
 def __getattr__(name: str) -> Any:
-    """The public name ``name``, imported from its module on first use.
-
-    Raises
-    ------
-    AttributeError : ``name`` is not a public name of the package.
-    """
+    """The public name ``name``, imported from its module on first use (AttributeError for others)."""
     if name in _CONFIG:
         from primsel.experiments import config as home
-    elif name in _RUNNER:
+    elif name in ("ExperimentResult", "run_experiment"):
         from primsel.experiments import runner as home
-    elif name in _SETTINGS:
+    elif name in ("CellSettings", "SettingError"):
         from primsel.experiments import settings as home
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(home, name)
-    globals()[name] = value
+    globals()[name] = value = getattr(home, name)
     return value
