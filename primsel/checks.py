@@ -13,9 +13,25 @@ from collections.abc import Sequence
 from typing import Any
 
 
-#: Bounds of a cut-off or selection size (:func:`number_problem` keywords): an integer >= 1;
-#: above the library size it means the whole library.
+# ---------------------------------------------------------------------------------------------
+# Bounds of every setting, in one place (:func:`number_problem` keywords). The components and the
+# cell settings (:class:`primsel.experiments.settings.CellSettings`) check against these.
+# ---------------------------------------------------------------------------------------------
+#: A cut-off or selection size: an integer >= 1; above the library size it means the whole library.
 K_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 1}
+#: Cross-validation folds: an integer >= 2 (capped at the number of tasks where they are used).
+FOLDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 2}
+#: A seed: scikit-learn's ``random_state``, which numpy takes in [0, 2**32 - 1].
+SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0, "maximum": 2**32 - 1}
+#: Longest time limit of a program in the sandbox, in seconds (one day).
+MAX_TIMEOUT = 86400.0
+#: A time limit in seconds: finite, > 0 and at most :data:`MAX_TIMEOUT`.
+TIMEOUT_BOUNDS: dict[str, Any] = {"above": 0, "maximum": MAX_TIMEOUT}
+#: Primitives kept of each task's ranking: at least 20, since the report's curves and
+#: complete@k read the first 20 of a ranking.
+DEPTH_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 20}
+#: Reflection rounds: most programs per task, an integer >= 1.
+ROUNDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 1}
 
 
 def number_problem(value: Any, *, minimum: float | None = None, maximum: float | None = None,

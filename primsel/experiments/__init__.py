@@ -5,23 +5,27 @@ and their reports.
 :class:`primsel.experiments.settings.CellSettings`; :mod:`primsel.experiments.cell` computes one
 cell (the pipeline ``primsel retrieve`` uses too); :mod:`primsel.experiments.store` shares
 retrievals between cells; :mod:`primsel.experiments.runner` runs the grid and
-:mod:`primsel.experiments.report` writes the report.
+:mod:`primsel.experiments.report` writes the report. The names below are loaded on first use:
+importing the settings alone loads no runner, retriever or sandbox.
 """
 
-from primsel.experiments.config import Cell, ConfigError, ExperimentConfig, cell_id, expand, load_config, parse_config
-from primsel.experiments.runner import ExperimentResult, run_experiment
-from primsel.experiments.settings import CellSettings, SettingError
+from __future__ import annotations
 
-__all__ = [
-    "Cell",
-    "CellSettings",
-    "ConfigError",
-    "ExperimentConfig",
-    "ExperimentResult",
-    "SettingError",
-    "cell_id",
-    "expand",
-    "load_config",
-    "parse_config",
-    "run_experiment",
-]
+from typing import Any
+
+_CONFIG = ("Cell", "ConfigError", "ExperimentConfig", "cell_id", "expand", "load_config", "parse_config")
+__all__ = sorted((*_CONFIG, "ExperimentResult", "run_experiment", "CellSettings", "SettingError"))
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its module on first use (AttributeError for others)."""
+    if name in _CONFIG:
+        from primsel.experiments import config as home
+    elif name in ("ExperimentResult", "run_experiment"):
+        from primsel.experiments import runner as home
+    elif name in ("CellSettings", "SettingError"):
+        from primsel.experiments import settings as home
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value = getattr(home, name)
+    return value

@@ -46,12 +46,12 @@ from typing import Any
 from primsel import registry
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
-from primsel.experiments.reflection import split_generator
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
 from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library
+from primsel.retrieval.cv import fit_per_fold
 from primsel.types import STATUSES, FitsOnTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
 
 #: Ranking metrics every cell reports (plus ``recall@k`` and ``complete@k`` of the cell's k).
@@ -170,15 +170,9 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     for t in tasks:
         metrics = {metric: rows_rank[t.id][metric] for metric in task_names}
         metrics.update({f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")})
-        rows.append({
-            "task_id": t.id,
-            "fold": retrieval.folds.get(t.id),
-            "selection": list(selected[t.id]),
-            "closure_added": list(selections[t.id].added_by_closure),
-            "gold": sorted(t.gold),
-            "metrics": metrics,
-            "docs_tokens": tokens[t.id],
-        })
+        rows.append({"task_id": t.id, "fold": retrieval.folds.get(t.id), "selection": list(selected[t.id]),
+                     "closure_added": list(selections[t.id].added_by_closure), "gold": sorted(t.gold),
+                     "metrics": metrics, "docs_tokens": tokens[t.id]})
         if retrieval.usage:
             rows[-1]["selection_usage"] = dict(selections[t.id].usage)
 
@@ -216,12 +210,12 @@ def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: 
     probe = registry.build(spec, "selector")
     if not getattr(probe, "learns_from_tasks", False):
         return dict.fromkeys(folds, probe)
-    out = {}
-    for i, fold in enumerate(folds):
-        chooser = probe if i == 0 else registry.build(spec, "selector")
-        examples = [(retrieval.ranked[t.id], t.gold) for t in tasks if retrieval.folds.get(t.id, 0) != fold]
-        out[fold] = chooser.fit(library, examples)
-    return out
+
+    def fit(chooser: Any, fold: int) -> Any:
+        return chooser.fit(library, [(retrieval.ranked[t.id], t.gold) for t in tasks
+                                     if retrieval.folds.get(t.id, 0) != fold])
+
+    return dict(fit_per_fold(probe, lambda: registry.build(spec, "selector"), folds, fit))
 
 
 def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
@@ -257,48 +251,23 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     run them in the sandbox, give the failed ones their reflection rounds
     (:mod:`primsel.experiments.reflection`), attribute failures. Returns (row updates, failures,
     report part)."""
-    from primsel.eval.attribution import attribute, count_categories
-    from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
+    from primsel.eval.attribution import attribute
+    from primsel.experiments.reflection import execute_programs, reference_runs, run_rounds
     from primsel.simulator.sandbox import Sandbox
 
-    reflection, spec = split_generator(generator_spec(settings.generator, base_dir))
     tasks = dataset.tasks
-    docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
-    programs: dict[str, Any] = {}
-    owners: dict[str, Any] = {}
-    generators = []
-    probe = registry.build(spec, "generator")
-    if isinstance(probe, FitsOnTasks):
-        groups: dict[int, list[Task]] = {}
-        for t in tasks:
-            groups.setdefault(folds.get(t.id, 0), []).append(t)
-        for i, fold in enumerate(sorted(groups)):
-            gen = probe if i == 0 else registry.build(spec, "generator")
-            # the worked-example pool: the other folds of every task (of the whole dataset, for a subset)
-            gen.fit(library, [t for t in dataset.all_tasks if folds.get(t.id, 0) != fold])
-            generators.append(gen)
-            programs.update(_generate(gen, [(t, docs[t.id]) for t in groups[fold]]))
-            owners.update((t.id, gen) for t in groups[fold])
-            if task_bar is not None:
-                task_bar.update(len(groups[fold]))
-    else:
-        generators.append(probe)
-        programs.update(_generate(probe, [(t, docs[t.id]) for t in tasks]))
-        owners.update((t.id, probe) for t in tasks)
-        if task_bar is not None:
-            task_bar.update(len(tasks))
-
+    programs, owners, generators = _generate_per_fold(generator_spec(settings.generator, base_dir), dataset,
+                                                      library, selections, folds, task_bar)
     # only programs with status "ok" run; the others (truncated, llm_error, no_program) keep
     # their program status as the task's status
     advance = (lambda: task_bar.update(1)) if task_bar is not None else None
     rounds = None
-    lenient: dict[str, str] = {}
     references: dict[str, Any] = {}
     with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
         results = execute_programs(sandbox, tasks, programs, advance)
-        if reflection.configured:
-            rounds = run_rounds(reflection, tasks, owners, selections, programs, results, sandbox, library,
-                                timeout=settings.timeout, reselect=reselect, task_bar=task_bar)
+        if settings.reflection.configured:
+            rounds = run_rounds(settings.reflection, tasks, owners, selections, programs, results, sandbox,
+                                library, timeout=settings.timeout, reselect=reselect, task_bar=task_bar)
             programs, results, selections = rounds.programs, rounds.results, rounds.selections
             references = rounds.references
         lenient = _import_lenient(sandbox, tasks, programs, results)
@@ -307,44 +276,87 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
 
     rows: dict[str, dict] = {}
     failures = []
-    status: dict[str, str] = {}
     for t in tasks:
         prog, res = programs[t.id], results.get(t.id)
-        too_long = res is None and prog.status == PROMPT_TOO_LONG
-        status[t.id] = res.status if res is not None else ("error" if too_long else prog.status)
-        attribution = None
-        if status[t.id] != "pass":
-            attribution = attribute(t, selections[t.id], prog, res, library, reference=references.get(t.id))
-            failures.append(attribution)
-        usage = dict(prog.usage)
-        rows[t.id] = {
-            "status": status[t.id],
-            "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
-            "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
-                                                            else None),
-            "program_status": prog.status,
-            "program": prog.code,
-            "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
-                       "prompt_cached": usage.get("prompt_tokens_cached", 0)},
-            "generation_seconds": usage.get("seconds", 0.0),
-            "seconds": res.seconds if res is not None else 0.0,
-            "called_primitives": list(res.called_primitives) if res is not None else [],
-            "attribution": attribution,
-            # how the program was taken from the answer (primsel.generation.extract)
-            "extraction": prog.extraction.get("mode"),
-            "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
-            "parse_failure": prog.extraction.get("parse_failure"),
-            "import_lenient_status": lenient.get(t.id),
-        }
+        rows[t.id] = _program_row(prog, res, lenient.get(t.id))
+        if rows[t.id]["status"] != "pass":
+            rows[t.id]["attribution"] = attribute(t, selections[t.id], prog, res, library,
+                                                  reference=references.get(t.id))
+            failures.append(rows[t.id]["attribution"])
         if rounds is not None:
             entries = rounds.rounds[t.id]
-            if attribution is not None:
-                entries[-1]["category"] = attribution["category"]
+            if rows[t.id]["attribution"] is not None:
+                entries[-1]["category"] = rows[t.id]["attribution"]["category"]
             rows[t.id]["rounds"] = entries
             # the task's cost over its rounds; its last program's tokens are in its last round
             rows[t.id]["tokens"] = {part: sum(e["tokens"].get(part, 0) for e in entries)
                                     for part in ("prompt", "completion", "prompt_cached")}
-    report: dict[str, float] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
+    report = _generation_report(settings, tasks, rows, failures, generators, rounds)
+    report.update(_aspera_part(generators, tasks, selections, rows))
+    return rows, failures, report
+
+
+def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections: Mapping[str, Selection],
+                       folds: Mapping[str, int], task_bar: Any) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """Round 1: a program for every task, by a generator fitted on the other folds when it
+    learns from tasks (:func:`primsel.retrieval.cv.fit_per_fold`), else by one generator.
+    Returns (task id -> program, task id -> the generator that wrote it, the generators)."""
+    tasks = dataset.tasks
+    docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
+    probe = registry.build(spec, "generator")
+    groups: dict[int, list[Task]] = {}
+    for t in tasks:
+        groups.setdefault(folds.get(t.id, 0) if isinstance(probe, FitsOnTasks) else 0, []).append(t)
+
+    def fit(gen: Any, fold: int) -> None:
+        # the worked-example pool: the other folds of every task (of the whole dataset, for a subset)
+        gen.fit(library, [t for t in dataset.all_tasks if folds.get(t.id, 0) != fold])
+
+    per_fold = (fit_per_fold(probe, lambda: registry.build(spec, "generator"), sorted(groups), fit)
+                if isinstance(probe, FitsOnTasks) else [(0, probe)])
+    programs: dict[str, Any] = {}
+    owners: dict[str, Any] = {}
+    generators = []
+    for fold, gen in per_fold:
+        generators.append(gen)
+        programs.update(_generate(gen, [(t, docs[t.id]) for t in groups[fold]]))
+        owners.update((t.id, gen) for t in groups[fold])
+        if task_bar is not None:
+            task_bar.update(len(groups[fold]))
+    return programs, owners, generators
+
+
+def _program_row(prog: Any, res: Any, lenient: str | None) -> dict[str, Any]:
+    """The generation part of a task's row in tasks.jsonl (``attribution`` None: the caller
+    attributes a failure)."""
+    too_long = res is None and prog.status == PROMPT_TOO_LONG
+    usage = dict(prog.usage)
+    return {
+        "status": res.status if res is not None else ("error" if too_long else prog.status),
+        "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
+        "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
+                                                        else None),
+        "program_status": prog.status, "program": prog.code,
+        "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
+                   "prompt_cached": usage.get("prompt_tokens_cached", 0)},
+        "generation_seconds": usage.get("seconds", 0.0), "seconds": res.seconds if res is not None else 0.0,
+        "called_primitives": list(res.called_primitives) if res is not None else [], "attribution": None,
+        # how the program was taken from the answer (primsel.generation.extract)
+        "extraction": prog.extraction.get("mode"), "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
+        "parse_failure": prog.extraction.get("parse_failure"), "import_lenient_status": lenient,
+    }
+
+
+def _generation_report(settings: CellSettings, tasks: Sequence[Task], rows: Mapping[str, Mapping[str, Any]],
+                       failures: Sequence[Mapping[str, Any]], generators: Sequence[Any],
+                       rounds: Any) -> dict[str, Any]:
+    """The generation part of report.json: success, the share of every status, failures per
+    category, the generators' usage summed, the per-round figures with reflection rounds."""
+    from primsel.eval.attribution import count_categories
+    from primsel.experiments.reflection import round_figures
+
+    status = {t.id: rows[t.id]["status"] for t in tasks}
+    report: dict[str, Any] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
     for name in TASK_STATUSES:
         report[f"status_{name}"] = _mean(1.0 if status[t.id] == name else 0.0 for t in tasks)
     for category, count in count_categories(failures).items():
@@ -359,9 +371,8 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     if "cache_hits" in usage_total:
         report["cache_hits"] = usage_total["cache_hits"]
     if rounds is not None:
-        report.update(round_figures(reflection, rounds.rounds, rounds.usage))
-    report.update(_aspera_part(generators, tasks, selections, rows))
-    return rows, failures, report
+        report.update(round_figures(settings.reflection, rounds.rounds, rounds.usage))
+    return report
 
 
 def _reselector(settings: CellSettings, library: Library, name: str,

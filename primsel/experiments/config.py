@@ -29,7 +29,10 @@ settings. Keys (experiments/README.md explains each with examples):
                 ``extraction`` = ``"primsel"`` (default) or ``"aspera"`` (openai, replay);
                 ``rounds``, ``feedback``, ``reselect``: reflection rounds
                 (:mod:`primsel.experiments.reflection`; rounds > 1 needs a generator that
-                can revise, e.g. openai)
+                can revise, e.g. openai), here or in a ``[reflection]`` table
+``[reflection]`` the reflection rounds (``rounds``, ``feedback``, ``reselect``), as an
+                alternative to writing them in ``[generator]`` (not both); the cell ids are
+                the same either way, and the grid reaches in with ``"reflection.rounds"``
 ``timeout``     seconds per task in the sandbox when a generator runs (default 10; at most
                 the sandbox's cap, one day)
 ``metrics``     extra ranx metric names added to every cell's report.json
@@ -49,10 +52,14 @@ settings. Keys (experiments/README.md explains each with examples):
                 e.g. one grid over k and another with ``retriever = ["all"]`` and ``k = [65]``
 ==============  ==========================================================================
 
-Each cell's settings are a :class:`primsel.experiments.settings.CellSettings` (defaults
-filled, values checked, the retriever specification in canonical form, plus the dataset
-fingerprint the runner adds); their JSON hashes to a stable cell id: :func:`cell_id`. Labels
-of cells are :mod:`primsel.experiments.labels`.
+:func:`parse_config` checks the file's shape (keys, grid lists, ``data``, ``baseline``,
+``pair_on``) and expands the grid once: each cell's settings are a
+:class:`primsel.experiments.settings.CellSettings` (defaults filled, the retriever
+specification in canonical form), which checks every value of the cell; its errors are named
+after the key of the file that set the value (``k``, ``grid.k[1]``, ``grid.retriever.k1``).
+:func:`expand` gives the cells on one dataset (its fingerprint is part of their settings);
+their JSON hashes to a stable cell id: :func:`cell_id`. Labels of cells are
+:mod:`primsel.experiments.labels`.
 """
 
 from __future__ import annotations
@@ -65,21 +72,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from primsel import registry
 from primsel import spec as specs
 from primsel.experiments.labels import baseline_label, cell_label, pair_key, varied_keys
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
-from primsel.experiments.reflection import split_generator
-from primsel.files import canonical_json, digest
-from primsel.types import Revises
+from primsel.files import digest
 
 #: Keys that define a cell (and can be varied by the grid).
-CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "timeout", "metrics",
-             "selector", "depth")
+CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "reflection", "timeout",
+             "metrics", "selector", "depth")
 #: Every key accepted at the top level of an experiment file.
 TOP_KEYS = ("name", "description", "data", "baseline", "pair_on", "grid") + CELL_KEYS
 #: Tables the grid may reach into with dotted keys.
-TABLE_KEYS = ("retriever", "generator", "selector")
+TABLE_KEYS = ("retriever", "generator", "selector", "reflection")
 #: Length of a cell id (hex characters of the sha256).
 CELL_ID_LENGTH = 12
 
@@ -113,9 +117,11 @@ class ExperimentConfig:
     ----------
     name : experiment name.
     path : the TOML file (None when built from a mapping).
-    base : the top-level cell settings with defaults filled.
+    base : the top-level cell settings as written, with defaults filled.
     grids : one or more grids (``[grid]`` or ``[[grid]]``), each dotted key -> list of values,
         in file order; the cells are the union of each grid's product.
+    cells : the checked settings of every cell (without a dataset), as (index of its grid,
+        settings), in grid order; cells that coincide are kept once by :func:`expand`.
     data : the ``data`` path resolved against the file's directory (a tuple of them for an
         array), or None.
     description : free text.
@@ -135,6 +141,7 @@ class ExperimentConfig:
     baseline: str | None = None
     base_dir: Path | None = None
     pair_on: tuple[str, ...] | None = None
+    cells: tuple[tuple[int, CellSettings], ...] = ()
 
 
 def cell_id(settings: CellSettings | Mapping[str, Any]) -> str:
@@ -151,20 +158,16 @@ def _fail(where: str, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{where}: {key}: {problem}")
 
 
-def _check_value(where: str, key: str, value: Any, name: str | None = None) -> Any:
-    """Check one cell setting ``key`` (top-level or one grid value, called ``name`` in errors,
-    default ``key``); returns it normalised."""
-    try:
-        return check_setting(key, value)
-    except SettingError as exc:
-        raise _fail(where, key if name is None else name, exc.problem) from None
-
-
 def _set_dotted(settings: dict[str, Any], key: str, value: Any, where: str) -> None:
     top, _, rest = key.partition(".")
-    table = settings.get(top)
+    table = settings.get(top, {} if top == "reflection" else None)
     if table is None:
         raise _fail(where, f"grid.{key}", f"no {top!r} setting to reach into; add a [{top}] table")
+    if not isinstance(table, (str, Mapping)):
+        try:
+            check_setting(top, table)  # raises: not a table
+        except SettingError as exc:
+            raise _fail(where, top, exc.problem) from None
     table = {"type": table} if isinstance(table, str) else dict(table)
     node = table
     parts = rest.split(".")
@@ -177,9 +180,63 @@ def _set_dotted(settings: dict[str, Any], key: str, value: Any, where: str) -> N
     settings[top] = table
 
 
+def _check_top(raw: Mapping[str, Any], where: str, default_name: str) -> str:
+    """Check the keys of the file that are not cell settings (``name``, ``data``,
+    ``description``, ``baseline``) and that every key is known; returns the experiment's name."""
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise _fail(where, key, f"unknown key; expected one of {', '.join(TOP_KEYS)}")
+    exp_name = raw.get("name", default_name)
+    if not isinstance(exp_name, str) or not exp_name or exp_name in (".", "..") or "/" in exp_name or "\\" in exp_name:
+        raise _fail(where, "name", f"expected a non-empty name without path separators, got {exp_name!r}")
+    data = raw.get("data")
+    if data is not None and not (isinstance(data, str) or (isinstance(data, list) and data
+                                                             and all(isinstance(d, str) and d for d in data))):
+        raise _fail(where, "data", f"expected a path or an array of paths, got {specs.toml_type(data)} {data!r}")
+    for key in ("description", "baseline"):
+        if key in raw and not isinstance(raw[key], str):
+            raise _fail(where, key, f"expected a string, got {specs.toml_type(raw[key])} {raw[key]!r}")
+    return exp_name
+
+
+def _pair_on(raw: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
+    pair_on = raw.get("pair_on")
+    if pair_on is None:
+        return None
+    if not isinstance(pair_on, list) or not all(isinstance(k, str) and k for k in pair_on):
+        raise _fail(where, "pair_on", f"expected an array of setting keys, got {pair_on!r}")
+    for k in pair_on:
+        top = k.split(".", 1)[0]
+        if k == "retriever" or not (k in CELL_KEYS or (top in TABLE_KEYS and "." in k)):
+            raise _fail(where, "pair_on", f"{k!r} is not a setting a cell shares with its baseline; "
+                                          f"expected keys among {', '.join(c for c in CELL_KEYS if c != 'retriever')} "
+                                          "or dotted keys such as 'generator.seed'")
+    return tuple(dict.fromkeys(pair_on))
+
+
+def _grids(raw: Mapping[str, Any], base: Mapping[str, Any], where: str,
+           base_dir: Path | None) -> list[dict[str, list[Any]]]:
+    grid_raw = raw.get("grid", {})
+    if isinstance(grid_raw, Mapping):
+        grids = [_check_grid(where, "grid", grid_raw, base_dir)]
+    elif isinstance(grid_raw, list) and grid_raw and all(isinstance(g, Mapping) for g in grid_raw):
+        grids = [_check_grid(where, f"grid[{i}]", g, base_dir) for i, g in enumerate(grid_raw)]
+    else:
+        raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
+    for i, grid in enumerate(grids):
+        if "retriever" not in base and "retriever" not in grid:
+            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{_grid_name(grids, i)}.retriever'")
+    return grids
+
+
+def _grid_name(grids: Sequence[Any], index: int) -> str:
+    return "grid" if len(grids) == 1 else f"grid[{index}]"
+
+
 def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | None = None,
                  base_dir: Path | None = None) -> ExperimentConfig:
-    """Check a parsed TOML mapping and return the experiment it declares.
+    """Check a parsed TOML mapping and return the experiment it declares, its grid expanded
+    into checked cell settings (:class:`CellSettings`, each built once).
 
     Parameters
     ----------
@@ -194,45 +251,10 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
         class does not accept), unknown retriever or generator, empty or non-list grid entry,
         wrong type or range, no retriever; the message names ``where`` and the key.
     """
-    for key in raw:
-        if key not in TOP_KEYS:
-            raise _fail(where, key, f"unknown key; expected one of {', '.join(TOP_KEYS)}")
-    exp_name = raw.get("name", name or "experiment")
-    if not isinstance(exp_name, str) or not exp_name or exp_name in (".", "..") or "/" in exp_name or "\\" in exp_name:
-        raise _fail(where, "name", f"expected a non-empty name without path separators, got {exp_name!r}")
+    exp_name = _check_top(raw, where, name or "experiment")
+    base: dict[str, Any] = {**DEFAULTS, **{key: raw[key] for key in CELL_KEYS if key in raw}}
+    grids = _grids(raw, base, where, base_dir)
     data = raw.get("data")
-    if data is not None and not (isinstance(data, str) or (isinstance(data, list) and data
-                                                             and all(isinstance(d, str) and d for d in data))):
-        raise _fail(where, "data", f"expected a path or an array of paths, got {specs.toml_type(data)} {data!r}")
-    for key in ("description", "baseline"):
-        if key in raw and not isinstance(raw[key], str):
-            raise _fail(where, key, f"expected a string, got {specs.toml_type(raw[key])} {raw[key]!r}")
-    pair_on = raw.get("pair_on")
-    if pair_on is not None:
-        if not isinstance(pair_on, list) or not all(isinstance(k, str) and k for k in pair_on):
-            raise _fail(where, "pair_on", f"expected an array of setting keys, got {pair_on!r}")
-        for k in pair_on:
-            top = k.split(".", 1)[0]
-            if k == "retriever" or not (k in CELL_KEYS or (top in TABLE_KEYS and "." in k)):
-                raise _fail(where, "pair_on", f"{k!r} is not a setting a cell shares with its baseline; "
-                                              f"expected keys among {', '.join(c for c in CELL_KEYS if c != 'retriever')} "
-                                              "or dotted keys such as 'generator.seed'")
-        pair_on = tuple(dict.fromkeys(pair_on))
-    base: dict[str, Any] = dict(DEFAULTS)
-    for key in CELL_KEYS:
-        if key in raw:
-            base[key] = _check_value(where, key, raw[key])
-    grid_raw = raw.get("grid", {})
-    if isinstance(grid_raw, Mapping):
-        grids = [_check_grid(where, "grid", grid_raw, base_dir)]
-    elif isinstance(grid_raw, list) and grid_raw and all(isinstance(g, Mapping) for g in grid_raw):
-        grids = [_check_grid(where, f"grid[{i}]", g, base_dir) for i, g in enumerate(grid_raw)]
-    else:
-        raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
-    for i, grid in enumerate(grids):
-        if "retriever" not in base and "retriever" not in grid:
-            name_ = "grid" if len(grids) == 1 else f"grid[{i}]"
-            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{name_}.retriever'")
     config = ExperimentConfig(
         name=exp_name,
         path=None,
@@ -243,10 +265,10 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
         description=raw.get("description", ""),
         baseline=raw.get("baseline"),
         base_dir=base_dir,
-        pair_on=pair_on,
+        pair_on=_pair_on(raw, where),
+        cells=tuple(_grid_cells(where, base, grids)),
     )
-    cells = expand(config, dataset="", where=where)
-    _check_components(where, config, cells)
+    cells = expand(config)
     _check_programs(where, config, cells)
     is_cell_id = config.baseline is not None and len(config.baseline) == CELL_ID_LENGTH and \
         all(ch in "0123456789abcdef" for ch in config.baseline)
@@ -257,6 +279,41 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
             raise _fail(where, "baseline", str(exc)) from None
         _check_pairs(where, config, cells, wanted)
     return config
+
+
+def _grid_cells(where: str, base: Mapping[str, Any],
+                grids: Sequence[Mapping[str, Sequence[Any]]]) -> list[tuple[int, CellSettings]]:
+    """Every grid's cells as (grid index, settings), in grid order (the last key varying
+    fastest); a bad value is named after the key that set it (:func:`_source`)."""
+    out: list[tuple[int, CellSettings]] = []
+    for g, grid in enumerate(grids):
+        keys = [k for k in grid if k != "data"]
+        for combo in itertools.product(*(range(len(grid[k])) for k in keys)):
+            settings = dict(base)
+            chosen = dict(zip(keys, combo))
+            for key in keys:
+                if "." not in key:
+                    settings[key] = grid[key][chosen[key]]
+            for key in keys:
+                if "." in key:
+                    _set_dotted(settings, key, grid[key][chosen[key]], where)
+            try:
+                out.append((g, CellSettings.from_mapping(settings)))
+            except SettingError as exc:
+                raise _fail(where, _source(exc.key, _grid_name(grids, g), chosen), exc.problem) from None
+    return out
+
+
+def _source(key: str, grid_name: str, chosen: Mapping[str, int]) -> str:
+    """The key of the experiment file that set the setting ``key`` (``"k"``,
+    ``"retriever.members[1]"``) of a cell: the grid's dotted keys into its table
+    (``grid.retriever.k1``), the grid's list value (``grid.k[1]``), else the top-level key."""
+    top, dot, rest = key.partition(".")
+    if any(k.startswith(top + ".") for k in chosen):
+        return f"{grid_name}.{key}"
+    if top in chosen:
+        return f"{grid_name}.{top}[{chosen[top]}]{dot}{rest}"
+    return key
 
 
 def _check_pairs(where: str, config: ExperimentConfig, cells: Sequence[Cell], wanted: str) -> None:
@@ -273,45 +330,6 @@ def _check_pairs(where: str, config: ExperimentConfig, cells: Sequence[Cell], wa
             raise _fail(where, "pair_on", f"cell {c.label!r} matches {len(found)} baseline cells "
                                           f"({'; '.join(b.label for b in found)}); add the settings "
                                           "that tell them apart to pair_on")
-
-
-def _check_components(where: str, config: ExperimentConfig, cells: Sequence[Cell]) -> None:
-    """Check every retriever and generator specification once (:func:`primsel.spec.check`),
-    naming the key it came from."""
-    checked: set[str] = set()
-
-    def check(key: str, spec: Any, kind: str) -> None:
-        text = kind + canonical_json(specs.canonical(spec))
-        if text not in checked:
-            checked.add(text)
-            reflection = None
-            if kind == "generator":  # the reflection keys belong to the rounds, not the generator
-                reflection, spec = split_generator(spec)
-            try:
-                specs.check(spec, kind)
-            except specs.SpecError as exc:
-                raise _fail(where, ".".join(k for k in (key, exc.key) if k), exc.problem) from None
-            if reflection is not None and reflection.rounds > 1 and \
-                    not isinstance(registry.build(spec, kind), Revises):
-                raise _fail(where, f"{key}.rounds", f"generator {specs.type_name(spec)!r} cannot revise a program; "
-                                                   "rounds > 1 needs a generator that can (e.g. openai)")
-
-    single = len(config.grids) == 1
-    for kind in TABLE_KEYS:
-        dotted = [g for g, grid in enumerate(config.grids) if any(k.startswith(kind + ".") for k in grid)]
-        if dotted:
-            # the tables are completed by the grid: check what every cell uses (a problem with a
-            # parameter is named as the dotted grid key, "grid.retriever.k1")
-            name = f"{'grid' if single else f'grid[{dotted[0]}]'}.{kind}"
-            for cell in cells:
-                if getattr(cell.settings, kind) is not None:
-                    check(name, getattr(cell.settings, kind), kind)
-            continue
-        if config.base.get(kind) is not None:
-            check(kind, config.base[kind], kind)
-        for g, grid in enumerate(config.grids):
-            for i, spec in enumerate(grid.get(kind, ())):
-                check(f"{'grid' if single else f'grid[{g}]'}.{kind}[{i}]", spec, kind)
 
 
 def generator_spec(spec: Any, base_dir: Path | None) -> Any:
@@ -333,8 +351,9 @@ def _check_programs(where: str, config: ExperimentConfig, cells: Sequence[Cell])
 
 
 def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, list[Any]]:
-    """The grid as dotted key -> checked list of values; errors name ``<name>.<key>[i]``. A
-    ``data`` list (the datasets the grid's cells run on) is kept as resolved paths."""
+    """The grid as dotted key -> list of values (checked in form: the cells check the values);
+    errors name ``<name>.<key>``. A ``data`` list (the datasets the grid's cells run on) is kept
+    as resolved paths."""
     grid: dict[str, list[Any]] = {}
     for key, values in _flatten_grid(grid_raw):
         gkey = f"{name}.{key}"
@@ -351,8 +370,6 @@ def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Pa
             raise _fail(where, gkey, f"expected an array of values, got {specs.toml_type(values)} {values!r}")
         if not values:
             raise _fail(where, gkey, "empty list: the grid would have no cells")
-        if key in CELL_KEYS:
-            values = [_check_value(where, key, v, f"{gkey}[{i}]") for i, v in enumerate(values)]
         grid[key] = values
     return grid
 
@@ -412,9 +429,9 @@ def same_data(path: Any, paths: Sequence[Any]) -> bool:
     return key(path) in {key(p) for p in paths}
 
 
-def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None,
-           data: Any = None) -> list[Cell]:
-    """The cells of an experiment: the Cartesian product of its grid lists over the base settings.
+def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> list[Cell]:
+    """The cells of an experiment on one dataset: the Cartesian product of its grid lists over
+    the base settings, as checked by :func:`parse_config` (nothing is checked again).
 
     Parameters
     ----------
@@ -423,41 +440,23 @@ def expand(config: ExperimentConfig, dataset: str = "", where: str | None = None
         its id; the runner passes :func:`primsel.experiments.dataset.dataset_fingerprint`).
     data : the data path the dataset came from; a grid with a ``data`` list that does not name
         it gives no cells (None: every grid).
-    where : how errors name the source (default: the config's path).
 
     Returns
     -------
     Cells in grid order (the last grid key varies fastest; with several grids, the first
     grid's cells first); cells whose resolved settings coincide are kept once.
-
-    Raises
-    ------
-    ConfigError : a dotted grid key reaches into a setting that is not a table.
     """
-    where = where or str(config.path or "<config>")
     resolved: list[CellSettings] = []
     seen: set[str] = set()
-    for grid in config.grids:
+    for g, settings in config.cells:
+        grid = config.grids[g]
         if data is not None and "data" in grid and not same_data(data, grid["data"]):
             continue
-        grid = {k: v for k, v in grid.items() if k != "data"}
-        plain = [k for k in grid if "." not in k]
-        dotted = [k for k in grid if "." in k]
-        for combo in itertools.product(*(grid[k] for k in grid)):
-            settings = dict(config.base)
-            chosen = dict(zip(grid, combo))
-            for key in plain:
-                settings[key] = chosen[key]
-            for key in dotted:
-                _set_dotted(settings, key, chosen[key], where)
-            try:
-                cell_settings = CellSettings.from_mapping({**settings, "dataset": dataset})
-            except SettingError as exc:  # e.g. a setting the grid left without a retriever
-                raise _fail(where, exc.key, exc.problem) from None
-            cid = cell_id(cell_settings)
-            if cid not in seen:
-                seen.add(cid)
-                resolved.append(cell_settings)
+        cell_settings = settings.for_dataset(dataset)
+        cid = cell_id(cell_settings)
+        if cid not in seen:
+            seen.add(cid)
+            resolved.append(cell_settings)
     keys = list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
     data = [s.to_json() for s in resolved]
     varied = varied_keys(data, keys)

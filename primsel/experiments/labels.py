@@ -11,11 +11,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from primsel import spec as specs
+from primsel.experiments.reflection import REFLECTION_KEYS
 from primsel.files import canonical_json
 
 
 def get_dotted(settings: Mapping[str, Any], key: str) -> Any:
-    """A setting by top-level or dotted key (``"generator.seed"``); None when absent."""
+    """A setting by top-level or dotted key (``"generator.seed"``); None when absent. The
+    reflection settings are read where the JSON data holds them, in the generator table:
+    ``"reflection.rounds"`` is ``"generator.rounds"``, ``"reflection"`` the table of those set."""
+    top, _, rest = key.partition(".")
+    if top == "reflection":
+        generator = settings.get("generator")
+        table = {k: generator[k] for k in REFLECTION_KEYS if k in generator} if isinstance(generator, Mapping) else {}
+        return get_dotted(table, rest) if rest else (table or None)
     value: Any = settings
     for part in key.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None

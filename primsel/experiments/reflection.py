@@ -1,7 +1,9 @@
 """Reflection rounds: after a program that did not pass, the model gets feedback and tries again.
 
-The generator table of a cell may hold three keys that belong to this loop, not to the generator
-(they are taken out before the generator is built, :func:`split_generator`):
+Three settings belong to this loop, not to the generator. An experiment file writes them in the
+``[generator]`` table (or, equally, in a ``[reflection]`` table of their own); a cell's settings
+hold them apart, as a :class:`Reflection` (``CellSettings.reflection``), and the generator is
+built without them:
 
 ==============  ===================================================================  ==========
 key             meaning                                                              default
@@ -49,53 +51,80 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from primsel.checks import flag_problem, number_problem
+from primsel.checks import ROUNDS_BOUNDS, flag_problem, number_problem
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
 
 __all__ = [
     "FEEDBACK_LEVELS", "REFLECTION_KEYS", "Reflection", "RoundsOutcome", "execute_programs",
-    "reflection_problem", "round_figures", "run_rounds", "split_generator",
+    "reflection_problem", "round_figures", "run_rounds",
 ]
 
-#: Keys of the generator table that configure reflection (not passed to the generator).
+#: The reflection settings (keys of a ``[reflection]`` table, or of the generator table).
 REFLECTION_KEYS = ("rounds", "feedback", "reselect")
 #: Feedback levels (:data:`primsel.eval.feedback.LEVELS`).
 FEEDBACK_LEVELS = ("verdict", "error", "trace")
-#: Bounds of ``rounds``.
-ROUNDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 1}
 
 
 @dataclass(frozen=True)
 class Reflection:
-    """The reflection settings of a cell.
+    """The reflection settings of a cell (the ``reflection`` field of
+    :class:`primsel.experiments.settings.CellSettings`).
 
     Parameters
     ----------
-    rounds : most programs per task, >= 1.
+    rounds : most programs per task, >= 1 (:data:`primsel.checks.ROUNDS_BOUNDS`).
     feedback : ``"verdict"``, ``"error"`` or ``"trace"``.
     reselect : re-rank with the query plus the error message before each later round.
-    configured : the generator table set at least one reflection key (then rows and reports
-        carry the per-round figures, even with ``rounds = 1``).
+    given : the keys the experiment set, in :data:`REFLECTION_KEYS` order; when there is at
+        least one (:attr:`configured`), rows and reports carry the per-round figures, even with
+        ``rounds = 1``. Only these keys are written back into the cell's settings
+        (:meth:`to_table`), so a cell's id does not depend on where they were written.
 
     Raises
     ------
-    ValueError : a value out of its range (:func:`reflection_problem`).
+    ValueError : a value out of its range (:func:`reflection_problem`), or ``given`` naming a
+        key that is not one of :data:`REFLECTION_KEYS`.
     """
 
     rounds: int = 1
     feedback: str = "error"
     reselect: bool = False
-    configured: bool = False
+    given: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         problem = reflection_problem({"rounds": self.rounds, "feedback": self.feedback, "reselect": self.reselect})
         if problem is not None:
             raise ValueError(f"{problem[0]} {problem[1]}")
+        unknown = [key for key in self.given if key not in REFLECTION_KEYS]
+        if unknown:
+            raise ValueError(f"given must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}")
+        object.__setattr__(self, "given", tuple(key for key in REFLECTION_KEYS if key in self.given))
+
+    @property
+    def configured(self) -> bool:
+        """True when the experiment set at least one reflection key."""
+        return bool(self.given)
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any]) -> Reflection:
+        """The reflection settings a table sets (its other keys are ignored); ``given`` lists
+        the reflection keys it holds.
+
+        Raises
+        ------
+        ValueError : a value out of its range, as ``"<key> <problem>"``.
+        """
+        given = tuple(key for key in REFLECTION_KEYS if key in table)
+        return cls(**{key: table[key] for key in given}, given=given)
+
+    def to_table(self) -> dict[str, Any]:
+        """The keys the experiment set, with their values (empty when none was set)."""
+        return {key: getattr(self, key) for key in self.given}
 
 
 def reflection_problem(table: Mapping[str, Any]) -> tuple[str, str] | None:
-    """What is wrong with the reflection keys of a generator table, as ``(key, problem)``, or
-    None. Keys it does not hold are not checked."""
+    """What is wrong with the reflection keys of a table, as ``(key, problem)``, or None. Keys it
+    does not hold are not checked."""
     if "rounds" in table:
         problem = number_problem(table["rounds"], **ROUNDS_BOUNDS)
         if problem is not None:
@@ -107,21 +136,6 @@ def reflection_problem(table: Mapping[str, Any]) -> tuple[str, str] | None:
         if problem is not None:
             return "reselect", problem
     return None
-
-
-def split_generator(spec: Any) -> tuple[Reflection, Any]:
-    """The reflection settings of a generator specification and the specification without them
-    (what the generator is built from).
-
-    Raises
-    ------
-    ValueError : a reflection value out of its range.
-    """
-    if not isinstance(spec, Mapping) or not any(key in spec for key in REFLECTION_KEYS):
-        return Reflection(), spec
-    reflection = Reflection(**{key: spec[key] for key in REFLECTION_KEYS if key in spec}, configured=True)
-    rest = {key: value for key, value in spec.items() if key not in REFLECTION_KEYS}
-    return reflection, rest
 
 
 def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Program],

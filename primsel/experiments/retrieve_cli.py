@@ -148,8 +148,12 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--depth {exc.problem}") from None
     spec, probe = _retriever(args.retriever, args.seed)
     selector = _selector(args.selector)
-    settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed,
-                            selector=selector, depth=args.depth)
+    try:
+        settings = CellSettings(retriever=spec, k=args.k, closure=args.closure, folds=args.folds, seed=args.seed,
+                                selector=selector, depth=args.depth)
+    except SettingError as exc:  # the flag that set the value: --retriever, --selector, ...
+        flag, _, below = exc.key.partition(".")
+        raise UsageError(f"--{flag}: {below + ': ' if below else ''}{exc.problem}") from None
     try:
         datasets = load_datasets(args.data)
     except DatasetError as exc:

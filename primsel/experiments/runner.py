@@ -228,6 +228,22 @@ def _prepare_local_models(cells: Sequence[Cell], base_dir: Path | None, log: Tex
             resolve_gguf(gguf, log=log)
 
 
+def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids: Sequence[str] | None,
+             seed: int, log: TextIO) -> list[tuple[Any, Dataset]]:
+    """The datasets cut to ``sample`` tasks drawn with ``seed``, or to ``task_ids``
+    (:func:`primsel.experiments.dataset.subset`), said on ``log``. Raises
+    :class:`primsel.datasets.DatasetError` on retrieval-only data (and what ``subset`` raises)."""
+    from primsel.datasets import DatasetError
+
+    if not all(d.executable for _, d in loaded):
+        raise DatasetError("a sample or a list of tasks needs executable tasks (Asper-Bench or the built-in tasks)")
+    out = [(path, subset(d, sample, task_ids, seed)) for path, d in loaded]
+    how = f"a sample drawn with seed {seed}" if sample is not None else "as listed"
+    for _, d in out:
+        print(f"primsel run: {len(d.tasks)} of {len(d.population)} tasks ({how})", file=log)
+    return out
+
+
 def _whole(dataset: Dataset) -> Dataset:
     """The dataset a subset was taken from (the dataset itself when it is whole)."""
     if not dataset.population:
@@ -348,15 +364,7 @@ def run_experiment(
     check_output(directory)
     loaded = _load(config, data, tasks, library, log)
     if sample is not None or task_ids is not None:
-        from primsel.datasets import DatasetError
-
-        if not all(d.executable for _, d in loaded):
-            raise DatasetError("a sample or a list of tasks needs executable tasks (Asper-Bench or the built-in tasks)")
-        seed = int(config.base.get("seed", 0))
-        loaded = [(path, subset(d, sample, task_ids, seed)) for path, d in loaded]
-        how = f"a sample drawn with seed {seed}" if sample is not None else "as listed"
-        for _, d in loaded:
-            print(f"primsel run: {len(d.tasks)} of {len(d.population)} tasks ({how})", file=log)
+        loaded = _subsets(loaded, sample, task_ids, int(config.base.get("seed", 0)), log)
     datasets = [d for _, d in loaded]
     per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
     cells = [c for _, group in per_dataset for c in group]
@@ -368,51 +376,17 @@ def run_experiment(
     except OSError as exc:
         raise OutputError(f"cannot write the output directory {directory}: "
                           f"{exc.strerror or exc}") from None
-    versions = package_versions()
     contexts = {}
+    versions = package_versions()
     for d, group in per_dataset:
         ctx = CellContext(experiment=config.name, library=d.library, dataset=d,
                           store=RetrievalStore(d.library, _whole(d), use_disk=use_cache), workers=workers,
                           progress=progress, versions=versions, base_dir=config.base_dir)
         contexts.update({c.id: ctx for c in group})
-    # a finished cell counts only if the components it names have the source they had when it
-    # ran: editing a retriever (at any depth of the specification) makes its cells stale
-    by_components: dict[str, dict[str, dict[str, str]]] = {}
-    sources = {}
-    for c in cells:  # cells differing only in k, closure, ... share their components
-        key = canonical_json([c.settings.retriever, c.settings.generator])
-        if key not in by_components:
-            by_components[key] = c.settings.sources()
-        sources[c.id] = by_components[key]
-    stale: dict[str, list[str]] = {}
-    done = []
-    for c in cells:
-        if is_finished(directory / c.id):
-            changed = changed_sources(directory / c.id, sources[c.id])
-            if changed:
-                stale[c.id] = changed
-            else:
-                done.append(c.id)
+    sources = _sources(cells)
+    done = _finished(directory, cells, sources, log)
     todo = [c for c in cells if c.id not in set(done)]
-    if done:
-        print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
-    if stale:
-        names = sorted({n for changed in stale.values() for n in changed})
-        print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
-              f"{', '.join(names)} changed since they ran", file=log)
-    redo = [c.id for c in todo if (directory / c.id / "report.json").is_file() and c.id not in stale]
-    if redo:
-        print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
-              "cached answers are reused", file=log)
-    for d, group in per_dataset:
-        if not group:
-            continue
-        store = contexts[group[0].id].store
-        capped = sorted({c.settings.folds for c in group if c in todo
-                         and store.effective_folds(c.settings.folds) != c.settings.folds})
-        if capped:
-            print(f"primsel run: only {len(d.tasks)} tasks: folds {capped} capped at "
-                  f"{store.effective_folds(max(capped))}", file=log)
+    _say_capped(per_dataset, contexts, todo, log)
     computed: list[str] = []
     incomplete: list[str] = []
     answers: dict[str, tuple[int, int]] = {}
@@ -442,6 +416,61 @@ def run_experiment(
     return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
                             skipped=tuple(done), seconds=time.perf_counter() - begin,
                             incomplete=tuple(incomplete))
+
+
+def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
+    """Cell id -> the source digests of the components it names (:meth:`CellSettings.sources`),
+    computed once for the cells that share their components (differing only in k, ...)."""
+    by_components: dict[str, dict[str, dict[str, str]]] = {}
+    sources = {}
+    for c in cells:
+        key = canonical_json([c.settings.retriever, c.settings.generator])
+        if key not in by_components:
+            by_components[key] = c.settings.sources()
+        sources[c.id] = by_components[key]
+    return sources
+
+
+def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapping[str, Mapping[str, str]]],
+              log: TextIO) -> list[str]:
+    """The ids of the finished cells, saying on ``log`` which are skipped and which recomputed. A
+    finished cell counts only if the components it names have the source they had when it ran:
+    editing a retriever (at any depth of the specification) makes its cells stale."""
+    stale: dict[str, list[str]] = {}
+    done = []
+    for c in cells:
+        if is_finished(directory / c.id):
+            changed = changed_sources(directory / c.id, sources[c.id])
+            if changed:
+                stale[c.id] = changed
+            else:
+                done.append(c.id)
+    if done:
+        print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
+    if stale:
+        names = sorted({n for changed in stale.values() for n in changed})
+        print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
+              f"{', '.join(names)} changed since they ran", file=log)
+    redo = [c.id for c in cells if c.id not in done and c.id not in stale
+            and (directory / c.id / "report.json").is_file()]
+    if redo:
+        print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
+              "cached answers are reused", file=log)
+    return done
+
+
+def _say_capped(per_dataset: Sequence[tuple[Dataset, Sequence[Cell]]], contexts: Mapping[str, CellContext],
+                todo: Sequence[Cell], log: TextIO) -> None:
+    """Tell which folds a dataset with few tasks caps."""
+    for d, group in per_dataset:
+        if not group:
+            continue
+        store = contexts[group[0].id].store
+        capped = sorted({c.settings.folds for c in group if c in todo
+                         and store.effective_folds(c.settings.folds) != c.settings.folds})
+        if capped:
+            print(f"primsel run: only {len(d.tasks)} tasks: folds {capped} capped at "
+                  f"{store.effective_folds(max(capped))}", file=log)
 
 
 def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directory: Path,

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from primsel import spec as specs
+from primsel.checks import FOLDS_BOUNDS
 from primsel.experiments.dataset import Dataset
 from primsel.files import cache_dir, digest, write_atomic
-from primsel.retrieval.cv import FOLDS_BOUNDS, cross_validated_run
+from primsel.retrieval.cv import cross_validated_run
 from primsel.types import Run, ranking
 
 

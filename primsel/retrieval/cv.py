@@ -12,18 +12,14 @@ per-task usage through the ``usage_out`` argument of :func:`cross_validated_run`
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
-from primsel.checks import check_k, check_number
+from primsel.checks import FOLDS_BOUNDS, SEED_BOUNDS, check_k, check_number
 from primsel.registry import build
 from primsel.types import LearnsFromTasks, ReportsUsage, Run, SeesGold, Task, task_sort_key
 
-
-#: Bounds of the number of folds and of the seed (:func:`primsel.checks.number_problem` keywords):
-#: the seed is scikit-learn's ``random_state``, which numpy takes in [0, 2**32 - 1].
-FOLDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 2}
-SEED_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 0, "maximum": 2**32 - 1}
+C = TypeVar("C")
 
 
 def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -41,7 +37,7 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
 
     Raises
     ------
-    ValueError : duplicate ids, folds out of range, or a seed outside :data:`SEED_BOUNDS`.
+    ValueError : duplicate ids, folds out of range, or a seed outside :data:`primsel.checks.SEED_BOUNDS`.
     """
     from sklearn.model_selection import KFold
 
@@ -57,6 +53,32 @@ def fold_assignment(task_ids: Iterable[str], folds: int = 5, seed: int = 0) -> d
         for i in test:
             out[ids[i]] = fold
     return {t: out[t] for t in ids}
+
+
+def fit_per_fold(first: C, build: Callable[[], C], folds: Iterable[int],
+                 fit: Callable[[C, int], C | None]) -> Iterator[tuple[int, C]]:
+    """One component per fold, each fitted without the fold it serves: the cross-validation of
+    everything that learns from tasks (retrievers here, selectors and generators in
+    :mod:`primsel.experiments.cell`).
+
+    Parameters
+    ----------
+    first : an unfitted component (the one built to ask whether it learns); it serves the
+        first fold.
+    build : returns a fresh unfitted component, for every other fold.
+    folds : the folds to serve, in order.
+    fit : ``fit(component, fold)`` fits the component on the tasks outside ``fold`` and
+        returns the fitted component, or None when it fitted in place.
+
+    Yields
+    ------
+    ``(fold, fitted component)``, one fold at a time: a component is built and fitted only when
+    the caller asks for the next, so no more than one fold's model needs to be held at once.
+    """
+    for i, fold in enumerate(folds):
+        component = first if i == 0 else build()
+        fitted = fit(component, fold)
+        yield fold, component if fitted is None else fitted
 
 
 def _fresh(spec: Any) -> Any:
@@ -147,14 +169,13 @@ def cross_validated_run(
         run = probe.search({t.id: texts[t.id] for t in ranked}, k) if ranked else {}
         _collect_usage(probe, ranked, usage_out)
     else:
-        for fold in range(folds):
-            train = [t for t in tasks if assignment[t.id] != fold]
-            test = [t for t in ranked if assignment[t.id] == fold]
-            if not test:
-                continue
-            retriever = probe if fold == 0 else _fresh(spec)
+        def fit(retriever: Any, fold: int) -> None:
             stage("fitting", fold + 1, folds)
-            retriever.fit(library, train)
+            retriever.fit(library, [t for t in tasks if assignment[t.id] != fold])
+
+        tested = [fold for fold in range(folds) if any(assignment[t.id] == fold for t in ranked)]
+        for fold, retriever in fit_per_fold(probe, lambda: _fresh(spec), tested, fit):
+            test = [t for t in ranked if assignment[t.id] == fold]
             _hand_gold(retriever, test)
             stage("ranking", fold + 1, folds)
             run.update(retriever.search({t.id: texts[t.id] for t in test}, k))

@@ -43,6 +43,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from primsel.checks import MAX_TIMEOUT
 from primsel.types import ExecutionResult, Task
 
 #: Seconds a worker may take to start (import the library) before it is declared broken.
@@ -53,8 +54,6 @@ JUDGE_TIMEOUT = 60.0
 ANSWER_GRACE = 10.0
 #: Environment variables passed on to workers (everything else, e.g. API keys, is dropped).
 _ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "SYSTEMROOT")
-#: Longest time limit accepted, in seconds (one day).
-MAX_TIMEOUT = 86400.0
 #: At most this many workers per CPU; more only adds processes competing for the same cores.
 MAX_WORKERS_PER_CPU = 4
 #: Default cap on a program's size, in bytes of UTF-8.
@@ -269,7 +268,7 @@ class Sandbox:
         :data:`MAX_WORKERS_PER_CPU` per CPU are capped to that (``self.workers`` says how many).
     timeout : wall-clock limit of the program per task in seconds, covering all its (SIP, EP)
         pairs (the time the judge waits for the program process); finite, > 0 and <=
-        :data:`MAX_TIMEOUT` (one day).
+        :data:`primsel.checks.MAX_TIMEOUT` (one day).
     memory_mb : address space a task may add on top of the worker's, in MiB (RLIMIT_AS).
     stdout_cap : characters of the program's stdout/stderr kept; beyond that the output is
         dropped and the result says ``stdout_truncated``.

@@ -310,3 +310,32 @@ selector = {type = "calibrated"}
     (plain,) = expand(parse_config({"retriever": "bm25", "selector": {"type": "topk"}}), "d")
     assert plain.settings.selector == "topk"  # canonical form
     assert "selector" not in expand(parse_config({"retriever": "bm25"}), "d")[0].settings.to_json()
+
+
+def test_a_reflection_table_equals_the_reflection_keys_in_the_generator_table(tmp_path):
+    old = parse_config({"retriever": "bm25", "generator": {"type": "openai", "model": "m", "rounds": 2},
+                        "grid": {"generator.feedback": ["verdict", "trace"]}})
+    new = parse_config({"retriever": "bm25", "generator": {"type": "openai", "model": "m"},
+                        "reflection": {"rounds": 2}, "grid": {"reflection.feedback": ["verdict", "trace"]}})
+    old_cells, new_cells = expand(old, "d"), expand(new, "d")
+    assert [c.id for c in old_cells] == [c.id for c in new_cells]
+    assert [c.settings.reflection.feedback for c in new_cells] == ["verdict", "trace"]
+    assert [c.label for c in new_cells] == ["bm25 k=10 openai:m reflection.feedback=verdict",
+                                            "bm25 k=10 openai:m reflection.feedback=trace"]
+    assert {c.settings.reflection.rounds for c in new_cells} == {2}
+    path = write(tmp_path, 'retriever = "bm25"\n[generator]\ntype = "reference"\n[grid]\n"reflection.rounds" = [1, 2]\n')
+    with pytest.raises(ConfigError, match=r": grid\.reflection\.rounds: generator 'reference' cannot revise"):
+        load_config(path)
+
+
+def test_the_grid_is_expanded_and_checked_once(monkeypatch):
+    from primsel.experiments import settings as settings_module
+
+    built = []
+    real = settings_module.CellSettings.__post_init__
+    monkeypatch.setattr(settings_module.CellSettings, "__post_init__", lambda self: (built.append(1), real(self)))
+    cfg = parse_config({"retriever": "bm25", "grid": {"k": [1, 2, 3], "closure": [False, True]}})
+    assert len(built) == 6
+    cells = expand(cfg, "d1") + expand(cfg, "d2")
+    assert len(built) == 6 and len({c.id for c in cells}) == 12
+    assert [c.settings.k for c in cells[:6]] == [1, 1, 2, 2, 3, 3]

@@ -237,7 +237,7 @@ def test_reflection_toml_runs_end_to_end_against_the_scripted_endpoint(tmp_path,
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
         result = run(cfg, tmp_path / "runs")
         requests = srv.request_count
-    assert [c.settings.generator["feedback"] for c in result.cells] == ["verdict", "error", "trace"]
+    assert [c.settings.reflection.feedback for c in result.cells] == ["verdict", "error", "trace"]
     # the LLM selector: 5 requests per task, shared by the cells; round 1 once; round 2 per cell
     assert requests == 5 * len(TASKS) + len(TASKS) + 3 * failed
     for i in range(3):

@@ -233,3 +233,27 @@ def test_json_is_byte_identical_across_runs(capsys):
     _, first = _json_run(capsys, "--retriever", "tfidf")
     _, second = _json_run(capsys, "--retriever", "tfidf")
     assert first == second
+
+
+class _Lenient:
+    """A retriever that stores whatever it is given; its annotation says ``alpha`` is a float."""
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        self.alpha = alpha
+
+    def fit(self, library, train_tasks=()):  # pragma: no cover - never run here
+        return self
+
+    def search(self, queries, k):  # pragma: no cover - never run here
+        return {}
+
+
+def test_a_specification_the_cell_settings_refuse_is_named_by_its_flag(capsys, scoped_registry):
+    from primsel.registry import register
+
+    register("test_lenient")(_Lenient)
+    # it builds, but the cell's settings check the parameter's type: exit 2, named by --retriever
+    assert main(["retrieve", "--retriever", '{"type": "test_lenient", "alpha": "x"}']) == 2
+    err = capsys.readouterr().err
+    assert "--retriever: alpha: retriever 'test_lenient' expects float, got string 'x'" in err
+    assert "Traceback" not in err
