@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import builtins
 import enum
-import re
 import contextlib
 import importlib
 import os
@@ -37,7 +36,17 @@ from typing import Any
 
 from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
-from primsel.simulator.program import ARGS_CAP, MESSAGE_CAP, NAME_CAP, PATH_CAP, READY, TRACE_CAP, star_exports, summarise
+from primsel.simulator.verdicts import (
+    MAX_LINE,
+    JudgeVerdict,
+    cap_text,
+    clean_name,
+    clean_text,
+    describe,
+    evaluator_error,
+    verdict,
+)
+from primsel.simulator.program import ARGS_CAP, NAME_CAP, PATH_CAP, READY, TRACE_CAP, star_exports, summarise
 
 #: Builtin exception classes a program's exception may be raised again as.
 _BUILTIN_EXCEPTIONS = {
@@ -63,14 +72,6 @@ class ProgramException(Exception):
     def __init__(self, program_type: str, message: str) -> None:
         super().__init__(message)
         self.program_type = program_type
-
-
-class _Verdict(BaseException):
-    """Ends the task with a verdict of the judge's own (not catchable by ``except Exception``)."""
-
-    def __init__(self, status: str, error_type: str | None, message: str) -> None:
-        super().__init__(message)
-        self.status, self.error_type, self.message = status, error_type, message
 
 
 class JudgeLibrary:
@@ -227,13 +228,13 @@ class ProgramHandle:
         self.calls = 0
         self.stdout_truncated = False
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
-        self.fatal: _Verdict | None = None
+        self.fatal: JudgeVerdict | None = None
         self.ready = False  # the program process said it is confined (its first frame)
 
-    def _fail(self, status: str, error_type: str | None, message: str) -> _Verdict:
+    def _fail(self, status: str, error_type: str | None, message: str) -> JudgeVerdict:
         """A verdict that ends the task whatever the EP does with the exception (kept in ``fatal``)."""
         if self.fatal is None:
-            self.fatal = _Verdict(status, error_type, message)
+            self.fatal = JudgeVerdict(status, error_type, message)
         return self.fatal
 
     def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -293,10 +294,10 @@ class ProgramHandle:
         if type(answer) is dict and set(answer) == {"sandbox_error"}:
             text = answer["sandbox_error"]
             raise self._fail("error", "SandboxError",
-                             _cap(clean_text(text)) if type(text) is str else "the sandbox could not be set up")
+                             cap_text(clean_text(text)) if type(text) is str else "the sandbox could not be set up")
         raise self._fail("error", "SandboxViolation", "the program's process did not say it was confined")
 
-    def _forged(self, message: str) -> _Verdict:
+    def _forged(self, message: str) -> JudgeVerdict:
         """The program's own verdict: a frame it forged (``raised_by`` ``program``)."""
         fatal = self._fail("error", FORGED_FRAME, message)
         if fatal.error_type == FORGED_FRAME and not any(o[0] is fatal for o in self.origins):
@@ -348,7 +349,7 @@ class ProgramHandle:
                 path = self._path(answer.get("path", []))
             except codec_module.CodecError as exc:
                 if "unsupported" in answer and type(answer["unsupported"]) is str:
-                    raise self._fail("error", "UnsupportedReturn", _cap(clean_text(answer["unsupported"]))) from None
+                    raise self._fail("error", "UnsupportedReturn", cap_text(clean_text(answer["unsupported"]))) from None
                 raise self._fail("error", "UnsupportedReturn", f"the program's answer cannot be checked: {exc}") from None
             except MemoryError:
                 raise self._fail("error", "UnsupportedReturn", "the program's answer does not fit in the judge's memory") from None
@@ -376,17 +377,17 @@ class ProgramHandle:
             random.setstate(random_state)
         if "unsupported" in answer:
             text = answer["unsupported"]
-            raise self._fail("error", "UnsupportedReturn", _cap(clean_text(text)) if type(text) is str else "unsupported value")
+            raise self._fail("error", "UnsupportedReturn", cap_text(clean_text(text)) if type(text) is str else "unsupported value")
         if "exception" in answer:
             info = answer["exception"]
             if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
                 self.outcomes.append((len(kept), "raise",
-                                      _cap(clean_text(f"{clean_name(info['type'])}: {info['message']}"))))
+                                      cap_text(clean_text(f"{clean_name(info['type'])}: {info['message']}"))))
                 self.paths.append(path)
             self.raise_program_exception(info)
         if not returned:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
-        self.outcomes.append((len(kept), "return", _cap(clean_text(summarise(value)))))
+        self.outcomes.append((len(kept), "return", cap_text(clean_text(summarise(value)))))
         self.paths.append(path)
         return value
 
@@ -461,7 +462,7 @@ class ProgramHandle:
             and type(info.get("args")) in (list, type(None))
         ):
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed exception")
-        name, module, message, line = info["type"][:NAME_CAP], info["module"], _cap(info["message"]), info["line"]
+        name, module, message, line = info["type"][:NAME_CAP], info["module"], cap_text(info["message"]), info["line"]
         args = info["args"]
         if args is not None and not all(type(a) in (str, int, bool, type(None)) for a in args):
             args = None
@@ -482,31 +483,6 @@ class ProgramHandle:
             exc = ProgramException(name, message)
         self.origins.append((exc, name, line, message))
         raise exc
-
-
-def _cap(text: str) -> str:
-    return text if len(text) <= MESSAGE_CAP else text[:MESSAGE_CAP] + "..."
-
-
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
-#: Largest program line number kept (a program is at most 256 KiB, so it has fewer lines).
-MAX_LINE = 1_000_000
-
-
-def clean_text(text: str) -> str:
-    """``text`` as valid UTF-8 without control characters: lone surrogates become ``?``;
-    control characters (terminal escapes among them) other than tab and line break, bidi
-    overrides and isolates and zero-width characters are dropped."""
-    if not text.isascii():
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return _CONTROL.sub("", text) if _CONTROL.search(text) else text
-
-
-def clean_name(name: str) -> str:
-    """An exception class name fit for a verdict: a Python identifier (dots allowed, at most
-    :data:`NAME_CAP` characters); anything else is reported as ``ProgramException``."""
-    name = name[:NAME_CAP]
-    return name if all(part.isidentifier() for part in name.split(".")) else "ProgramException"
 
 
 def _first_function(source: str, what: str) -> str:
@@ -576,77 +552,6 @@ def run_task(
     return None, used, False
 
 
-def verdict(
-    library: JudgeLibrary, exc: BaseException | None, programs: list[ProgramHandle], before_program: bool
-) -> dict[str, Any]:
-    """The verdict dict for the exception that ended the task (None: every pair passed).
-
-    Keys: ``status``, ``error_type``, ``message``, ``line`` (program line, when the exception
-    was the program's), ``raised_by`` (``"program"``, ``"sandbox"``: a verdict of the judge's own
-    on the program's process or answer, ``"task"``: the SIP or EP raised, or the judge failed;
-    None for a pass), ``called_primitives`` (first-call order), ``trace`` (every recorded
-    call: ``[primitive id, line, arguments]``), ``outcomes`` (per completed call of the entry
-    point: ``[trace entries it added, "return" or "raise", summary of the value or exception]``),
-    ``paths`` (per such call, the program lines it executed, ``0`` marking each traced library
-    call), ``stdout_truncated``.
-    """
-    trace = [list(entry) for program in programs for entry in program.trace][:TRACE_CAP]
-    called = list(dict.fromkeys(entry[0] for entry in trace))
-    result = {
-        "status": "pass",
-        "error_type": None,
-        "message": None,
-        "line": None,
-        "called_primitives": called,
-        "trace": trace,
-        "outcomes": [list(outcome) for program in programs for outcome in program.outcomes],
-        "paths": [path for program in programs for path in program.paths],
-        "stdout_truncated": any(program.stdout_truncated for program in programs),
-    }
-    fatal = next((program.fatal for program in programs if program.fatal is not None), None)
-    exc = fatal or exc  # an EP that caught it (e.g. with a bare except) does not change it
-    if exc is None:
-        return result
-    origin = next((o for program in programs for o in program.origins if o[0] is exc), None)
-    if isinstance(exc, _Verdict):
-        status, error_type, message = exc.status, exc.error_type, exc.message
-        line = origin[2] if origin else None
-        raised_by = "program" if origin else "task" if error_type == "EvaluatorError" else "sandbox"
-    elif origin is not None:
-        _, error_type, line, message = origin
-        status, raised_by = _status(library, exc), "program"
-    elif before_program:
-        status, error_type, line, raised_by = "error", "EvaluatorError", None, "task"
-        message = f"the task's setup or evaluation program failed before the program ran: {_describe(exc)}"
-    else:  # raised by the evaluation program itself (its message may hold what it expected)
-        status, error_type, line, raised_by = _status(library, exc), type(exc).__name__, None, "task"
-        message = _message(exc)
-    error_type = clean_name(error_type) if error_type is not None else None
-    line = line if type(line) is int and 1 <= line <= MAX_LINE else None
-    result.update(status=status, error_type=error_type, message=_cap(clean_text(message)), line=line,
-                  raised_by=raised_by)
-    return result
-
-
-def _status(library: JudgeLibrary, exc: BaseException) -> str:
-    if isinstance(exc, library.fail_types):
-        return "fail"
-    if library.requires_input and isinstance(exc, library.requires_input):
-        return "requires_user_input"
-    return "error"
-
-
-def _message(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception:
-        return f"<{type(exc).__name__} object whose str() failed>"
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {_message(exc)}"
-
-
 def judge(
     library: JudgeLibrary, request: dict[str, Any], channels: list[tuple[int, int]]
 ) -> dict[str, Any]:
@@ -673,22 +578,16 @@ def judge(
     except _JudgeTimeout:
         clock.expired = True
     except BaseException as fault:  # a fault of the judge itself: never a pass
-        result = _evaluator_error(_describe(fault))
+        result = evaluator_error(describe(fault))
     if clock.expired:
         if any(handle.called for handle in handles):
             # the evaluation program was checking what the program left or returned: the
             # program's output made the check this costly, so the time is charged to it
-            result = _evaluator_error("")
+            result = evaluator_error("")
             result.update(status="timeout", error_type="CheckTimeout", raised_by="program", message=(
                 f"checking what the program left or returned took longer than the judge's limit of "
                 f"{clock.judge_limit:g} s (charged to the program)"))
         else:
-            result = _evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
+            result = evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
     result["program_seconds"] = max(timeout - clock.program_left, 0.0)
     return result
-
-
-def _evaluator_error(message: str) -> dict[str, Any]:
-    return {"status": "error", "error_type": "EvaluatorError", "message": _cap(message), "line": None,
-            "raised_by": "task", "called_primitives": [], "trace": [], "outcomes": [], "paths": [],
-            "stdout_truncated": False}

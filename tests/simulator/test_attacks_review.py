@@ -1018,8 +1018,9 @@ def test_25b_repetition_rules_the_evaluation_program_expands_are_the_program_s_t
         verdict = (result.status, result.error_type, result.raised_by)
         if "bysetpos" in rule or verdict[0] == "timeout":
             # the expansion is the program's doing: when it outlasts the judge's limit it is
-            # charged to the program, never to the task
-            assert verdict == ("timeout", "CheckTimeout", "program"), result
+            # charged to the program, never to the task; on a loaded machine decoding the rule
+            # the program left can already pass the program's own limit (its clock)
+            assert verdict in {("timeout", "CheckTimeout", "program"), ("timeout", None, "sandbox")}, result
         else:
             # a daily rule stops at year 9999 (about 2.9 million occurrences, a few seconds):
             # on an idle machine the judge expands it within its limit and the check fails
