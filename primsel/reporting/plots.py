@@ -11,9 +11,7 @@ writes no file) when there is nothing to draw.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, per_task_values
-from primsel.files import canonical_json, read_jsonl
+from primsel.experiments.results import (
+    CellResult,
+    Experiment,
+    FrontierCurve,
+    ReportError,
+    dataset_groups,
+    per_task_values,
+)
+from primsel.experiments.results import ranking_frontier as frontier_of
+from primsel.files import canonical_json
 from primsel.reporting.compare import best_of_configurations, bootstrap_interval, shown_rankings
 from primsel.reporting.style import (
     Palette,
@@ -38,8 +44,6 @@ from primsel.reporting.style import (
     wrap,
 )
 from primsel.experiments.labels import get_dotted
-from primsel.retrieval.trec import read_run
-from primsel.types import ranking
 
 __all__ = ["LOG_AXIS_RATIO", "Frontier", "plot_frontier", "plot_metric_by_dataset", "plot_recall_curves",
            "plot_recall_vs_tokens", "plot_success", "ranking_frontier", "ranking_frontiers"]
@@ -242,73 +246,33 @@ def _token_axis(ax: Any, tokens: Sequence[float]) -> None:
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if f"{x:.0e}"[0] in "25" else ""))
 
 
-@dataclass(frozen=True)
-class Frontier:
-    """The recall/tokens frontier of one ranking: for k = 1 .. depth, the mean documentation
-    tokens of the top k and every task's recall of its top k.
-
-    Parameters
-    ----------
-    tokens : mean tokens per k, shape ``(depth,)``.
-    recall : per-task recall, shape ``(n_tasks, depth)``.
-    """
-
-    tokens: np.ndarray
-    recall: np.ndarray
-
-    @property
-    def mean_recall(self) -> np.ndarray:
-        """Mean recall over tasks per k, shape ``(depth,)``."""
-        return np.array([math.fsum(col) / len(col) for col in self.recall.T])
+#: The recall/tokens frontier of one ranking (:class:`primsel.experiments.results.FrontierCurve`).
+Frontier = FrontierCurve
 
 
-def _frontier(cell: CellResult, tokens: Mapping[str, int]) -> Frontier | None:
-    try:
-        run = read_run(cell.directory / "run.trec")
-        gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    tasks = [t for t in gold if gold[t] and t in run]
-    if not tasks:
-        return None
-    orders = {t: ranking(run[t]) for t in tasks}
-    if any(p not in tokens for order in orders.values() for p in order):
-        return None
-    depth = max(len(o) for o in orders.values())
-    ks = range(1, depth + 1)
-    mean_tokens = [math.fsum(sum(tokens[p] for p in orders[t][:k]) for t in tasks) / len(tasks) for k in ks]
-    recall = [[len(gold[t] & set(orders[t][:k])) / len(gold[t]) for k in ks] for t in tasks]
-    return Frontier(tokens=np.array(mean_tokens), recall=np.array(recall))
-
-
-def ranking_frontier(cell: CellResult, tokens: Mapping[str, int]) -> tuple[list[float], list[float]] | None:
+def ranking_frontier(cell: CellResult) -> tuple[list[float], list[float]] | None:
     """The recall/tokens frontier of a cell's ranking: for k = 1 .. library size, the mean
-    documentation tokens and the mean recall of the top k, over the tasks.
-
-    Parameters
-    ----------
-    cell : a finished cell with ``run.trec`` and ``tasks.jsonl`` (its gold sets).
-    tokens : estimated tokens per primitive id.
+    documentation tokens and the mean recall of the top k, over the tasks
+    (:func:`primsel.experiments.results.ranking_frontier`).
 
     Returns
     -------
-    (mean tokens per k, mean recall per k), or None when the files are missing or a ranked id
-    has no token count.
+    (mean tokens per k, mean recall per k), or None when the cell has no frontier.
     """
-    found = _frontier(cell, tokens)
-    return None if found is None else (found.tokens.tolist(), found.mean_recall.tolist())
+    found = frontier_of(cell)
+    return None if found is None else (list(found.tokens), found.mean_recall)
 
 
-def ranking_frontiers(experiment: Experiment,
-                      tokens: Mapping[str, int]) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
+def ranking_frontiers(experiment: Experiment) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
     """One frontier per ranking (:func:`primsel.reporting.style.ranking_key`; cells without a
-    selector), in grid order: ranking key -> (label, its first finished cell, :class:`Frontier`)."""
+    selector), in grid order: ranking key -> (label, its first finished cell with a frontier,
+    :class:`primsel.experiments.results.FrontierCurve`)."""
     cells = [c for c in experiment.cells if c.finished and not c.settings.get("selector")]
     labels = ranking_labels(cells)
     out: dict[tuple[str, str], tuple[str, CellResult, Frontier]] = {}
     for c in cells:
         key = ranking_key(c)
-        if key not in out and (found := _frontier(c, tokens)) is not None:
+        if key not in out and (found := frontier_of(c)) is not None:
             out[key] = (labels[key], c, found)
     return out
 
@@ -335,7 +299,7 @@ def plot_frontier(experiment: Experiment, path: Path,
         colour, mean = palette.colour(c), found.mean_recall
         ax.plot(found.tokens, mean, color=colour, **palette.line(c))
         if not is_reference(c):
-            low, high = bootstrap_interval(found.recall)
+            low, high = bootstrap_interval(np.array(found.recall))
             ax.fill_between(found.tokens, low, high, color=colour, alpha=0.15, linewidth=0)
         handles.append(Line2D([], [], color=colour, **palette.line(c), label=_legend_label(label, c)))
         right = max(right, next((t for t, r in zip(found.tokens, mean) if r >= 0.995), found.tokens[-1]))
