@@ -78,6 +78,10 @@ def save(fig: Figure, ax: Any, path: Path, heading: str, xlabel: str, ylabel: st
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
+
+
 def _legend_label(label: str, cell: CellResult) -> str:
     return label + (" (recommended default)" if is_default(cell) else "")
 
@@ -117,16 +121,17 @@ def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette | No
     for _, label, c in _rankings(experiment):
         if ranks_nothing(c):
             continue
-        ks = sorted(int(key[7:]) for key in c.report if key.startswith("recall@") and key[7:].isdigit())
+        ranking = c.record.ranking
+        ks = ranking.recall_ks()
         ks = [k for k in ks if k <= 20] or ks
         if not ks:
             continue
         colour = palette.colour(c)
-        ax.plot(ks, [float(c.report[f"recall@{k}"]) for k in ks], marker=".", markersize=4, color=colour,
+        ax.plot(ks, [float(ranking.values[f"recall@{k}"]) for k in ks], marker=".", markersize=4, color=colour,
                 label=_legend_label(label, c), **palette.line(c))
         for k in ks:
             if not is_reference(c):
-                _errorbar(ax, k, float(c.report[f"recall@{k}"]), _task_interval(c, f"recall@{k}"), colour)
+                _errorbar(ax, k, float(ranking.values[f"recall@{k}"]), _task_interval(c, f"recall@{k}"), colour)
         drawn = True
     if not drawn:
         return False
@@ -154,13 +159,14 @@ def _closure_lines(ax: Any, cells: Sequence[CellResult], colour: str, line: Mapp
         if closure and "linestyle" in line:
             break  # a reference: one line, in its own style
         group = sorted((c for c in cells if bool(c.settings.get("closure")) == closure),
-                       key=lambda c: c.report["docs_tokens"])
+                       key=lambda c: c.record.docs_tokens)
         if not group:
             continue
-        ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
+        ax.plot([c.record.docs_tokens for c in group], [c.record.selection.recall_macro for c in group],
                 marker=marker, markersize=4, color=colour, **{"linestyle": style, **line})
         for c in group:
-            _errorbar(ax, c.report["docs_tokens"], c.report["set_recall_macro"], _task_interval(c, "set_recall"), colour)
+            _errorbar(ax, c.record.docs_tokens, c.record.selection.recall_macro, _task_interval(c, "set_recall"),
+                      colour)
 
 
 def _by_ranking(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
@@ -183,9 +189,10 @@ def _selector_points(ax: Any, cells: Sequence[CellResult], palette: Palette, sho
         if not c.settings.get("selector") or ranking_key(c) not in shown:
             continue
         marker, colour = next(markers), palette.colour(c)
-        ax.plot([c.report["docs_tokens"]], [c.report["set_recall_macro"]], marker=marker, markersize=10,
-                linestyle="none", color=colour, markeredgecolor="white", zorder=7)
-        _errorbar(ax, c.report["docs_tokens"], c.report["set_recall_macro"], _task_interval(c, "set_recall"), colour)
+        x, y = c.record.docs_tokens, c.record.selection.recall_macro
+        ax.plot([x], [y], marker=marker, markersize=10, linestyle="none", color=colour, markeredgecolor="white",
+                zorder=7)
+        _errorbar(ax, x, y, _task_interval(c, "set_recall"), colour)
         handles.append(Line2D([], [], marker=marker, markersize=9, linestyle="none", color=colour,
                               label=f"{short_value(c.settings['selector'])} selector (k <= {c.settings.get('k')}) "
                                     "on the ranking of its colour"))
@@ -197,7 +204,7 @@ def _all_line(ax: Any, cells: Sequence[CellResult], palette: Palette) -> list[An
     whole = [c for c in cells if ranks_nothing(c)]
     if not whole:
         return []
-    tokens = whole[0].report["docs_tokens"]
+    tokens = whole[0].record.docs_tokens
     ax.axvline(tokens, color=palette.colour(whole[0]), **{**palette.line(whole[0]), "linewidth": 1.2})
     return [Line2D([], [], color=palette.colour(whole[0]), **palette.line(whole[0]),
                    label=f"all: the whole library ({tokens:,.0f} tokens, recall 1)")]
@@ -212,7 +219,7 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette |
     """Selection recall (macro) against documentation tokens selected per task: one line per
     shown ranking over k (solid without closure, dashed with), its selector cells as points,
     the whole library as a vertical reference line; 95% bootstrap intervals on recall."""
-    cells = [c for c in experiment.cells if c.finished and "docs_tokens" in c.report and "set_recall_macro" in c.report]
+    cells = _token_cells(experiment)
     if not cells:
         return False
     palette = palette or Palette(experiment.cells)
@@ -229,12 +236,18 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette |
     handles += _selector_points(ax, cells, palette, shown) + _all_line(ax, cells, palette)
     if not handles:
         return False
-    _token_axis(ax, [c.report["docs_tokens"] for c in cells])
+    _token_axis(ax, [c.record.docs_tokens for c in cells])
     ax.set_ylim(0, 1.02)
     save(fig, ax, path, title(experiment, "recall against documentation size"),
          "documentation tokens selected per task (mean" + (", log scale)" if ax.get_xscale() == "log" else ")"),
          "selection recall (macro)", handles + _style_handles())
     return True
+
+
+def _token_cells(experiment: Experiment) -> list[CellResult]:
+    """The finished cells whose report has documentation tokens and selection recall."""
+    return [c for c in experiment.cells
+            if c.finished and c.record.docs_tokens is not None and c.record.selection.recall_macro is not None]
 
 
 def _token_axis(ax: Any, tokens: Sequence[float]) -> None:
@@ -283,7 +296,7 @@ def plot_frontier(experiment: Experiment, path: Path,
     """Recall against documentation tokens: one line per shown ranking (its top k for every k,
     with a 95% bootstrap band over tasks), the oracle and random as grey references, the whole
     library as a vertical line, and the selector cells as points."""
-    cells = [c for c in experiment.cells if c.finished and "docs_tokens" in c.report and "set_recall_macro" in c.report]
+    cells = _token_cells(experiment)
     if not frontiers:
         return False
     palette = palette or Palette(experiment.cells)
@@ -305,7 +318,7 @@ def plot_frontier(experiment: Experiment, path: Path,
         right = max(right, next((t for t, r in zip(found.tokens, mean) if r >= 0.995), found.tokens[-1]))
     handles += _selector_points(ax, cells, palette, shown)
     handles += _all_line(ax, cells, palette)
-    right = max([right, *(c.report["docs_tokens"] for c in cells if c.settings.get("selector"))])
+    right = max([right, *(c.record.docs_tokens for c in cells if c.settings.get("selector"))])
     ax.set_xlim(0, right * 1.05 if right else None)
     ax.set_ylim(0, 1.02)
     save(fig, ax, path, title(experiment, "recall/tokens frontier"),
@@ -335,7 +348,7 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "nd
             found = next((c for c in cells if c.finished and c.retriever == label), None)
             if found is None:
                 continue
-            x, value = g + (i - (len(firsts) - 1) / 2) * width, float(found.report.get(metric, 0.0))
+            x, value = g + (i - (len(firsts) - 1) / 2) * width, _or(found.record.metric(metric), 0.0)
             named = label not in ax.get_legend_handles_labels()[1]
             ax.bar([x], [value], width, color=palette.colour(first), label=label if named else None)
             _errorbar(ax, x, value, _task_interval(found, metric), "#333333")
@@ -357,13 +370,13 @@ def success_labels(cells: Sequence[CellResult]) -> list[str]:
 def plot_success(experiment: Experiment, path: Path, palette: Palette | None = None) -> bool:
     """Task success of every finished cell that ran a generator, one horizontal bar each (in
     grid order, the value written at its end), with 95% bootstrap intervals over tasks."""
-    cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and "success" in c.report]
+    cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and c.record.success is not None]
     if not cells:
         return False
     palette = palette or Palette(experiment.cells)
     fig, ax = new_figure(7.5, 1.2 + 0.32 * len(cells))
     positions = list(range(len(cells)))[::-1]
-    values = [float(c.report["success"]) for c in cells]
+    values = [float(c.record.success) for c in cells]
     ax.barh(positions, values, color=[palette.colour(c) for c in cells], height=0.7)
     for y, value, c in zip(positions, values, cells):
         _errorbar(ax, value, y, _task_interval(c, "success"), "#333333", horizontal=True)
