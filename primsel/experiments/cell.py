@@ -30,7 +30,9 @@ Files of a cell directory (written by :func:`run_cell`, report.json last)::
     failures.jsonl  with a generator: one attribution row per task that did not pass
     report.json     metric name -> value (every ranking metric also tie-aware, as
                     ``tie_aware_<metric>``, and ``tied_tasks@k``; with an LLM, ``llm_answers``
-                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``
+                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``,
+                    and what the report needs: ``learns``, ``frontier``, ``retrieval_key``;
+                    written by :meth:`primsel.experiments.records.CellReport.to_json`
 """
 
 from __future__ import annotations

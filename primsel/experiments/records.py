@@ -116,7 +116,7 @@ EXPLORER_COLUMNS = (
 )
 
 #: A ranking metric's name without a tie-aware partner (files written before tie-aware values).
-_RANKING_NAME = re.compile(r"(recall|complete|ndcg|precision|map|hit|success_at)@\d+|mrr|map")
+_RANKING_NAME = re.compile(r"(recall|complete|ndcg|precision|map|mrr|hit_rate|r_precision)@\d+|mrr|map")
 _ROUND_KEY = re.compile(r"(" + "|".join(ROUND_FIGURES) + r")@(\d+)")
 
 
