@@ -442,7 +442,8 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     generation = generation_table(cells)
     if generation:
         lines += ["", "## Generation", "", *generation]
-    lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
+    lines += aspera_table([(c.label, c.record.aspera.to_json() if c.record.aspera is not None else {})
+                           for c in cells if c.settings.get("generator")])
     lines += list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed)
     return "\n".join(lines)
 
