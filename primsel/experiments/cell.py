@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -301,11 +302,17 @@ def frontier_figures(run: Run, gold: Mapping[str, Any], library: Mapping[str, An
         return None
     tokens = {p: estimate_tokens(library[p].text("full")) for order in orders.values() for p in order}
     depth = max(len(o) for o in orders.values())
-    ks = range(1, depth + 1)
-    mean_tokens = [math.fsum(sum(tokens[p] for p in orders[t][:k]) for t in tasks) / len(tasks) for k in ks]
-    recall = [[len(set(gold[t]) & set(orders[t][:k])) / len(gold[t]) for k in ks] for t in tasks]
-    return FrontierFigures(tokens=tuple(mean_tokens),
-                           recall=tuple(math.fsum(col) / len(col) for col in zip(*recall)))
+    # per task and k: the tokens of its top k and how many gold primitives it holds (whole
+    # numbers, so the running sums are exact); a ranking shorter than depth keeps its last
+    spent, found = [], []
+    for t in tasks:
+        own = frozenset(gold[t])
+        spent.append(list(itertools.accumulate(tokens[p] for p in orders[t])))
+        found.append(list(itertools.accumulate(int(p in own) for p in orders[t])))
+    mean_tokens = [math.fsum(row[min(k, len(row)) - 1] for row in spent) / len(tasks) for k in range(1, depth + 1)]
+    recall = [math.fsum(row[min(k, len(row)) - 1] / len(gold[t]) for t, row in zip(tasks, found)) / len(tasks)
+              for k in range(1, depth + 1)]
+    return FrontierFigures(tokens=tuple(mean_tokens), recall=tuple(recall))
 
 
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
