@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,7 +58,6 @@ from primsel.experiments.records import (
     TIE_AWARE,
     Aspera,
     CellReport,
-    FrontierFigures,
     Generation,
     Learning,
     Ranking,
@@ -69,6 +67,7 @@ from primsel.experiments.records import (
     SelectorUsage,
     retrieval_key,
 )
+from primsel.experiments.results import frontier_figures
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
@@ -79,7 +78,7 @@ from primsel.types import FitsOnTasks, LearnsFromTasks, GeneratesMany, Run, Sele
 
 #: The metric names (kept here for the modules that import them from the cell).
 __all__ = ["BASE_METRICS", "CURVE_KS", "REPORT_KS", "SELECTOR_USAGE", "TASK_METRICS", "TASK_STATUSES", "TIE_AWARE",
-           "CellContext", "CellOutcome", "compute_cell", "embedding_windows", "frontier_figures", "learns_from_tasks",
+           "CellContext", "CellOutcome", "compute_cell", "embedding_windows", "learns_from_tasks",
            "llm_answers", "run_cell", "stage_messages", "write_cell"]
 
 
@@ -214,7 +213,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
         learning=Learning(retriever=learns_from_tasks(settings.retriever),
                           selector=bool(selectors) and getattr(next(iter(selectors.values())), "learns_from_tasks", False),
                           generator=generated.fitted),
-        frontier=frontier_figures(run, gold, library),
+        frontier=frontier_figures(run, gold, _tokens_of_ranked(run, library)),
         retrieval_key=retrieval_key(dataset.fingerprint, settings.retriever, settings.folds, settings.seed,
                                     settings.depth))
     report = record.to_json()
@@ -240,6 +239,14 @@ def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: 
                                      if retrieval.folds.get(t.id, 0) != fold])
 
     return dict(fit_per_fold(probe, lambda: registry.build(spec, "selector"), folds, fit))
+
+
+def _tokens_of_ranked(run: Run, library: Library) -> dict[str, int]:
+    """Estimated documentation tokens (characters / 4 of the ``full`` text) of every ranked
+    primitive of the library."""
+    from primsel.retrieval.selector import estimate_tokens
+
+    return {p: estimate_tokens(library[p].text("full")) for scores in run.values() for p in scores if p in library}
 
 
 def llm_answers(selector: SelectorUsage | None, generation: Generation | None,
@@ -279,40 +286,6 @@ def learns_from_tasks(spec: Any) -> bool:
     Whatever :func:`primsel.registry.build` raises for a bad specification.
     """
     return isinstance(registry.build(spec, "retriever"), LearnsFromTasks)
-
-
-def frontier_figures(run: Run, gold: Mapping[str, Any], library: Mapping[str, Any]) -> FrontierFigures | None:
-    """The recall/tokens frontier of a ranking: for k = 1 .. depth (the longest ranking), the
-    mean documentation tokens of the top k (characters / 4 of each primitive's ``full`` text)
-    and the mean recall of the top k, over the tasks with gold primitives.
-
-    Returns
-    -------
-    :class:`primsel.experiments.records.FrontierFigures`, or None when no task has gold
-    primitives or a ranked id is not in ``library``.
-    """
-    from primsel.retrieval.selector import estimate_tokens
-    from primsel.types import ranking as order_of
-
-    tasks = [t for t in gold if gold[t] and t in run]
-    if not tasks:
-        return None
-    orders = {t: order_of(run[t]) for t in tasks}
-    if any(p not in library for order in orders.values() for p in order):
-        return None
-    tokens = {p: estimate_tokens(library[p].text("full")) for order in orders.values() for p in order}
-    depth = max(len(o) for o in orders.values())
-    # per task and k: the tokens of its top k and how many gold primitives it holds (whole
-    # numbers, so the running sums are exact); a ranking shorter than depth keeps its last
-    spent, found = [], []
-    for t in tasks:
-        own = frozenset(gold[t])
-        spent.append(list(itertools.accumulate(tokens[p] for p in orders[t])))
-        found.append(list(itertools.accumulate(int(p in own) for p in orders[t])))
-    mean_tokens = [math.fsum(row[min(k, len(row)) - 1] for row in spent) / len(tasks) for k in range(1, depth + 1)]
-    recall = [math.fsum(row[min(k, len(row)) - 1] / len(gold[t]) for t, row in zip(tasks, found)) / len(tasks)
-              for k in range(1, depth + 1)]
-    return FrontierFigures(tokens=tuple(mean_tokens), recall=tuple(recall))
 
 
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,

@@ -21,6 +21,7 @@ report.json lacks them? no: cells are reused) is not needed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -31,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from primsel import spec as specs
-from primsel.experiments.records import CellReport
+from primsel.experiments.records import CellReport, FrontierFigures
 from primsel.files import read_jsonl
 from primsel.types import ranking
 
 __all__ = ["CellResult", "Experiment", "FrontierCurve", "ReportError", "data_text", "dataset_groups",
-           "learning_retrievers", "load_experiment", "per_task_values", "ranking_frontier"]
+           "frontier_figures", "learning_retrievers", "load_experiment", "per_task_values", "ranking_frontier"]
 
 
 class ReportError(ValueError):
@@ -297,10 +298,51 @@ def _library_tokens() -> dict[str, int]:
     return _LIBRARY_TOKENS
 
 
+def _orders(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Task id -> its ranking (best first), for the tasks of ``gold`` with gold primitives that
+    ``run`` ranks, in ``gold``'s order."""
+    return {t: ranking(run[t]) for t in gold if gold[t] and t in run}
+
+
+def frontier_figures(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any],
+                     tokens: Mapping[str, int]) -> FrontierFigures | None:
+    """The recall/tokens frontier of a ranking: for k = 1 .. depth (the longest ranking), the
+    mean documentation tokens of the top k and the mean recall of the top k, over the tasks with
+    gold primitives (a ranking shorter than depth counts whole at every deeper k).
+
+    Parameters
+    ----------
+    run : task id -> {primitive id: score}.
+    gold : task id -> its gold primitive ids.
+    tokens : primitive id -> estimated documentation tokens (a whole number).
+
+    Returns
+    -------
+    :class:`primsel.experiments.records.FrontierFigures`, or None when no task has gold
+    primitives or a ranked id has no token count.
+    """
+    orders = _orders(run, gold)
+    if not orders or any(p not in tokens for order in orders.values() for p in order):
+        return None
+    depth = max(len(o) for o in orders.values())
+    # running sums of whole numbers (tokens, gold primitives found) per task: exact
+    spent, found = [], []
+    for t, order in orders.items():
+        own = frozenset(gold[t])
+        spent.append(list(itertools.accumulate(tokens[p] for p in order)))
+        found.append(list(itertools.accumulate(int(p in own) for p in order)))
+    n, sizes = len(orders), [len(frozenset(gold[t])) for t in orders]
+    mean_tokens = [math.fsum(row[min(k, len(row)) - 1] for row in spent) / n for k in range(1, depth + 1)]
+    recall = [math.fsum(row[min(k, len(row)) - 1] / size for row, size in zip(found, sizes)) / n
+              for k in range(1, depth + 1)]
+    return FrontierFigures(tokens=tuple(mean_tokens), recall=tuple(recall))
+
+
 def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
     """The recall/tokens frontier of a finished cell's ranking, from its run.trec and the gold
     sets of its tasks.jsonl, with the mean tokens per k its report recorded (``frontier``); a
-    cell written before that was recorded counts the tokens of the assistant library.
+    cell written before that was recorded counts the tokens of the assistant library
+    (:func:`frontier_figures`).
 
     Returns
     -------
@@ -314,19 +356,15 @@ def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
         gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    tasks = [t for t in gold if gold[t] and t in run]
-    if not tasks:
+    orders = _orders(run, gold)
+    if not orders:
         return None
-    orders = {t: ranking(run[t]) for t in tasks}
     depth = max(len(o) for o in orders.values())
-    ks = range(1, depth + 1)
     recorded = cell.record.frontier
-    if recorded is not None and len(recorded.tokens) == depth:
-        mean_tokens = tuple(float(x) for x in recorded.tokens)
-    else:
-        tokens = _library_tokens()
-        if any(p not in tokens for order in orders.values() for p in order):
+    if recorded is None or len(recorded.tokens) != depth:
+        recorded = frontier_figures(run, gold, _library_tokens())
+        if recorded is None:
             return None
-        mean_tokens = tuple(math.fsum(sum(tokens[p] for p in orders[t][:k]) for t in tasks) / len(tasks) for k in ks)
-    recall = tuple(tuple(len(gold[t] & set(orders[t][:k])) / len(gold[t]) for k in ks) for t in tasks)
-    return FrontierCurve(tokens=mean_tokens, recall=recall)
+    ks = range(1, depth + 1)
+    recall = tuple(tuple(len(gold[t] & set(order[:k])) / len(gold[t]) for k in ks) for t, order in orders.items())
+    return FrontierCurve(tokens=tuple(float(x) for x in recorded.tokens), recall=recall)
