@@ -30,7 +30,9 @@ Files of a cell directory (written by :func:`run_cell`, report.json last)::
     failures.jsonl  with a generator: one attribution row per task that did not pass
     report.json     metric name -> value (every ranking metric also tie-aware, as
                     ``tie_aware_<metric>``, and ``tied_tasks@k``; with an LLM, ``llm_answers``
-                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``
+                    and how many came from a cache, ``llm_answers_cached``), plus ``complete``,
+                    and what the report needs: ``learns``, ``frontier``, ``retrieval_key``;
+                    written by :meth:`primsel.experiments.records.CellReport.to_json`
 """
 
 from __future__ import annotations
@@ -46,34 +48,38 @@ from typing import Any
 from primsel import registry
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
+from primsel.experiments.records import (
+    BASE_METRICS,
+    CURVE_KS,
+    REPORT_KS,
+    SELECTOR_USAGE,
+    TASK_METRICS,
+    TASK_STATUSES,
+    TIE_AWARE,
+    Aspera,
+    CellReport,
+    Generation,
+    Learning,
+    Ranking,
+    Round,
+    RunFacts,
+    SelectionFigures,
+    SelectorUsage,
+    retrieval_key,
+)
+from primsel.experiments.results import frontier_figures
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
 from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library
 from primsel.retrieval.cv import fit_per_fold
-from primsel.types import STATUSES, FitsOnTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
+from primsel.types import FitsOnTasks, LearnsFromTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
 
-#: Ranking metrics every cell reports (plus ``recall@k`` and ``complete@k`` of the cell's k).
-CURVE_KS = tuple(range(1, 21))
-REPORT_KS = (5, 10, 15, 20)
-BASE_METRICS = (
-    *(f"recall@{k}" for k in CURVE_KS),
-    *(f"complete@{k}" for k in REPORT_KS),
-    "ndcg@10",
-    "mrr",
-)
-#: Per-task ranking metrics kept in tasks.jsonl (the cell's ``recall@k`` / ``complete@k`` too).
-TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
-#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``);
-#: ``tied_tasks@k`` counts the tasks with a tie across the cut-off k.
-TIE_AWARE = "tie_aware_"
-#: Statuses of a task in a cell with a generator: the execution statuses, plus the statuses of a
-#: program that was not executed (it is not ``ok``; ``no_program`` is in both).
-TASK_STATUSES = tuple(dict.fromkeys((*STATUSES, "truncated", "llm_error")))
-#: Selector usage entries summed into report.json as ``selector_<name>`` (``cached`` as
-#: ``selector_cache_hits``).
-SELECTOR_USAGE = ("prompt_tokens", "completion_tokens", "seconds", "calls", "errors", "unknown_names", "cached")
+#: The metric names (kept here for the modules that import them from the cell).
+__all__ = ["BASE_METRICS", "CURVE_KS", "REPORT_KS", "SELECTOR_USAGE", "TASK_METRICS", "TASK_STATUSES", "TIE_AWARE",
+           "CellContext", "CellOutcome", "compute_cell", "embedding_windows", "learns_from_tasks",
+           "llm_answers", "run_cell", "stage_messages", "write_cell"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +93,8 @@ class CellOutcome:
     run : the retrieval as a :data:`primsel.types.Run`.
     selections : task id -> :class:`primsel.types.Selection`.
     failures : with a generator, one attribution row per task that did not pass; else None.
+    record : the report as a :class:`primsel.experiments.records.CellReport` (``report`` is its
+        :meth:`~primsel.experiments.records.CellReport.to_json`).
     """
 
     report: dict[str, Any]
@@ -94,6 +102,17 @@ class CellOutcome:
     run: Run
     selections: dict[str, Selection]
     failures: list[dict[str, Any]] | None = None
+    record: CellReport | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Generated:
+    """The records of the generation stage (all empty without a generator)."""
+
+    generation: Generation | None = None
+    rounds: tuple[Round, ...] = ()
+    aspera: Aspera | None = None
+    fitted: bool = False
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -148,23 +167,18 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     rows_set = set_metrics_per_task(selected, gold)
     tokens = {t: tokens_of(sel, library) for t, sel in selections.items()}
 
-    report: dict[str, Any] = {name: _mean(r[name] for r in rows_rank.values()) for name in names}
     # beside every ranking metric its tie-aware value, and how many tasks a tie across each
     # cut-off touches (primsel.eval.metrics, "Ties")
     rows_expected = per_task(run, gold, names, ties="expected")
-    report.update({f"{TIE_AWARE}{name}": _mean(r[name] for r in rows_expected.values()) for name in names})
-    for cut in sorted({*REPORT_KS, k}):
-        report[f"tied_tasks@{cut}"] = float(tied_tasks(run, gold, cut))
-    report.update(set_metrics(selected, gold))
-    report["n_tasks"] = len(tasks)
-    report["selected"] = _mean(len(ids) for ids in selected.values())
-    report["closure_added"] = _mean(len(sel.added_by_closure) for sel in selections.values())
-    report["docs_tokens"] = _mean(tokens.values())
-    if retrieval.usage:
-        # totals over the tasks: the LLM cost of the ranking this cell selects from
-        for usage_name in SELECTOR_USAGE:
-            key = "selector_cache_hits" if usage_name == "cached" else f"selector_{usage_name}"
-            report[key] = math.fsum(float(u.get(usage_name, 0.0)) for u in retrieval.usage.values())
+    ranking = Ranking(values={name: _mean(r[name] for r in rows_rank.values()) for name in names},
+                      tie_aware={name: _mean(r[name] for r in rows_expected.values()) for name in names},
+                      tied_tasks={cut: float(tied_tasks(run, gold, cut)) for cut in sorted({*REPORT_KS, k})})
+    selection = SelectionFigures(n_tasks=len(tasks), selected=_mean(len(ids) for ids in selected.values()),
+                                 closure_added=_mean(len(sel.added_by_closure) for sel in selections.values()),
+                                 docs_tokens=_mean(tokens.values()), scores=set_metrics(selected, gold))
+    # totals over the tasks: the LLM cost of the ranking this cell selects from
+    selector_usage = SelectorUsage({name: math.fsum(float(u.get(name, 0.0)) for u in retrieval.usage.values())
+                                    for name in SELECTOR_USAGE}) if retrieval.usage else None
 
     rows = []
     for t in tasks:
@@ -177,24 +191,33 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
             rows[-1]["selection_usage"] = dict(selections[t.id].usage)
 
     failures: list[dict[str, Any]] | None = None
+    generated = _Generated()
     if settings.generator:
-        gen_rows, failures, gen_report = _generate_and_execute(settings, dataset, library, selections,
-                                                               retrieval.folds, workers, base_dir, task_bar,
-                                                               _reselector(settings, library, name, requery, selectors))
+        gen_rows, failures, generated = _generate_and_execute(settings, dataset, library, selections,
+                                                              retrieval.folds, workers, base_dir, task_bar,
+                                                              _reselector(settings, library, name, requery, selectors))
         for row in rows:
             row.update(gen_rows[row["task_id"]])
-        report.update(gen_report)
 
-    report["retrieval_seconds"] = retrieval.seconds
-    report["retrieval_cached"] = float(retrieval.cached)
-    report.update(llm_answers(report, retrieval.cached))
     # a task whose LLM request (selection or generation) failed after its retries makes the cell
     # incomplete: it is written, and recomputed by the next run
     incomplete = set(retrieval_errors(retrieval))
     incomplete.update(row["task_id"] for row in rows if row.get("status") == "llm_error")
-    report["incomplete_tasks"] = float(len(incomplete))
-    report["complete"] = not incomplete
-    return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures)
+    answers = llm_answers(selector_usage, generated.generation, retrieval.cached)
+    record = CellReport(
+        ranking=ranking, selection=selection, selector_usage=selector_usage, generation=generated.generation,
+        rounds=generated.rounds, aspera=generated.aspera,
+        run=RunFacts(retrieval_seconds=retrieval.seconds, retrieval_cached=float(retrieval.cached),
+                     llm_answers=answers[0] if answers else None, llm_answers_cached=answers[1] if answers else None,
+                     incomplete_tasks=float(len(incomplete)), complete=not incomplete),
+        learning=Learning(retriever=learns_from_tasks(settings.retriever),
+                          selector=bool(selectors) and getattr(next(iter(selectors.values())), "learns_from_tasks", False),
+                          generator=generated.fitted),
+        frontier=frontier_figures(run, gold, _tokens_of_ranked(run, library)),
+        retrieval_key=retrieval_key(dataset.fingerprint, settings.retriever, settings.folds, settings.seed,
+                                    settings.depth))
+    report = record.to_json()
+    return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures, record=record)
 
 
 def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: Library) -> dict[int, Any]:
@@ -218,39 +241,62 @@ def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: 
     return dict(fit_per_fold(probe, lambda: registry.build(spec, "selector"), folds, fit))
 
 
-def llm_answers(report: Mapping[str, Any], ranking_cached: bool = False) -> dict[str, float]:
+def _tokens_of_ranked(run: Run, library: Library) -> dict[str, int]:
+    """Estimated documentation tokens (characters / 4 of the ``full`` text) of every ranked
+    primitive of the library."""
+    from primsel.retrieval.selector import estimate_tokens
+
+    return {p: estimate_tokens(library[p].text("full")) for scores in run.values() for p in scores if p in library}
+
+
+def llm_answers(selector: SelectorUsage | None, generation: Generation | None,
+                ranking_cached: bool = False) -> tuple[float, float] | None:
     """How many LLM answers a cell's results rest on, and how many of them came from a cache.
 
-    Answers are the LLM calls that did not end in an error: the LLM selector's
-    (``selector_calls - selector_errors``) and the generator's (``generator_calls -
-    generator_errors``). Cached are the answers taken from the answer cache
-    (``selector_cache_hits``, ``generator_cache_hits``), and every selector answer when the
-    ranking itself was read from the retrieval cache (``ranking_cached``).
+    Answers are the LLM calls that did not end in an error: the LLM selector's (``calls -
+    errors`` of ``selector``) and the generator's (``calls - errors`` of the generation's
+    usage). Cached are the answers taken from the answer cache (the selector's ``cached``, the
+    generator's ``cache_hits``), and every selector answer when the ranking itself was read from
+    the retrieval cache (``ranking_cached``).
 
     Returns
     -------
-    ``{"llm_answers": M, "llm_answers_cached": N}``, or ``{}`` when the cell used no LLM.
+    ``(answers, cached)``, or None when the cell used no LLM.
     """
-    def total(key: str) -> float:
-        return float(report.get(key, 0.0) or 0.0)
+    use = dict(selector.values) if selector is not None else {}
+    gen = dict(generation.usage) if generation is not None else {}
 
-    selector = total("selector_calls") - total("selector_errors")
-    generator = total("generator_calls") - total("generator_errors")
-    if selector + generator <= 0:
-        return {}
-    cached = (selector if ranking_cached else total("selector_cache_hits")) + total("generator_cache_hits")
-    return {"llm_answers": selector + generator, "llm_answers_cached": cached}
+    def total(values: Mapping[str, Any], key: str) -> float:
+        return float(values.get(key, 0.0) or 0.0)
+
+    from_selector = total(use, "calls") - total(use, "errors")
+    from_generator = total(gen, "calls") - total(gen, "errors")
+    if from_selector + from_generator <= 0:
+        return None
+    cached = (from_selector if ranking_cached else total(use, "cached")) + total(gen, "cache_hits")
+    return from_selector + from_generator, cached
+
+
+def learns_from_tasks(spec: Any) -> bool:
+    """True when the retriever of ``spec`` learns from tasks (:class:`primsel.types.LearnsFromTasks`;
+    it is built, unfitted, and asked).
+
+    Raises
+    ------
+    Whatever :func:`primsel.registry.build` raises for a bad specification.
+    """
+    return isinstance(registry.build(spec, "retriever"), LearnsFromTasks)
 
 
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
                           selections: Mapping[str, Selection], folds: Mapping[str, int], workers: int | None,
                           base_dir: Path | None, task_bar: Any,
                           reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None
-                          ) -> tuple[dict[str, dict], list[dict], dict]:
+                          ) -> tuple[dict[str, dict], list[dict], _Generated]:
     """Generate a program per task (per fold when the generator learns from training folds),
     run them in the sandbox, give the failed ones their reflection rounds
     (:mod:`primsel.experiments.reflection`), attribute failures. Returns (row updates, failures,
-    report part)."""
+    the generation's records)."""
     from primsel.eval.attribution import attribute
     from primsel.experiments.reflection import execute_programs, reference_runs, run_rounds
     from primsel.simulator.sandbox import Sandbox
@@ -291,9 +337,10 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
             # the task's cost over its rounds; its last program's tokens are in its last round
             rows[t.id]["tokens"] = {part: sum(e["tokens"].get(part, 0) for e in entries)
                                     for part in ("prompt", "completion", "prompt_cached")}
-    report = _generation_report(settings, tasks, rows, failures, generators, rounds)
-    report.update(_aspera_part(generators, tasks, selections, rows))
-    return rows, failures, report
+    generation, round_records = _generation_report(settings, tasks, rows, failures, generators, rounds)
+    return rows, failures, _Generated(generation=generation, rounds=round_records,
+                                      aspera=_aspera_part(generators, tasks, selections, rows),
+                                      fitted=any(isinstance(g, FitsOnTasks) for g in generators))
 
 
 def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections: Mapping[str, Selection],
@@ -349,30 +396,26 @@ def _program_row(prog: Any, res: Any, lenient: str | None) -> dict[str, Any]:
 
 def _generation_report(settings: CellSettings, tasks: Sequence[Task], rows: Mapping[str, Mapping[str, Any]],
                        failures: Sequence[Mapping[str, Any]], generators: Sequence[Any],
-                       rounds: Any) -> dict[str, Any]:
+                       rounds: Any) -> tuple[Generation, tuple[Round, ...]]:
     """The generation part of report.json: success, the share of every status, failures per
-    category, the generators' usage summed, the per-round figures with reflection rounds."""
+    category, the generators' usage summed; and the per-round figures with reflection rounds."""
     from primsel.eval.attribution import count_categories
     from primsel.experiments.reflection import round_figures
 
     status = {t.id: rows[t.id]["status"] for t in tasks}
-    report: dict[str, Any] = {"success": _mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks)}
-    for name in TASK_STATUSES:
-        report[f"status_{name}"] = _mean(1.0 if status[t.id] == name else 0.0 for t in tasks)
-    for category, count in count_categories(failures).items():
-        report[f"failures_{category}"] = float(count)
     usage_total: dict[str, float] = {}
     for gen in generators:
         if isinstance(gen, SummarisesUsage):
             for key, value in gen.usage_summary().items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     usage_total[key] = usage_total.get(key, 0.0) + float(value)
-    report.update({f"generator_{k}": v for k, v in usage_total.items()})
-    if "cache_hits" in usage_total:
-        report["cache_hits"] = usage_total["cache_hits"]
-    if rounds is not None:
-        report.update(round_figures(settings.reflection, rounds.rounds, rounds.usage))
-    return report
+    generation = Generation(
+        success=_mean(1.0 if status[t.id] == "pass" else 0.0 for t in tasks),
+        status={name: _mean(1.0 if status[t.id] == name else 0.0 for t in tasks) for name in TASK_STATUSES},
+        failures={category: float(count) for category, count in count_categories(failures).items()},
+        usage=usage_total, cache_hits=usage_total.get("cache_hits"))
+    figures = round_figures(settings.reflection, rounds.rounds, rounds.usage) if rounds is not None else ()
+    return generation, figures
 
 
 def _reselector(settings: CellSettings, library: Library, name: str,
@@ -417,13 +460,13 @@ def _import_lenient(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, 
 
 
 def _aspera_part(generators: Sequence[Any], tasks: Sequence[Task], selections: Mapping[str, Any],
-                 rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+                 rows: Mapping[str, Mapping[str, Any]]) -> Aspera:
     """The generator's extraction mode and ASPERA's figures (primsel.eval.aspera), for report.json."""
     from primsel.eval.aspera import aspera_figures
 
     figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
-    return {"extraction": getattr(generators[0], "extraction", None) if generators else None,
-            **aspera_figures(figure_rows)}
+    return Aspera(extraction=getattr(generators[0], "extraction", None) if generators else None,
+                  figures=aspera_figures(figure_rows))
 
 
 def _generate(gen: Any, items: Sequence[tuple[Task, Sequence[Any]]]) -> dict[str, Any]:
@@ -547,7 +590,8 @@ def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutco
     from primsel.retrieval.trec import format_run
 
     s = cell.settings
-    report = {**outcome.report, "seconds": seconds}
+    record = outcome.record if outcome.record is not None else CellReport.from_json(outcome.report)
+    report = dataclasses.replace(record, run=dataclasses.replace(record.run, seconds=seconds)).to_json()
     directory.mkdir(parents=True, exist_ok=True)
     # an earlier (incomplete) report.json must not outlive a run killed before the new one
     (directory / "report.json").unlink(missing_ok=True)

@@ -2,7 +2,8 @@
 
 One row per finished cell, in the experiment's order: ``id``, ``label``, ``retriever`` (its
 readable label), ``k``, ``closure``, ``dataset`` (source and number of tasks) and every value of
-the cell's ``report.json`` (numbers at full precision; nested values as JSON text in the csv).
+the cell's ``report.json`` but its ``frontier`` (numbers at full precision; nested values as JSON
+text in the csv).
 Columns are the union over the cells, the fixed ones first, then the metrics sorted by name; a
 cell without a metric has an empty csv field (``null`` in the json).
 
@@ -24,11 +25,14 @@ __all__ = ["FIXED_COLUMNS", "cell_rows", "latex_escape", "latex_number", "to_csv
 
 #: The first columns of :func:`cell_rows`, in order.
 FIXED_COLUMNS = ("id", "label", "retriever", "k", "closure", "dataset")
+#: Keys of report.json a row leaves out: the fixed columns, and the frontier (two values per k of
+#: the whole ranking, which the report draws).
+SKIPPED = (*FIXED_COLUMNS, "frontier")
 
 
 def cell_rows(experiment: Any) -> list[dict[str, Any]]:
     """The rows of the finished cells of ``experiment`` (a
-    :class:`primsel.experiments.report.Experiment`), each with every column of the table."""
+    :class:`primsel.experiments.results.Experiment`), each with every column of the table."""
     from primsel import spec as specs
 
     data = {d.get("fingerprint"): d for d in experiment.datasets} if experiment.datasets else {}
@@ -42,7 +46,7 @@ def cell_rows(experiment: Any) -> list[dict[str, Any]]:
             "k": c.settings.get("k"), "closure": bool(c.settings.get("closure", False)),
             "dataset": f"{d.get('source', '?')}/{d.get('n_tasks', '?')}",
         }
-        row.update({key: value for key, value in c.report.items() if key not in FIXED_COLUMNS})
+        row.update({key: value for key, value in c.record.to_json().items() if key not in SKIPPED})
         rows.append(row)
     metrics = sorted({key for row in rows for key in row} - set(FIXED_COLUMNS))
     return [{key: row.get(key) for key in (*FIXED_COLUMNS, *metrics)} for row in rows]

@@ -27,7 +27,8 @@ from typing import Any, TextIO
 
 from primsel.experiments.cell import CellContext, compute_cell, write_cell
 from primsel.experiments.config import Cell
-from primsel.files import caches_disabled, digest
+from primsel.experiments.records import retrieval_key
+from primsel.files import caches_disabled
 
 
 def _ray() -> Any:
@@ -112,7 +113,7 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
                 shared[id(ctx.dataset)] = (ray.put(ctx.dataset), ray.put(ctx.library))
             data_ref, library_ref = shared[id(ctx.dataset)]
             s = cell.settings
-            key = digest([ctx.dataset.fingerprint, s.retriever, s.folds, s.seed, s.depth])
+            key = retrieval_key(ctx.dataset.fingerprint, s.retriever, s.folds, s.seed, s.depth)
             if key not in retrievals:
                 retrievals[key] = retrieve.remote(data_ref, library_ref, s.retriever, s.folds, s.seed, s.depth,
                                                   ctx.store.use_disk)

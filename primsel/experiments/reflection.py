@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from primsel.checks import ROUNDS_BOUNDS, flag_problem, number_problem
+from primsel.experiments.records import Round
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
 
 __all__ = [
@@ -358,7 +359,7 @@ def run_rounds(
 
 
 def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[str, Any]]],
-                  usage: Sequence[Mapping[str, float]]) -> dict[str, float]:
+                  usage: Sequence[Mapping[str, float]]) -> tuple[Round, ...]:
     """The per-round figures of a cell (see the module docstring), for rounds 1..``rounds``.
 
     Parameters
@@ -370,10 +371,11 @@ def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[
 
     Returns
     -------
-    ``{"success@1": ..., "calls@1": ..., ...}``.
+    One :class:`primsel.experiments.records.Round` per round (written ``success@1``,
+    ``calls@1``, ... in report.json); ``selection_recall`` None without ``reselect``.
     """
     n = len(rounds)
-    out: dict[str, float] = {}
+    out: list[Round] = []
     cumulative = 0.0
     for r in range(1, reflection.rounds + 1):
         entries = [e for task in rounds.values() for e in task if e["round"] == r]
@@ -382,14 +384,13 @@ def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[
         completion = math.fsum(e["tokens"]["completion"] for e in entries)
         extra = float(usage[r - 1]["reselect_tokens"]) if r - 1 < len(usage) else 0.0
         cumulative += prompt + completion + extra
-        out[f"success@{r}"] = passed / n if n else 0.0
-        out[f"calls@{r}"] = float(len(entries))
-        out[f"cache_hits@{r}"] = float(sum(1 for e in entries if e["cached"]))
-        out[f"requests@{r}"] = float(usage[r - 1]["requests"]) if r - 1 < len(usage) else 0.0
-        out[f"prompt_tokens@{r}"] = prompt
-        out[f"completion_tokens@{r}"] = completion
-        out[f"cumulative_tokens@{r}"] = cumulative
+        selection_recall = None
         if reflection.reselect:
             last = [max((e for e in task if e["round"] <= r), key=lambda e: e["round"]) for task in rounds.values()]
-            out[f"selection_recall@{r}"] = math.fsum(e.get("set_recall", 0.0) for e in last) / n if n else 0.0
-    return out
+            selection_recall = math.fsum(e.get("set_recall", 0.0) for e in last) / n if n else 0.0
+        out.append(Round(success=passed / n if n else 0.0, calls=float(len(entries)),
+                         cache_hits=float(sum(1 for e in entries if e["cached"])),
+                         requests=float(usage[r - 1]["requests"]) if r - 1 < len(usage) else 0.0,
+                         prompt_tokens=prompt, completion_tokens=completion, cumulative_tokens=cumulative,
+                         selection_recall=selection_recall))
+    return tuple(out)

@@ -9,23 +9,35 @@
     <out>/<name>/<cell id>/run.trec     the cell's ranking per task (TREC run format)
 
 The report (:mod:`primsel.reporting`) and the explorer (:mod:`primsel.explore`) read the folder
-through this module only.
+through this module only: a cell's report.json as a typed
+:class:`primsel.experiments.records.CellReport` (:attr:`CellResult.record`), and what the report
+needs beyond it without building a component or the library (:func:`learning_retrievers`,
+:func:`ranking_frontier`), from what the run recorded. Folders written before ``learns`` and
+``frontier`` were recorded are read too: :func:`learning_retrievers` then asks the retriever
+(built, unfitted) and :func:`ranking_frontier` counts the tokens of the assistant library, as the
+report did before; ``primsel run`` on the experiment again (every cell is recomputed when its
+report.json lacks them? no: cells are reused) is not needed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from primsel import spec as specs
+from primsel.experiments.records import CellReport, FrontierFigures
 from primsel.files import read_jsonl
+from primsel.types import ranking
 
-__all__ = ["CellResult", "Experiment", "ReportError", "data_text", "dataset_groups", "load_experiment",
-           "per_task_values"]
+__all__ = ["CellResult", "Experiment", "FrontierCurve", "ReportError", "data_text", "dataset_groups",
+           "frontier_figures", "learning_retrievers", "load_experiment", "per_task_values", "ranking_frontier"]
 
 
 class ReportError(ValueError):
@@ -51,6 +63,16 @@ class CellResult:
     report: Mapping[str, float]
     directory: Path
 
+    @cached_property
+    def record(self) -> CellReport:
+        """report.json as a typed record (empty when the cell has none).
+
+        Raises
+        ------
+        ValueError : report.json holds ``learns`` or ``frontier`` of the wrong shape.
+        """
+        return CellReport.from_json(self.report)
+
     @property
     def finished(self) -> bool:
         """True when the cell's report.json exists (complete or not)."""
@@ -60,7 +82,7 @@ class CellResult:
     def complete(self) -> bool:
         """False when report.json says ``"complete": false`` (LLM requests failed; the next
         ``primsel run`` recomputes the cell)."""
-        return self.report.get("complete", True) is not False
+        return self.record.complete
 
     @property
     def retriever(self) -> str:
@@ -212,3 +234,137 @@ def dataset_groups(experiment: Experiment) -> list[tuple[Mapping[str, Any], list
         if i is not None:
             groups[i][1].append(c)
     return groups
+
+
+def learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
+    """Labels of the cells' retrievers that learn from tasks, in order of first appearance.
+
+    Read from each cell's report (``learns``, recorded at run time); for a cell written before
+    it was recorded, the retriever is built from its specification (unfitted: a specification
+    only stores parameters) and asked; one that cannot be built here is left out.
+    """
+    last = {c.retriever: c for c in cells}  # one cell per label, labels in order of first appearance
+    out = []
+    for label, c in last.items():
+        learning = c.record.learning
+        if learning.retriever if learning is not None else _learns_unrecorded(c.settings.get("retriever")):
+            out.append(label)
+    return out
+
+
+def _learns_unrecorded(spec: Any) -> bool:
+    """Whether a retriever learns from tasks, for a folder that did not record it."""
+    from primsel import registry
+    from primsel.types import LearnsFromTasks
+
+    try:
+        return isinstance(registry.build(spec, "retriever"), LearnsFromTasks)
+    except Exception:  # noqa: BLE001 - a retriever that cannot be built here is not named
+        return False
+
+
+@dataclass(frozen=True)
+class FrontierCurve:
+    """The recall/tokens frontier of one ranking: for k = 1 .. depth, the mean documentation
+    tokens of the top k and every task's recall of its top k.
+
+    Parameters
+    ----------
+    tokens : mean tokens per k, length depth.
+    recall : per-task recall, one row per task with gold primitives, each of length depth.
+    """
+
+    tokens: tuple[float, ...]
+    recall: tuple[tuple[float, ...], ...]
+
+    @property
+    def mean_recall(self) -> list[float]:
+        """Mean recall over tasks per k, length depth."""
+        return [math.fsum(col) / len(col) for col in zip(*self.recall)]
+
+
+_LIBRARY_TOKENS: dict[str, int] = {}
+
+
+def _library_tokens() -> dict[str, int]:
+    """Estimated documentation tokens of every primitive of the assistant library, for the
+    frontier of a folder that did not record it (computed once per process)."""
+    if not _LIBRARY_TOKENS:
+        from primsel.library import Library
+        from primsel.retrieval.selector import estimate_tokens
+
+        library = Library.from_simulator()
+        _LIBRARY_TOKENS.update({p: estimate_tokens(library[p].text("full")) for p in library})
+    return _LIBRARY_TOKENS
+
+
+def _orders(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Task id -> its ranking (best first), for the tasks of ``gold`` with gold primitives that
+    ``run`` ranks, in ``gold``'s order."""
+    return {t: ranking(run[t]) for t in gold if gold[t] and t in run}
+
+
+def frontier_figures(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any],
+                     tokens: Mapping[str, int]) -> FrontierFigures | None:
+    """The recall/tokens frontier of a ranking: for k = 1 .. depth (the longest ranking), the
+    mean documentation tokens of the top k and the mean recall of the top k, over the tasks with
+    gold primitives (a ranking shorter than depth counts whole at every deeper k).
+
+    Parameters
+    ----------
+    run : task id -> {primitive id: score}.
+    gold : task id -> its gold primitive ids.
+    tokens : primitive id -> estimated documentation tokens (a whole number).
+
+    Returns
+    -------
+    :class:`primsel.experiments.records.FrontierFigures`, or None when no task has gold
+    primitives or a ranked id has no token count.
+    """
+    orders = _orders(run, gold)
+    if not orders or any(p not in tokens for order in orders.values() for p in order):
+        return None
+    depth = max(len(o) for o in orders.values())
+    # running sums of whole numbers (tokens, gold primitives found) per task: exact
+    spent, found = [], []
+    for t, order in orders.items():
+        own = frozenset(gold[t])
+        spent.append(list(itertools.accumulate(tokens[p] for p in order)))
+        found.append(list(itertools.accumulate(int(p in own) for p in order)))
+    n, sizes = len(orders), [len(frozenset(gold[t])) for t in orders]
+    mean_tokens = [math.fsum(row[min(k, len(row)) - 1] for row in spent) / n for k in range(1, depth + 1)]
+    recall = [math.fsum(row[min(k, len(row)) - 1] / size for row, size in zip(found, sizes)) / n
+              for k in range(1, depth + 1)]
+    return FrontierFigures(tokens=tuple(mean_tokens), recall=tuple(recall))
+
+
+def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
+    """The recall/tokens frontier of a finished cell's ranking, from its run.trec and the gold
+    sets of its tasks.jsonl, with the mean tokens per k its report recorded (``frontier``); a
+    cell written before that was recorded counts the tokens of the assistant library
+    (:func:`frontier_figures`).
+
+    Returns
+    -------
+    :class:`FrontierCurve`, or None when run.trec or tasks.jsonl is missing or unreadable, no
+    task has gold primitives, or (unrecorded) a ranked id is not in the assistant library.
+    """
+    from primsel.retrieval.trec import read_run
+
+    try:
+        run = read_run(cell.directory / "run.trec")
+        gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    orders = _orders(run, gold)
+    if not orders:
+        return None
+    depth = max(len(o) for o in orders.values())
+    recorded = cell.record.frontier
+    if recorded is None or len(recorded.tokens) != depth:
+        recorded = frontier_figures(run, gold, _library_tokens())
+        if recorded is None:
+            return None
+    ks = range(1, depth + 1)
+    recall = tuple(tuple(len(gold[t] & set(order[:k])) / len(gold[t]) for k in ks) for t, order in orders.items())
+    return FrontierCurve(tokens=tuple(float(x) for x in recorded.tokens), recall=recall)

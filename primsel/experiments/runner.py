@@ -44,6 +44,7 @@ from typing import Any, TextIO
 from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, subset
+from primsel.experiments.records import CellReport
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
@@ -78,9 +79,9 @@ def is_finished(directory: Path) -> bool:
     ``"complete": false`` (reports written before that key existed count as complete)."""
     try:
         report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+        return isinstance(report, dict) and CellReport.from_json(report).complete
     except (OSError, ValueError):
         return False
-    return isinstance(report, dict) and report.get("complete", True) is not False
 
 
 def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -> list[str]:

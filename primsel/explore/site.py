@@ -30,14 +30,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from primsel.experiments.records import EXPLORER_COLUMNS
+from primsel.experiments.results import CellResult, ReportError, load_experiment
+
 __all__ = ["SiteError", "build_site"]
 
-#: Metrics of report.json shown in the cells table, in order: (key, header).
-CELL_COLUMNS = (
-    ("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15"), ("recall@20", "R@20"),
-    ("complete@10", "C@10"), ("complete@20", "C@20"), ("ndcg@10", "nDCG@10"), ("mrr", "MRR"),
-    ("set_f1_macro", "set F1"), ("docs_tokens", "doc tokens"), ("success", "success"),
-)
+#: Metrics of report.json shown in the cells table, in order: (metric, header).
+CELL_COLUMNS = EXPLORER_COLUMNS
 #: Files of the page, in primsel/explore/assets.
 ASSETS = ("index.html", "explorer.js", "explorer.css")
 
@@ -117,7 +116,7 @@ def _colours(path: Path) -> dict[str, str]:
     return {str(k): v for k, v in found.items() if isinstance(v, str) and re.fullmatch(r"#[0-9a-fA-F]{6}", v)}
 
 
-def _cell_entry(cell: Any, colour: str | None = None) -> dict[str, Any]:
+def _cell_entry(cell: CellResult, colour: str | None = None) -> dict[str, Any]:
     from primsel.spec import label as spec_label
 
     settings = dict(cell.settings)
@@ -126,8 +125,8 @@ def _cell_entry(cell: Any, colour: str | None = None) -> dict[str, Any]:
         generator_text = str(generator.get("model") or generator.get("type") or "")
     else:
         generator_text = str(generator or "")
-    report = dict(cell.report)
-    failures = {key[len("failures_"):]: value for key, value in report.items() if key.startswith("failures_")}
+    record = cell.record
+    failures = dict(record.generation.failures) if record.generation is not None else {}
     return {
         "id": cell.id,
         "label": cell.label,
@@ -137,7 +136,8 @@ def _cell_entry(cell: Any, colour: str | None = None) -> dict[str, Any]:
         "generator": generator_text,
         "finished": cell.finished,
         "complete": cell.complete,
-        "metrics": {key: report.get(key) for key, _ in CELL_COLUMNS if isinstance(report.get(key), (int, float))},
+        "metrics": {key: value for key, _ in CELL_COLUMNS
+                    if isinstance(value := record.metric(key), (int, float)) and not isinstance(value, bool)},
         "failures": failures,
         "settings": settings,
         "colour": colour,
@@ -209,8 +209,6 @@ def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | 
     SiteError : not an experiment directory, an unreadable file (named), or the site cannot be
         written.
     """
-    from primsel.experiments.results import ReportError, load_experiment
-
     log = sys.stderr if log is None else log
     directory = Path(directory)
     try:

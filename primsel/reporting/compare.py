@@ -150,19 +150,21 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = 
     return np.where(np.ptp(data, axis=0) == 0, mean, low), np.where(np.ptp(data, axis=0) == 0, mean, high)
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
+
+
 def _merit(cell: CellResult, has_gen: bool) -> tuple[float, float, float]:
     """Best k of a configuration: task success (with a generator), then set F1 (macro), then
     fewer documentation tokens."""
-    r = cell.report
-    return (float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get("set_f1_macro", 0.0)),
-            -float(r.get("docs_tokens", 0.0)))
+    r = cell.record
+    return (_or(r.success, -1.0) if has_gen else 0.0, _or(r.selection.f1_macro, 0.0), -_or(r.docs_tokens, 0.0))
 
 
 def _order(cell: CellResult, has_gen: bool) -> tuple[bool, float, float]:
     """Leaderboard order: references last, then by success (with a generator) and recall@15."""
-    r = cell.report
-    return (not is_reference(cell), float(r.get("success", -1.0)) if has_gen else 0.0,
-            float(r.get(LEADER_METRIC, -1.0)))
+    r = cell.record
+    return (not is_reference(cell), _or(r.success, -1.0) if has_gen else 0.0, _or(r.metric(LEADER_METRIC), -1.0))
 
 
 def best_of_configurations(cells: Sequence[CellResult]) -> dict[tuple[str, str], CellResult]:

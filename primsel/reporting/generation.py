@@ -28,7 +28,7 @@ def _rows(directory: Any) -> list[dict[str, Any]]:
 
 def generation_rows(cell: Any) -> dict[str, Any]:
     """The figures of one finished cell with a generator (see :data:`_NOTE`), from its report
-    and tasks.jsonl.
+    (``cell.record``, :class:`primsel.experiments.records.CellReport`) and tasks.jsonl.
 
     Returns
     -------
@@ -36,6 +36,7 @@ def generation_rows(cell: Any) -> dict[str, Any]:
     "incomplete", "incomplete_passed", "p_fisher", "prompt", "computed", "completion", "minutes"}``.
     """
     rows = _rows(cell.directory)
+    record = cell.record
     n = len(rows)
     passed = sum(row.get("status") == "pass" for row in rows)
     low, high = wilson_interval(passed, n) if n else (0.0, 0.0)
@@ -45,12 +46,13 @@ def generation_rows(cell: Any) -> dict[str, Any]:
     completion = sum(float((row.get("tokens") or {}).get("completion", 0)) for row in rows)
     return {
         "n": n, "passed": passed, "success": passed / n if n else 0.0, "low": low, "high": high,
-        "score": cell.report.get("score"), "set_recall": cell.report.get("set_recall_macro"),
+        "score": record.aspera.score if record.aspera is not None else None,
+        "set_recall": record.selection.recall_macro,
         "complete": cover["complete"][0], "complete_passed": cover["complete"][1],
         "incomplete": cover["incomplete"][0], "incomplete_passed": cover["incomplete"][1],
         "p_fisher": cover["p_fisher"],
         "prompt": prompt / n if n else 0.0, "computed": (prompt - cached) / n if n else 0.0,
-        "completion": completion / n if n else 0.0, "minutes": float(cell.report.get("seconds", 0.0)) / 60,
+        "completion": completion / n if n else 0.0, "minutes": float(record.run.seconds or 0.0) / 60,
     }
 
 
@@ -64,11 +66,11 @@ def generation_table(cells: Sequence[Any], label_of: Mapping[str, str] | None = 
 
     Parameters
     ----------
-    cells : the experiment's cells (``id``, ``label``, ``settings``, ``report``, ``directory``,
-        ``finished``).
+    cells : the experiment's cells (:class:`primsel.experiments.results.CellResult`: ``id``,
+        ``label``, ``settings``, ``record``, ``directory``, ``finished``).
     label_of : cell id -> the label to show (default: the cell's label).
     """
-    gen = [c for c in cells if getattr(c, "finished", True) and c.settings.get("generator") and "success" in c.report]
+    gen = [c for c in cells if getattr(c, "finished", True) and c.settings.get("generator") and c.record.success is not None]
     if not gen:
         return []
     lines = ["| configuration | k | tasks | success [95% CI] | score | sel. R | gold complete | success: complete / not "

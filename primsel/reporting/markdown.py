@@ -13,8 +13,15 @@ from typing import Any
 
 from primsel.eval.aspera import markdown_table as aspera_table
 from primsel.eval.significance import N_RESAMPLES
-from primsel.experiments.cell import TIE_AWARE
 from primsel.experiments.labels import generator_label, get_dotted
+from primsel.experiments.records import (
+    LEADER_COLUMNS,
+    RANKED_COLUMNS,
+    REPORT_KS,
+    SUMMARY_COLUMNS,
+    SUMMARY_METRICS,
+    TABLE_COLUMNS,
+)
 from primsel.experiments.results import CellResult, Experiment, data_text, dataset_groups
 from primsel.reporting.generation import generation_table
 from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing
@@ -37,27 +44,10 @@ from primsel.reporting.style import (
 __all__ = ["COLUMNS", "RANKED_COLUMNS", "SUMMARY_COLUMNS", "TIE_KS", "best_cells", "frontier_table",
            "leaderboard_lines", "render_markdown", "tie_table"]
 
-#: The table's metric columns: (report.json key, header).
-COLUMNS = (
-    ("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15"), ("recall@20", "R@20"),
-    ("complete@10", "C@10"), ("complete@15", "C@15"), ("complete@20", "C@20"),
-    ("ndcg@10", "nDCG@10"), ("mrr", "MRR"),
-    ("set_precision_micro", "P mi"), ("set_recall_micro", "R mi"), ("set_f1_micro", "F1 mi"),
-    ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"), ("set_f1_macro", "F1 ma"),
-    ("docs_tokens", "tokens"),
-)
-#: The ranking metrics shown in primitive-id order and tie-aware in the table of ties.
-RANKED_COLUMNS = COLUMNS[:9]
-#: Cut-offs at which the table of ties counts the tasks with a tie across the cut-off.
-TIE_KS = (5, 10, 15, 20)
-#: Metrics of the summary tables of an experiment on several datasets.
-SUMMARY_METRICS = (("recall@5", "recall@5"), ("ndcg@10", "nDCG@10"), ("complete@5", "complete@5"))
-#: Columns of the summary :func:`best_cells` prints: (report.json key, header).
-SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20", "C@20"), ("mrr", "MRR"),
-                   ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
-#: Metrics of the leaderboard besides recall@15: (report.json key, header, decimals).
-LEADER_COLUMNS = (("complete@20", "C@20", 3), ("ndcg@10", "nDCG@10", 3), ("set_recall_macro", "R sel", 3),
-                  ("docs_tokens", "tokens", 1))
+#: The table's metric columns, the ranking columns of the table of ties and their cut-offs, the
+#: summary's and the leaderboard's columns: from :mod:`primsel.experiments.records`.
+COLUMNS = TABLE_COLUMNS
+TIE_KS = REPORT_KS
 
 
 def _row(values: Sequence[str]) -> str:
@@ -83,16 +73,24 @@ def _test_cells(test: Mapping[str, Any] | None, baseline: bool) -> list[str]:
     return [f"{test['mean_diff']:+.3f}", p_value(test["p_randomisation"])]
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
+
+
 def _leader_row(rank: int, s: Standing, has_gen: bool) -> list[str]:
-    # the whole library's order is primitive-id order: its ranking metrics say nothing
-    r = {"docs_tokens": s.cell.report.get("docs_tokens")} if ranks_nothing(s.cell) else s.cell.report
-    recall = num(r.get(LEADER_METRIC))
+    record = s.cell.record
+
+    def value(name: str) -> float | None:
+        # the whole library's order is primitive-id order: its ranking metrics say nothing
+        return record.docs_tokens if name == "docs_tokens" else None if ranks_nothing(s.cell) else record.metric(name)
+
+    recall = num(value(LEADER_METRIC))
     if s.interval is not None and not ranks_nothing(s.cell):
         recall += f" [{s.interval[0]:.3f}, {s.interval[1]:.3f}]"
     row = [str(rank), _leader_name(s), str(s.cell.settings.get("k")), "yes" if s.cell.settings.get("closure") else "no",
-           recall, *(num(r.get(key), digits) for key, _, digits in LEADER_COLUMNS)]
+           recall, *(num(value(key), digits) for key, _, digits in LEADER_COLUMNS)]
     if has_gen:
-        row.append(num(s.cell.report.get("success")) if s.cell.settings.get("generator") else "–")
+        row.append(num(record.success) if s.cell.settings.get("generator") else "–")
     row += _test_cells(None if ranks_nothing(s.cell) else s.recall, s.baseline)
     if has_gen:
         row += _test_cells(s.success, False)
@@ -105,19 +103,19 @@ def _headline(standings: Sequence[Standing], has_gen: bool) -> list[str]:
     if not competing:
         return []
     top, what = competing[0], "task success" if has_gen else "recall@15"
-    value = top.cell.report.get("success" if has_gen else LEADER_METRIC)
+    value = top.cell.record.metric("success" if has_gen else LEADER_METRIC)
     text = f"Highest {what}: {top.label} ({num(value)})"
     test = top.success if has_gen else top.recall
     if test:
         p = p_value(test["p_randomisation"])
         base = next((x for x in standings if x.baseline), None)
-        named = f" {base.label} ({num(base.cell.report.get('success' if has_gen else LEADER_METRIC))})" if base else ""
+        named = f" {base.label} ({num(base.cell.record.metric('success' if has_gen else LEADER_METRIC))})" if base else ""
         text += (f", {test['mean_diff']:+.3f} over the baseline{named} (paired randomisation test, "
                  f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
     default = next((s for s in competing if is_default(s.cell) and not s.cell.settings.get("selector")), None)
     if default is not None and default is not top:
         rank = standings.index(default) + 1
-        text += f"; the recommended default ranks {rank} ({num(default.cell.report.get(LEADER_METRIC))} recall@15)"
+        text += f"; the recommended default ranks {rank} ({num(default.cell.record.metric(LEADER_METRIC))} recall@15)"
     return [text + ".", ""]
 
 
@@ -180,19 +178,19 @@ def _tests(t: Mapping[str, Any], cid: str, has_gen: bool) -> list[str]:
 
 def _cell_row(c: CellResult, t: Mapping[str, Any], others: Sequence[str], has_gen: bool, has_llm: bool,
               extra: Sequence[str] = ()) -> list[str]:
-    r = c.report
+    r = c.record
     row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
     for key in others:
         value = get_dotted(c.settings, key)
         row.append(generator_label(value) if key == "generator" else short_value(value))
-    row += [num(r.get(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
-    row += [num(r.get(key)) for key in extra]
-    tied = r.get(f"tied_tasks@{c.settings.get('k')}")
+    row += [num(r.metric(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
+    row += [num(r.metric(key)) for key in extra]
+    tied = r.ranking.tied(c.settings.get("k"))
     row.append("–" if tied is None else str(int(tied)))
     if has_gen:
-        row.append(num(r.get("success")) if c.settings.get("generator") else "–")
+        row.append(num(r.success) if c.settings.get("generator") else "–")
     if has_llm:
-        row.append(f"{int(r['llm_answers_cached'])}/{int(r['llm_answers'])}" if r.get("llm_answers") else "–")
+        row.append(f"{int(r.run.llm_answers_cached or 0)}/{int(r.run.llm_answers)}" if r.run.llm_answers else "–")
     return row + _tests(t, c.id, has_gen) + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")]
 
 
@@ -216,12 +214,12 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
     values (cells computed before they existed). ``title``: the section heading."""
     series: dict[tuple[str, str], CellResult] = {}
     for c in cells:
-        if any(key.startswith(TIE_AWARE) for key in c.report):
+        if c.record.ranking.tie_aware:
             series.setdefault(ranking_key(c), c)
     if not series:
         return []
     labels = ranking_labels(list(series.values()))
-    n_tasks = {int(c.report.get("n_tasks", 0)) for c in series.values()}
+    n_tasks = {int(c.record.selection.n_tasks or 0) for c in series.values()}
     header = ["ranking", *(x for _, h in RANKED_COLUMNS for x in (h, f"{h} ta")), *(f"ties@{k}" for k in TIE_KS)]
     lines = [f"## {title}", "",
              "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
@@ -230,8 +228,9 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
              f"{'/'.join(str(n) for n in sorted(n_tasks))}) whose ranking has a tie across rank k.", "",
              _row(header), "|---|" + "|".join("--:" for _ in header[1:]) + "|"]
     for key, c in series.items():
-        row = [labels[key], *(x for m, _ in RANKED_COLUMNS for x in (num(c.report.get(m)), num(c.report.get(TIE_AWARE + m))))]
-        row += ["–" if c.report.get(f"tied_tasks@{k}") is None else str(int(c.report[f"tied_tasks@{k}"])) for k in TIE_KS]
+        ranking = c.record.ranking
+        row = [labels[key], *(x for m, _ in RANKED_COLUMNS for x in (num(c.record.metric(m)), num(ranking.tie_aware.get(m))))]
+        row += ["–" if ranking.tied(k) is None else str(int(ranking.tied_tasks[k])) for k in TIE_KS]
         lines.append(_row(row))
     return lines + [""]
 
@@ -249,7 +248,7 @@ def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -
             row = [label]
             for _, cells in groups:
                 found = next((c for c in cells if c.finished and c.retriever == label), None)
-                row.append(num(found.report.get(key)) if found is not None else "–")
+                row.append(num(found.record.metric(key)) if found is not None else "–")
             lines.append(_row(row))
         lines.append("")
     return lines
@@ -347,10 +346,10 @@ def _significance_note(experiment: Experiment, tests: Mapping[str, Mapping[str, 
 
 
 def _llm_note(cells: Sequence[CellResult]) -> str:
-    cached = sum(int(c.report.get("llm_answers_cached", 0)) for c in cells)
-    total = sum(int(c.report.get("llm_answers", 0)) for c in cells)
-    offline = sum(1 for c in cells if c.report.get("llm_answers") and
-                  c.report.get("llm_answers_cached") == c.report.get("llm_answers"))
+    cached = sum(int(c.record.run.llm_answers_cached or 0) for c in cells)
+    total = sum(int(c.record.run.llm_answers or 0) for c in cells)
+    offline = sum(1 for c in cells if c.record.run.llm_answers and
+                  c.record.run.llm_answers_cached == c.record.run.llm_answers)
     return (f"cached: LLM answers (selection and generation) taken from the answer cache, of all "
             f"the cell's answers; {cached} of {total} answers from the cache in all"
             + (f"; {offline} cells contacted no endpoint at all (the cache is keyed by model name, "
@@ -397,7 +396,7 @@ def _notes(experiment: Experiment, cells: Sequence[CellResult], tests: Mapping[s
     if any(c.settings.get("generator") for c in cells):
         notes.append("success: fraction of tasks whose generated program passed every evaluation "
                      "program; Δsucc and its p-values compare per-task success with the baseline cell.")
-    if any(c.report.get("llm_answers") for c in cells):
+    if any(c.record.run.llm_answers for c in cells):
         notes.append(_llm_note(cells))
     notes.append(_folds_note(cells, learning))
     depth = _depth_note(experiment, cells)
@@ -424,7 +423,7 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     """
     cells = [c for c in experiment.cells if c.finished]
     flags = (other_columns(cells), any(c.settings.get("generator") for c in cells),
-             any(c.report.get("llm_answers") for c in cells))
+             any(c.record.run.llm_answers for c in cells))
     groups = dataset_groups(experiment)
     lines = _preamble(experiment, cells)
     if len(groups) == 1:
@@ -443,7 +442,8 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     generation = generation_table(cells)
     if generation:
         lines += ["", "## Generation", "", *generation]
-    lines += aspera_table([(c.label, c.report) for c in cells if c.settings.get("generator")])
+    lines += aspera_table([(c.label, c.record.aspera.to_json() if c.record.aspera is not None else {})
+                           for c in cells if c.settings.get("generator")])
     lines += list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed)
     return "\n".join(lines)
 
@@ -486,15 +486,15 @@ def _best_of(cells: Sequence[CellResult], limit: int, where: str = "") -> list[s
     labels = configuration_labels(cells)
 
     def merit(c: CellResult) -> tuple[float, float, float, float]:
-        r = c.report
+        r = c.record
         return (float(c.settings.get("k") == HEADLINE_K),
-                float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get("set_f1_macro", 0.0)),
-                -float(r.get("docs_tokens", 0.0)))
+                _or(r.success, -1.0) if has_gen else 0.0, _or(r.selection.f1_macro, 0.0),
+                -_or(r.docs_tokens, 0.0))
 
     def order(c: CellResult) -> tuple[float, float, float]:
-        r = c.report
-        return (float(r.get("success", -1.0)) if has_gen else 0.0, float(r.get(f"recall@{HEADLINE_K}", 0.0)),
-                float(r.get("set_f1_macro", 0.0)))
+        r = c.record
+        return (_or(r.success, -1.0) if has_gen else 0.0, _or(r.ranking.recall(HEADLINE_K), 0.0),
+                _or(r.selection.f1_macro, 0.0))
 
     best: dict[tuple[str, str], CellResult] = {}
     for c in cells:
@@ -504,8 +504,8 @@ def _best_of(cells: Sequence[CellResult], limit: int, where: str = "") -> list[s
     ranked = sorted(best.items(), key=lambda item: order(item[1]), reverse=True)[:limit]
     header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
     rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
-             *([num(c.report.get("success"))] if has_gen else []),
-             *(num(c.report.get(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)] for key, c in ranked]
+             *([num(c.record.success)] if has_gen else []),
+             *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)] for key, c in ranked]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
     if widths[0] > room:

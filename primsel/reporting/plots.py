@@ -11,9 +11,7 @@ writes no file) when there is nothing to draw.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, per_task_values
-from primsel.files import canonical_json, read_jsonl
+from primsel.experiments.results import (
+    CellResult,
+    Experiment,
+    FrontierCurve,
+    ReportError,
+    dataset_groups,
+    per_task_values,
+)
+from primsel.experiments.results import ranking_frontier as frontier_of
+from primsel.files import canonical_json
 from primsel.reporting.compare import best_of_configurations, bootstrap_interval, shown_rankings
 from primsel.reporting.style import (
     Palette,
@@ -38,8 +44,6 @@ from primsel.reporting.style import (
     wrap,
 )
 from primsel.experiments.labels import get_dotted
-from primsel.retrieval.trec import read_run
-from primsel.types import ranking
 
 __all__ = ["LOG_AXIS_RATIO", "Frontier", "plot_frontier", "plot_metric_by_dataset", "plot_recall_curves",
            "plot_recall_vs_tokens", "plot_success", "ranking_frontier", "ranking_frontiers"]
@@ -72,6 +76,10 @@ def save(fig: Figure, ax: Any, path: Path, heading: str, xlabel: str, ylabel: st
         ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
                   frameon=False, labelspacing=0.7)
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
 
 
 def _legend_label(label: str, cell: CellResult) -> str:
@@ -113,16 +121,17 @@ def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette | No
     for _, label, c in _rankings(experiment):
         if ranks_nothing(c):
             continue
-        ks = sorted(int(key[7:]) for key in c.report if key.startswith("recall@") and key[7:].isdigit())
+        ranking = c.record.ranking
+        ks = ranking.recall_ks()
         ks = [k for k in ks if k <= 20] or ks
         if not ks:
             continue
         colour = palette.colour(c)
-        ax.plot(ks, [float(c.report[f"recall@{k}"]) for k in ks], marker=".", markersize=4, color=colour,
+        ax.plot(ks, [float(ranking.values[f"recall@{k}"]) for k in ks], marker=".", markersize=4, color=colour,
                 label=_legend_label(label, c), **palette.line(c))
         for k in ks:
             if not is_reference(c):
-                _errorbar(ax, k, float(c.report[f"recall@{k}"]), _task_interval(c, f"recall@{k}"), colour)
+                _errorbar(ax, k, float(ranking.values[f"recall@{k}"]), _task_interval(c, f"recall@{k}"), colour)
         drawn = True
     if not drawn:
         return False
@@ -150,13 +159,14 @@ def _closure_lines(ax: Any, cells: Sequence[CellResult], colour: str, line: Mapp
         if closure and "linestyle" in line:
             break  # a reference: one line, in its own style
         group = sorted((c for c in cells if bool(c.settings.get("closure")) == closure),
-                       key=lambda c: c.report["docs_tokens"])
+                       key=lambda c: c.record.docs_tokens)
         if not group:
             continue
-        ax.plot([c.report["docs_tokens"] for c in group], [c.report["set_recall_macro"] for c in group],
+        ax.plot([c.record.docs_tokens for c in group], [c.record.selection.recall_macro for c in group],
                 marker=marker, markersize=4, color=colour, **{"linestyle": style, **line})
         for c in group:
-            _errorbar(ax, c.report["docs_tokens"], c.report["set_recall_macro"], _task_interval(c, "set_recall"), colour)
+            _errorbar(ax, c.record.docs_tokens, c.record.selection.recall_macro, _task_interval(c, "set_recall"),
+                      colour)
 
 
 def _by_ranking(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
@@ -179,9 +189,10 @@ def _selector_points(ax: Any, cells: Sequence[CellResult], palette: Palette, sho
         if not c.settings.get("selector") or ranking_key(c) not in shown:
             continue
         marker, colour = next(markers), palette.colour(c)
-        ax.plot([c.report["docs_tokens"]], [c.report["set_recall_macro"]], marker=marker, markersize=10,
-                linestyle="none", color=colour, markeredgecolor="white", zorder=7)
-        _errorbar(ax, c.report["docs_tokens"], c.report["set_recall_macro"], _task_interval(c, "set_recall"), colour)
+        x, y = c.record.docs_tokens, c.record.selection.recall_macro
+        ax.plot([x], [y], marker=marker, markersize=10, linestyle="none", color=colour, markeredgecolor="white",
+                zorder=7)
+        _errorbar(ax, x, y, _task_interval(c, "set_recall"), colour)
         handles.append(Line2D([], [], marker=marker, markersize=9, linestyle="none", color=colour,
                               label=f"{short_value(c.settings['selector'])} selector (k <= {c.settings.get('k')}) "
                                     "on the ranking of its colour"))
@@ -193,7 +204,7 @@ def _all_line(ax: Any, cells: Sequence[CellResult], palette: Palette) -> list[An
     whole = [c for c in cells if ranks_nothing(c)]
     if not whole:
         return []
-    tokens = whole[0].report["docs_tokens"]
+    tokens = whole[0].record.docs_tokens
     ax.axvline(tokens, color=palette.colour(whole[0]), **{**palette.line(whole[0]), "linewidth": 1.2})
     return [Line2D([], [], color=palette.colour(whole[0]), **palette.line(whole[0]),
                    label=f"all: the whole library ({tokens:,.0f} tokens, recall 1)")]
@@ -208,7 +219,7 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette |
     """Selection recall (macro) against documentation tokens selected per task: one line per
     shown ranking over k (solid without closure, dashed with), its selector cells as points,
     the whole library as a vertical reference line; 95% bootstrap intervals on recall."""
-    cells = [c for c in experiment.cells if c.finished and "docs_tokens" in c.report and "set_recall_macro" in c.report]
+    cells = _token_cells(experiment)
     if not cells:
         return False
     palette = palette or Palette(experiment.cells)
@@ -225,12 +236,18 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette |
     handles += _selector_points(ax, cells, palette, shown) + _all_line(ax, cells, palette)
     if not handles:
         return False
-    _token_axis(ax, [c.report["docs_tokens"] for c in cells])
+    _token_axis(ax, [c.record.docs_tokens for c in cells])
     ax.set_ylim(0, 1.02)
     save(fig, ax, path, title(experiment, "recall against documentation size"),
          "documentation tokens selected per task (mean" + (", log scale)" if ax.get_xscale() == "log" else ")"),
          "selection recall (macro)", handles + _style_handles())
     return True
+
+
+def _token_cells(experiment: Experiment) -> list[CellResult]:
+    """The finished cells whose report has documentation tokens and selection recall."""
+    return [c for c in experiment.cells
+            if c.finished and c.record.docs_tokens is not None and c.record.selection.recall_macro is not None]
 
 
 def _token_axis(ax: Any, tokens: Sequence[float]) -> None:
@@ -242,73 +259,33 @@ def _token_axis(ax: Any, tokens: Sequence[float]) -> None:
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if f"{x:.0e}"[0] in "25" else ""))
 
 
-@dataclass(frozen=True)
-class Frontier:
-    """The recall/tokens frontier of one ranking: for k = 1 .. depth, the mean documentation
-    tokens of the top k and every task's recall of its top k.
-
-    Parameters
-    ----------
-    tokens : mean tokens per k, shape ``(depth,)``.
-    recall : per-task recall, shape ``(n_tasks, depth)``.
-    """
-
-    tokens: np.ndarray
-    recall: np.ndarray
-
-    @property
-    def mean_recall(self) -> np.ndarray:
-        """Mean recall over tasks per k, shape ``(depth,)``."""
-        return np.array([math.fsum(col) / len(col) for col in self.recall.T])
+#: The recall/tokens frontier of one ranking (:class:`primsel.experiments.results.FrontierCurve`).
+Frontier = FrontierCurve
 
 
-def _frontier(cell: CellResult, tokens: Mapping[str, int]) -> Frontier | None:
-    try:
-        run = read_run(cell.directory / "run.trec")
-        gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    tasks = [t for t in gold if gold[t] and t in run]
-    if not tasks:
-        return None
-    orders = {t: ranking(run[t]) for t in tasks}
-    if any(p not in tokens for order in orders.values() for p in order):
-        return None
-    depth = max(len(o) for o in orders.values())
-    ks = range(1, depth + 1)
-    mean_tokens = [math.fsum(sum(tokens[p] for p in orders[t][:k]) for t in tasks) / len(tasks) for k in ks]
-    recall = [[len(gold[t] & set(orders[t][:k])) / len(gold[t]) for k in ks] for t in tasks]
-    return Frontier(tokens=np.array(mean_tokens), recall=np.array(recall))
-
-
-def ranking_frontier(cell: CellResult, tokens: Mapping[str, int]) -> tuple[list[float], list[float]] | None:
+def ranking_frontier(cell: CellResult) -> tuple[list[float], list[float]] | None:
     """The recall/tokens frontier of a cell's ranking: for k = 1 .. library size, the mean
-    documentation tokens and the mean recall of the top k, over the tasks.
-
-    Parameters
-    ----------
-    cell : a finished cell with ``run.trec`` and ``tasks.jsonl`` (its gold sets).
-    tokens : estimated tokens per primitive id.
+    documentation tokens and the mean recall of the top k, over the tasks
+    (:func:`primsel.experiments.results.ranking_frontier`).
 
     Returns
     -------
-    (mean tokens per k, mean recall per k), or None when the files are missing or a ranked id
-    has no token count.
+    (mean tokens per k, mean recall per k), or None when the cell has no frontier.
     """
-    found = _frontier(cell, tokens)
-    return None if found is None else (found.tokens.tolist(), found.mean_recall.tolist())
+    found = frontier_of(cell)
+    return None if found is None else (list(found.tokens), found.mean_recall)
 
 
-def ranking_frontiers(experiment: Experiment,
-                      tokens: Mapping[str, int]) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
+def ranking_frontiers(experiment: Experiment) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
     """One frontier per ranking (:func:`primsel.reporting.style.ranking_key`; cells without a
-    selector), in grid order: ranking key -> (label, its first finished cell, :class:`Frontier`)."""
+    selector), in grid order: ranking key -> (label, its first finished cell with a frontier,
+    :class:`primsel.experiments.results.FrontierCurve`)."""
     cells = [c for c in experiment.cells if c.finished and not c.settings.get("selector")]
     labels = ranking_labels(cells)
     out: dict[tuple[str, str], tuple[str, CellResult, Frontier]] = {}
     for c in cells:
         key = ranking_key(c)
-        if key not in out and (found := _frontier(c, tokens)) is not None:
+        if key not in out and (found := frontier_of(c)) is not None:
             out[key] = (labels[key], c, found)
     return out
 
@@ -319,7 +296,7 @@ def plot_frontier(experiment: Experiment, path: Path,
     """Recall against documentation tokens: one line per shown ranking (its top k for every k,
     with a 95% bootstrap band over tasks), the oracle and random as grey references, the whole
     library as a vertical line, and the selector cells as points."""
-    cells = [c for c in experiment.cells if c.finished and "docs_tokens" in c.report and "set_recall_macro" in c.report]
+    cells = _token_cells(experiment)
     if not frontiers:
         return False
     palette = palette or Palette(experiment.cells)
@@ -335,13 +312,13 @@ def plot_frontier(experiment: Experiment, path: Path,
         colour, mean = palette.colour(c), found.mean_recall
         ax.plot(found.tokens, mean, color=colour, **palette.line(c))
         if not is_reference(c):
-            low, high = bootstrap_interval(found.recall)
+            low, high = bootstrap_interval(np.array(found.recall))
             ax.fill_between(found.tokens, low, high, color=colour, alpha=0.15, linewidth=0)
         handles.append(Line2D([], [], color=colour, **palette.line(c), label=_legend_label(label, c)))
         right = max(right, next((t for t, r in zip(found.tokens, mean) if r >= 0.995), found.tokens[-1]))
     handles += _selector_points(ax, cells, palette, shown)
     handles += _all_line(ax, cells, palette)
-    right = max([right, *(c.report["docs_tokens"] for c in cells if c.settings.get("selector"))])
+    right = max([right, *(c.record.docs_tokens for c in cells if c.settings.get("selector"))])
     ax.set_xlim(0, right * 1.05 if right else None)
     ax.set_ylim(0, 1.02)
     save(fig, ax, path, title(experiment, "recall/tokens frontier"),
@@ -371,7 +348,7 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "nd
             found = next((c for c in cells if c.finished and c.retriever == label), None)
             if found is None:
                 continue
-            x, value = g + (i - (len(firsts) - 1) / 2) * width, float(found.report.get(metric, 0.0))
+            x, value = g + (i - (len(firsts) - 1) / 2) * width, _or(found.record.metric(metric), 0.0)
             named = label not in ax.get_legend_handles_labels()[1]
             ax.bar([x], [value], width, color=palette.colour(first), label=label if named else None)
             _errorbar(ax, x, value, _task_interval(found, metric), "#333333")
@@ -393,13 +370,13 @@ def success_labels(cells: Sequence[CellResult]) -> list[str]:
 def plot_success(experiment: Experiment, path: Path, palette: Palette | None = None) -> bool:
     """Task success of every finished cell that ran a generator, one horizontal bar each (in
     grid order, the value written at its end), with 95% bootstrap intervals over tasks."""
-    cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and "success" in c.report]
+    cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and c.record.success is not None]
     if not cells:
         return False
     palette = palette or Palette(experiment.cells)
     fig, ax = new_figure(7.5, 1.2 + 0.32 * len(cells))
     positions = list(range(len(cells)))[::-1]
-    values = [float(c.report["success"]) for c in cells]
+    values = [float(c.record.success) for c in cells]
     ax.barh(positions, values, color=[palette.colour(c) for c in cells], height=0.7)
     for y, value, c in zip(positions, values, cells):
         _errorbar(ax, value, y, _task_interval(c, "success"), "#333333", horizontal=True)

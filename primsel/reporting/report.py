@@ -29,11 +29,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from primsel import registry
 from primsel.eval.significance import N_RESAMPLES
-from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, load_experiment
+from primsel.experiments.results import Experiment, ReportError, dataset_groups, learning_retrievers, load_experiment
 from primsel.files import write_atomic
-from primsel.library import Library
 from primsel.reporting.compare import MAX_SERIES, leaderboard, significance
 from primsel.reporting.markdown import frontier_table, render_markdown
 from primsel.reporting.plots import (
@@ -46,32 +44,11 @@ from primsel.reporting.plots import (
 )
 from primsel.reporting.rounds import plot_success_by_round
 from primsel.reporting.style import Palette, is_reference, ranking_key, slug
-from primsel.retrieval.selector import estimate_tokens
-from primsel.types import LearnsFromTasks
 
 __all__ = ["write_report"]
 
 #: One figure: (file suffix, title, draw(experiment, path) -> drawn).
 Figure = tuple[str, str, Callable[[Experiment, Path], bool]]
-
-
-def _learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
-    """Labels of the cells' retrievers that learn from tasks (built from their specification,
-    which only stores parameters, and asked for ``learns_from_tasks``)."""
-    out = []
-    for label, spec in {c.retriever: c.settings.get("retriever") for c in cells}.items():
-        try:
-            if isinstance(registry.build(spec, "retriever"), LearnsFromTasks):
-                out.append(label)
-        except Exception:  # noqa: BLE001 - a retriever that cannot be built here is not annotated
-            continue
-    return out
-
-
-def _primitive_tokens() -> dict[str, int]:
-    """Estimated documentation tokens of every primitive of the assistant library."""
-    library = Library.from_simulator()
-    return {p: estimate_tokens(library[p].text("full")) for p in library}
 
 
 def _figures(experiment: Experiment, palette: Palette, frontiers: Any) -> list[Figure]:
@@ -161,16 +138,16 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
     single = len(dataset_groups(experiment)) == 1
-    # the frontier counts documentation tokens of the assistant library: one dataset only
-    frontiers = ranking_frontiers(experiment, _primitive_tokens()) if single else {}
+    # the frontier of an experiment on one dataset only
+    frontiers = ranking_frontiers(experiment) if single else {}
     palette = Palette(experiment.cells)
     images = _draw(experiment, _figures(experiment, palette, frontiers))
     finished = [c for c in experiment.cells if c.finished]
     text = render_markdown(
         experiment, tests, images, n_resamples=n_resamples, seed=seed,
-        frontier=frontier_table({label: (f.tokens.tolist(), f.mean_recall.tolist()) for label, _, f in frontiers.values()}),
+        frontier=frontier_table({label: (list(f.tokens), f.mean_recall) for label, _, f in frontiers.values()}),
         standings=leaderboard(experiment, tests, n_resamples, seed) if single else (),
-        learning=_learning_retrievers(finished), shown_note=_shown_note(experiment))
+        learning=learning_retrievers(finished), shown_note=_shown_note(experiment))
     target = _write_text(experiment, text, {"cells": {c.id: palette.colour(c) for c in experiment.cells}})
     if export is not None:
         _export(experiment, text, images, Path(export))

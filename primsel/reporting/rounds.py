@@ -13,13 +13,14 @@ against round, one line per cell. Aggregates only, like the rest of the report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from matplotlib.ticker import MaxNLocator
 
 from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.experiments.records import CellReport
 from primsel.experiments.labels import get_dotted, varied_keys
 from primsel.files import read_jsonl
 from primsel.reporting.compare import bootstrap_interval
@@ -29,12 +30,9 @@ from primsel.reporting.style import Palette, num, p_value, short_value, title
 __all__ = ["plot_success_by_round", "round_count", "round_gains", "rounds_table", "short_labels"]
 
 
-def round_count(report: Mapping[str, Any]) -> int:
+def round_count(record: CellReport) -> int:
     """The number of rounds a cell's report covers (0: no reflection)."""
-    r = 0
-    while f"success@{r + 1}" in report:
-        r += 1
-    return r
+    return len(record.rounds)
 
 
 def _passed_by_round(directory: Path, rounds: int) -> list[dict[str, float]]:
@@ -66,7 +64,7 @@ def round_gains(cell: Any, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dic
 
     Parameters
     ----------
-    cell : a finished cell (``directory``, ``report``), e.g. a
+    cell : a finished cell (``directory``, ``record``), e.g. a
         :class:`primsel.experiments.results.CellResult`.
     n_resamples, seed : of the randomisation test.
 
@@ -79,7 +77,7 @@ def round_gains(cell: Any, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dic
     ------
     FileNotFoundError : the cell has no tasks.jsonl.
     """
-    rounds = round_count(cell.report)
+    rounds = round_count(cell.record)
     if rounds < 2:
         return {}
     passed = _passed_by_round(Path(cell.directory), rounds)
@@ -92,13 +90,13 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
 
     Parameters
     ----------
-    cells : finished cells (``label``, ``directory``, ``report``).
+    cells : finished cells (``label``, ``directory``, ``record``).
     n_resamples, seed : of the randomisation test.
     """
-    cells = [c for c in cells if round_count(c.report)]
+    cells = [c for c in cells if round_count(c.record)]
     if not cells:
         return []
-    reselect = any("selection_recall@1" in c.report for c in cells)
+    reselect = any(c.record.rounds[0].selection_recall is not None for c in cells)
     header = ["configuration", "round", "success", "Δ", "p t", "p rand", "requests", "sent", "cached",
               "prompt tokens", "completion tokens", "cumulative tokens"]
     if reselect:
@@ -110,19 +108,16 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
              "|---|" + "|".join("--:" for _ in header[1:]) + "|"]
     labels = short_labels(cells)
     for c in cells:
-        r_max = round_count(c.report)
         gains = round_gains(c, n_resamples, seed)
-        for r in range(1, r_max + 1):
-            rep = c.report
+        for r, rep in enumerate(c.record.rounds, start=1):
             g = gains.get(r)
-            row = [labels[c.id] if r == 1 else "", str(r), num(rep.get(f"success@{r}")),
+            row = [labels[c.id] if r == 1 else "", str(r), num(rep.success),
                    f"{g['mean_diff']:+.3f}" if g else "–", p_value(g["p_t"]) if g else "–",
                    p_value(g["p_randomisation"]) if g else "–",
-                   num(rep.get(f"calls@{r}"), 0), num(rep.get(f"requests@{r}"), 0),
-                   num(rep.get(f"cache_hits@{r}"), 0), num(rep.get(f"prompt_tokens@{r}"), 0),
-                   num(rep.get(f"completion_tokens@{r}"), 0), num(rep.get(f"cumulative_tokens@{r}"), 0)]
+                   num(rep.calls, 0), num(rep.requests, 0), num(rep.cache_hits, 0), num(rep.prompt_tokens, 0),
+                   num(rep.completion_tokens, 0), num(rep.cumulative_tokens, 0)]
             if reselect:
-                row.append(num(rep.get(f"selection_recall@{r}")))
+                row.append(num(rep.selection_recall))
             lines.append("| " + " | ".join(row) + " |")
     lines += ["",
               "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
@@ -146,15 +141,15 @@ def plot_success_by_round(experiment: Any, path: Path) -> bool:
     -------
     False (and no file) when no finished cell has rounds.
     """
-    cells = [c for c in experiment.cells if c.finished and round_count(c.report)]
+    cells = [c for c in experiment.cells if c.finished and round_count(c.record)]
     if not cells:
         return False
     labels, palette = short_labels(cells), Palette(experiment.cells)
     fig, ax = new_figure(8.0, 4.6)
     for c in cells:
-        rounds = list(range(1, round_count(c.report) + 1))
+        rounds = list(range(1, round_count(c.record) + 1))
         colour = palette.colour(c)
-        ax.plot(rounds, [float(c.report[f"success@{r}"]) for r in rounds], marker="o", label=labels[c.id],
+        ax.plot(rounds, [float(figures.success or 0.0) for figures in c.record.rounds], marker="o", label=labels[c.id],
                 color=colour)
         passed = _passed_by_round(Path(c.directory), len(rounds))
         if passed[0]:

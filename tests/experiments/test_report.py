@@ -267,7 +267,7 @@ def test_frontier_of_a_ranking_and_selector_cells_as_points(tmp_path):
     (root / "c_rank" / "tasks.jsonl").write_text(
         json.dumps({"task_id": "t1", "gold": [a, b]}) + "\n" + json.dumps({"task_id": "t2", "gold": [a]}) + "\n")
     exp = load_experiment(make_experiment(tmp_path / "runs", cells))
-    spent, recall = ranking_frontier(exp.cells[0], tokens)
+    spent, recall = ranking_frontier(exp.cells[0])
     # k=1: t1 has a (recall 1/2), t2 has c (0); k=2: t1 a, b (1), t2 c, a (1); k=3: both 1
     assert recall == pytest.approx([0.25, 1.0, 1.0])
     assert spent == pytest.approx([(tokens[a] + tokens[c]) / 2, (tokens[a] + tokens[b] + tokens[c] + tokens[a]) / 2,

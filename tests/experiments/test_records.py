@@ -1,0 +1,205 @@
+"""report.json as a typed record: one writer, one reader, and what the run records for the report."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import primsel
+from primsel.experiments.config import parse_config
+from primsel.experiments.records import (
+    Aspera,
+    CellReport,
+    FrontierFigures,
+    Generation,
+    Learning,
+    Round,
+    retrieval_key,
+)
+from primsel.experiments.results import learning_retrievers, load_experiment, ranking_frontier
+from primsel.experiments.runner import run_experiment
+from primsel.files import digest
+from primsel.library import Library
+from primsel.registry import register
+from primsel.reporting import write_report
+from primsel.retrieval.base import BaseRetriever
+from primsel.types import Primitive, Task
+
+LIBRARY = Library([
+    Primitive("m.A", "A", "m", "class", "class A", "A thing."),
+    Primitive("m.f", "f", "m", "function", "def f(x: A) -> int", "Count.", ("m.A",)),
+    Primitive("m.g", "g", "m", "function", "def g() -> None", "Greet."),
+    Primitive("m.h", "h", "m", "function", "def h() -> None", "Halt."),
+])
+TASKS = [
+    Task("1", "count things", "def p():\n    return f(A())\n", (), (), gold=frozenset({"m.f", "m.A"}), source="synthetic"),
+    Task("2", "say hello", "def q():\n    g()\n", (), (), gold=frozenset({"m.g"}), source="synthetic"),
+]
+#: Keys the run records for the report beside the metrics.
+RECORDED = ("learns", "frontier", "retrieval_key")
+
+
+class FixedRetriever(BaseRetriever):
+    """Ranks f, g, h, A for every query (scores 4, 3, 2, 1)."""
+
+    def __init__(self) -> None:
+        pass
+
+    def score(self, queries):
+        return {q: {"m.f": 4.0, "m.g": 3.0, "m.h": 2.0, "m.A": 1.0} for q in queries}
+
+
+class LearningFixed(FixedRetriever):
+    """The same ranking, from a retriever that says it learns from tasks."""
+
+    learns_from_tasks = True
+
+
+@pytest.fixture(autouse=True)
+def _components(scoped_registry):
+    register("test_rec_fixed")(FixedRetriever)
+    register("test_rec_learning")(LearningFixed)
+
+
+def test_a_report_with_generation_and_reflection_keys_reads_into_its_records_and_back():
+    data = {
+        "recall@5": 0.5, "tie_aware_recall@5": 0.4, "mrr": 0.75, "tie_aware_mrr": 0.7, "tied_tasks@5": 2.0,
+        "set_recall_macro": 0.25, "set_f1_macro": 0.2, "n_tasks": 4, "selected": 5.0, "closure_added": 0.5,
+        "docs_tokens": 812.5, "selector_calls": 4.0, "selector_errors": 1.0, "selector_cache_hits": 2.0,
+        "success": 0.5, "status_pass": 0.5, "status_fail": 0.25, "status_llm_error": 0.25,
+        "failures_wrong_primitive": 1.0, "generator_calls": 6.0, "generator_cache_hits": 3.0, "cache_hits": 3.0,
+        "success@1": 0.25, "calls@1": 4.0, "cache_hits@1": 2.0, "requests@1": 2.0, "prompt_tokens@1": 400.0,
+        "completion_tokens@1": 40.0, "cumulative_tokens@1": 440.0, "selection_recall@1": 0.25,
+        "success@2": 0.5, "calls@2": 3.0, "cache_hits@2": 1.0, "requests@2": 2.0, "prompt_tokens@2": 300.0,
+        "completion_tokens@2": 30.0, "cumulative_tokens@2": 770.0, "selection_recall@2": 0.5,
+        "extraction": "aspera", "score": 50.0, "parse_failures": 0.0, "primitives_selection_micro_recall": None,
+        "retrieval_seconds": 1.5, "retrieval_cached": 0.0, "llm_answers": 8.0, "llm_answers_cached": 5.0,
+        "incomplete_tasks": 1.0, "complete": False, "seconds": 12.0, "a_future_key": [1, 2],
+    }
+    record = CellReport.from_json(data)
+    assert record.ranking.values == {"recall@5": 0.5, "mrr": 0.75}
+    assert record.ranking.tie_aware == {"recall@5": 0.4, "mrr": 0.7} and record.ranking.tied(5) == 2.0
+    assert record.selection.n_tasks == 4 and record.selection.recall_macro == 0.25 and record.docs_tokens == 812.5
+    assert dict(record.selector_usage.values) == {"calls": 4.0, "errors": 1.0, "cached": 2.0}
+    assert record.generation == Generation(success=0.5, status={"pass": 0.5, "fail": 0.25, "llm_error": 0.25},
+                                           failures={"wrong_primitive": 1.0},
+                                           usage={"calls": 6.0, "cache_hits": 3.0}, cache_hits=3.0)
+    assert record.rounds == (Round(0.25, 4.0, 2.0, 2.0, 400.0, 40.0, 440.0, 0.25),
+                             Round(0.5, 3.0, 1.0, 2.0, 300.0, 30.0, 770.0, 0.5))
+    assert record.aspera == Aspera("aspera", {"score": 50.0, "parse_failures": 0.0,
+                                              "primitives_selection_micro_recall": None})
+    assert record.run.llm_answers == 8.0 and record.complete is False and record.run.seconds == 12.0
+    assert record.learning is None and record.frontier is None and record.retrieval_key is None
+    assert record.extra == {"a_future_key": [1, 2]}
+    assert record.metric("recall@5") == 0.5 and record.metric("set_f1_macro") == 0.2
+    assert record.metric("success") == 0.5 and record.metric("score") == 50.0 and record.metric("nope") is None
+    assert record.to_json() == data
+
+
+def test_an_empty_report_and_the_recorded_facts_round_trip():
+    assert CellReport.from_json(None).to_json() == {} and not CellReport.from_json({}).finished
+    data = {"recall@1": 1.0, "learns": {"retriever": True, "selector": False, "generator": True},
+            "frontier": {"tokens": [12.0, 23.0], "recall": [0.5, 1.0]}, "retrieval_key": "ab"}
+    record = CellReport.from_json(data)
+    assert record.learning == Learning(retriever=True, selector=False, generator=True)
+    assert record.frontier == FrontierFigures(tokens=(12.0, 23.0), recall=(0.5, 1.0))
+    assert record.to_json() == data
+    with pytest.raises(ValueError, match="learns must be a table"):
+        CellReport.from_json({"learns": True})
+    with pytest.raises(ValueError, match="2 token values but 1 recall values"):
+        CellReport.from_json({"frontier": {"tokens": [1.0, 2.0], "recall": [1.0]}})
+
+
+def test_the_retrieval_key_is_the_digest_of_dataset_retriever_folds_seed_and_depth():
+    assert retrieval_key("d/2/x", "bm25", 5, 0, None) == digest(["d/2/x", "bm25", 5, 0, None])
+    assert retrieval_key("d/2/x", "bm25", 5, 0, None) != retrieval_key("d/2/x", "bm25", 5, 1, None)
+
+
+def _run(out: Path, grid: dict, tasks=TASKS, library=LIBRARY):
+    cfg = parse_config({"name": "exp", "folds": 2, "grid": grid}, where="exp.toml")
+    return run_experiment(cfg, out, tasks=tasks, library=library, progress=False, use_cache=False)
+
+
+def test_a_run_records_learning_the_retrieval_key_and_the_frontier(tmp_path):
+    result = _run(tmp_path, {"retriever": ["test_rec_fixed", "test_rec_learning"], "k": [1]})
+    fixed, learning = result.cells
+    data = json.loads((tmp_path / "exp" / fixed.id / "report.json").read_text())
+    assert data["learns"] == {"retriever": False, "selector": False, "generator": False}
+    assert json.loads((tmp_path / "exp" / learning.id / "report.json").read_text())["learns"]["retriever"] is True
+    assert data["retrieval_key"] == retrieval_key(fixed.settings.dataset, "test_rec_fixed", 2, 0, None)
+    # both tasks ranked f, g, h, A; tokens = ceil(characters / 4) of the stubs: f 46 -> 12,
+    # g 43 -> 11, h 42 -> 11, A 37 -> 10; recall: task 1 (gold f, A) 1/2, 1/2, 1/2, 1, task 2
+    # (gold g) 0, 1, 1, 1
+    assert [len(LIBRARY[p].text("full")) for p in ("m.f", "m.g", "m.h", "m.A")] == [46, 43, 42, 37]
+    assert data["frontier"] == {"tokens": [12.0, 23.0, 34.0, 44.0], "recall": [0.25, 0.75, 0.75, 1.0]}
+    assert CellReport.from_json(data).to_json() == data
+    experiment = load_experiment(tmp_path / "exp")
+    assert learning_retrievers(experiment.cells) == ["test_rec_learning"]
+    curve = ranking_frontier(experiment.cells[0])
+    assert curve.tokens == (12.0, 23.0, 34.0, 44.0) and curve.mean_recall == [0.25, 0.75, 0.75, 1.0]
+    assert curve.recall == ((0.5, 0.5, 0.5, 1.0), (0.0, 1.0, 1.0, 1.0))
+
+
+def test_a_folder_written_before_the_recorded_facts_gives_the_same_report(tmp_path, monkeypatch):
+    """A real run on the built-in tasks; its copy without learns, frontier and retrieval key (as
+    report.json was written before they were recorded) reports byte for byte the same."""
+    monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
+    _run(tmp_path / "new", {"retriever": ["bm25", "knn"], "k": [5]}, tasks=None, library=None)
+    shutil.copytree(tmp_path / "new", tmp_path / "old")
+    for path in sorted((tmp_path / "new" / "exp").glob("*/report.json")):
+        data = json.loads(path.read_text())
+        assert data["frontier"] is not None and CellReport.from_json(data).to_json() == data
+        old = tmp_path / "old" / "exp" / path.parent.name / "report.json"
+        stripped = {k: v for k, v in data.items() if k not in RECORDED}
+        old.write_text(json.dumps(stripped))
+        assert CellReport.from_json(stripped).to_json() == stripped
+    new_text = write_report(tmp_path / "new" / "exp").read_text()
+    assert "Retrievers that learn from tasks (knn)" in new_text and "Recall/tokens frontier" in new_text
+    assert write_report(tmp_path / "old" / "exp").read_text() == new_text
+
+
+PACKAGE = Path(primsel.__file__).parent
+#: What presentation code must not import: component building, the library, the simulator.
+FORBIDDEN = ("primsel.library", "primsel.simulator", "primsel.registry")
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_reporting_and_explore_neither_build_components_nor_load_the_library_or_simulator():
+    files = sorted([*(PACKAGE / "reporting").glob("*.py"), *(PACKAGE / "explore").glob("*.py")])
+    # "from primsel import registry" counts as importing primsel.registry
+    found = {f"{p.parent.name}/{p.name}: {m}" for p in files for m in _imports(p)
+             if any(m == f or m.startswith(f + ".") for f in FORBIDDEN)}
+    assert found == set()
+    code = ("import sys, primsel.reporting, primsel.explore.site, primsel.explore.browser; "
+            "print(sorted(m for m in sys.modules if m.startswith(('primsel.library', 'primsel.simulator'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=PACKAGE.parent).stdout.strip()
+    assert loaded == "[]"
+
+
+def test_the_frontier_counts_a_short_ranking_whole_at_deeper_k():
+    from primsel.experiments.results import frontier_figures
+
+    run = {"1": {"a": 2.0, "b": 1.0}, "2": {"b": 1.0}, "3": {"a": 1.0}}
+    gold = {"1": {"b"}, "2": {"b"}, "3": set()}
+    # task 3 has no gold: left out; k = 1: tokens (3 + 5) / 2, recall (0 + 1) / 2; k = 2: task 2
+    # keeps its one primitive, tokens (3 + 5 + 5) / 2, recall (1 + 1) / 2
+    assert frontier_figures(run, gold, {"a": 3, "b": 5}) == FrontierFigures(tokens=(4.0, 6.5), recall=(0.5, 1.0))
+    assert frontier_figures(run, gold, {"b": 5}) is None
+    assert frontier_figures(run, {"3": set()}, {"a": 3, "b": 5}) is None
