@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from primsel.library import LIBRARY_NAMES, Library, free_global_names, gold_primitives, with_gold
+from primsel.simulator.library import build_library
 from primsel.types import Primitive, Task
 
 DOCUMENTED_IDS = {
@@ -163,7 +164,7 @@ def test_with_gold_returns_copies():
 
 @pytest.fixture(scope="module")
 def library() -> Library:
-    return Library.from_simulator()
+    return build_library()
 
 
 def test_library_has_exactly_the_65_design_ids(library):

@@ -20,7 +20,6 @@ cannot be read, no cell matches, or a matched cell lacks the metric.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -30,26 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Output formats of ``primsel compare``.
-FORMATS = ("text", "csv", "json")
 #: Fields of a compared pair, in the order of the csv and text columns.
 FIELDS = ("cell", "metric", "tasks", "mean_a", "mean_b", "diff", "p_t", "p_randomisation", "up", "down")
 #: Task ids listed per direction in the json output, at most.
 MAX_FLIPS_LISTED = 50
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``primsel compare``."""
-    parser.add_argument("run_a", metavar="RUN_A", help="experiment directory (or one cell directory)")
-    parser.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (B - A is shown)")
-    parser.add_argument("--metric", default=None,
-                        help="per-task metric of tasks.jsonl (mrr, ndcg@10, complete@15, set_f1, ...) or "
-                             "'success' (default: recall@k at each cell's k)")
-    parser.add_argument("--format", choices=FORMATS, default="text", help="text table (default), csv or json")
-    parser.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
-    parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
-                        help="sign flips of the paired randomisation test (default 10000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
 
 
 def load_cells(path: str | Path) -> dict[str, Any]:
@@ -175,26 +158,4 @@ def _num(value: float | None, signed: bool = False) -> str:
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
-def main(args: argparse.Namespace) -> int:
-    """Compare and write; exit 2 on runs that cannot be compared."""
-    from contextlib import ExitStack
-
-    from primsel.cli import UsageError, output_stream
-    from primsel.experiments.results import ReportError
-
-    if args.n_resamples < 1:
-        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")
-    try:
-        result = compare_runs(args.run_a, args.run_b, args.metric, args.n_resamples, args.seed)
-    except ReportError as exc:
-        raise UsageError(str(exc)) from None
-    text = {"text": format_text, "csv": format_csv,
-            "json": lambda r: json.dumps(r, indent=2) + "\n"}[args.format](result)
-    with ExitStack() as stack:
-        output_stream(stack, args.out).write(text)
-    if args.out:
-        print(f"primsel compare: wrote {args.out}", file=sys.stderr)
-    return 0
-
-
-__all__: Sequence[str] = ("FIELDS", "FORMATS", "compare_runs", "format_csv", "format_text", "load_cells")
+__all__: Sequence[str] = ("FIELDS", "compare_runs", "format_csv", "format_text", "load_cells")

@@ -33,7 +33,6 @@ from primsel import registry
 from primsel.eval.significance import N_RESAMPLES
 from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, load_experiment
 from primsel.files import write_atomic
-from primsel.library import Library
 from primsel.reporting.compare import MAX_SERIES, leaderboard, significance
 from primsel.reporting.markdown import frontier_table, render_markdown
 from primsel.reporting.plots import (
@@ -47,6 +46,7 @@ from primsel.reporting.plots import (
 from primsel.reporting.rounds import plot_success_by_round
 from primsel.reporting.style import Palette, is_reference, ranking_key, slug
 from primsel.retrieval.selector import estimate_tokens
+from primsel.simulator.library import build_library
 from primsel.types import LearnsFromTasks
 
 __all__ = ["write_report"]
@@ -70,7 +70,7 @@ def _learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
 
 def _primitive_tokens() -> dict[str, int]:
     """Estimated documentation tokens of every primitive of the assistant library."""
-    library = Library.from_simulator()
+    library = build_library()
     return {p: estimate_tokens(library[p].text("full")) for p in library}
 
 

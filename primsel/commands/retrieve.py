@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from primsel.commands.common import UsageError
+
 #: Ranking metrics printed by ``primsel retrieve``.
 RANKING_METRICS = (
     "recall@5", "recall@10", "recall@15", "recall@20", "ndcg@10", "mrr",
@@ -71,11 +73,9 @@ def check_output_path(path: str) -> None:
 
     Raises
     ------
-    primsel.cli.UsageError : ``path`` is a directory, its parent is missing or not a directory,
+    primsel.commands.common.UsageError : ``path`` is a directory, its parent is missing or not a directory,
         or the file cannot be opened for writing (the message gives the system's reason).
     """
-    from primsel.cli import UsageError
-
     target = Path(path)
     parent = target.parent
     try:
@@ -99,7 +99,6 @@ def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
     with the seed, and an unfitted instance of it, built to report a bad specification before
     any data is read."""
     from primsel import spec as specs
-    from primsel.cli import UsageError
     from primsel.registry import build
     from primsel.retrieval import DEFAULT_RETRIEVER
 
@@ -116,7 +115,6 @@ def _selector(text: str | None) -> Any:
     if text is None:
         return None
     from primsel import spec as specs
-    from primsel.cli import UsageError
 
     try:
         spec = specs.parse(text)
@@ -129,7 +127,6 @@ def _selector(text: str | None) -> Any:
 def main(args: argparse.Namespace) -> int:
     """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
     UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
-    from primsel.cli import UsageError
     from primsel.datasets import DatasetError
     from primsel.experiments.dataset import load_datasets
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
@@ -220,7 +217,6 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     figures for ``--json`` (:func:`dataset_result`; None when the status is not 0). With
     ``--json`` nothing is printed on stdout here."""
     from primsel import spec as specs
-    from primsel.cli import UsageError
     from primsel.eval.metrics import SET_METRIC_KEYS
     from primsel.experiments.cell import TIE_AWARE, compute_cell, embedding_windows
     from primsel.experiments.store import RetrievalStore
