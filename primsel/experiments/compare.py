@@ -24,10 +24,12 @@ import csv
 import io
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from primsel.eval.significance import NOISE, compare
+from primsel.experiments.results import CellResult, ReportError, load_experiment, per_task_values
 
 #: Fields of a compared pair, in the order of the csv and text columns.
 FIELDS = ("cell", "metric", "tasks", "mean_a", "mean_b", "diff", "p_t", "p_randomisation", "up", "down")
@@ -41,11 +43,9 @@ def load_cells(path: str | Path) -> dict[str, Any]:
 
     Raises
     ------
-    primsel.experiments.report.ReportError : not a directory, or neither an experiment nor a
+    primsel.experiments.results.ReportError : not a directory, or neither an experiment nor a
         cell, or an unreadable file.
     """
-    from primsel.experiments.results import CellResult, ReportError, load_experiment
-
     directory = Path(path)
     config = directory / "config.json"
     if config.is_file() and not (directory / "experiment.json").is_file():
@@ -83,12 +83,9 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metric: str | None = None
 
     Raises
     ------
-    primsel.experiments.report.ReportError : a run cannot be read, no cell matches, or a
+    primsel.experiments.results.ReportError : a run cannot be read, no cell matches, or a
         matched cell lacks the metric (the message names the file).
     """
-    from primsel.eval.significance import NOISE, compare
-    from primsel.experiments.results import ReportError, per_task_values
-
     cells_a, cells_b = load_cells(run_a), load_cells(run_b)
     if len(cells_a) == 1 and len(cells_b) == 1 and set(cells_a) != set(cells_b):
         (label_a, cell_a), (_, cell_b) = next(iter(cells_a.items())), next(iter(cells_b.items()))
