@@ -20,9 +20,7 @@ feature                   the reference program ...
 ``multi_module``          uses gold primitives of two or more library modules besides ``exceptions``
 ========================  ==========================================================================
 
-``primsel tasks [--data PATH] [--module M] [--primitive ID] [--feature F] [--search TEXT]
-[--json]`` lists the cards that match every filter given (a table, or a JSON list);
-``primsel tasks show ID`` prints one whole card.
+``primsel tasks`` (:mod:`primsel.commands.tasks`) lists and shows the cards.
 """
 
 from __future__ import annotations
