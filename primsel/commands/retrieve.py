@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from primsel import spec as specs
 from primsel.commands.common import UsageError
+from primsel.registry import available, build
 
 #: Ranking metrics printed by ``primsel retrieve``.
 RANKING_METRICS = (
@@ -28,8 +30,6 @@ RANKING_METRICS = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Attach the ``retrieve`` options to ``parser``."""
-    from primsel.registry import available
-
     parser.add_argument("--retriever", metavar="SPEC", default=None,
                         help=f"a registered name ({', '.join(available('retriever'))}), "
                              "'package.module:Class' (modules in the current directory included), or an "
@@ -98,8 +98,6 @@ def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
     """The ``--retriever`` specification (default :data:`primsel.retrieval.DEFAULT_RETRIEVER`)
     with the seed, and an unfitted instance of it, built to report a bad specification before
     any data is read."""
-    from primsel import spec as specs
-    from primsel.registry import build
     from primsel.retrieval import DEFAULT_RETRIEVER
 
     try:
@@ -114,8 +112,6 @@ def _selector(text: str | None) -> Any:
     """The ``--selector`` specification (None: plain top-k), checked before any data is read."""
     if text is None:
         return None
-    from primsel import spec as specs
-
     try:
         spec = specs.parse(text)
         specs.check(spec, "selector")
@@ -175,8 +171,6 @@ def json_result(spec: Any, settings: Any, datasets: list[dict[str, Any]]) -> dic
     ``depth`` (None: the whole library), then ``datasets``: one object per dataset, in the
     order the data gives them, as :func:`dataset_result` builds it.
     """
-    from primsel import spec as specs
-
     return {"retriever": spec, "label": specs.label(spec), "k": settings.k, "closure": settings.closure,
             "selector": settings.selector, "folds": settings.folds, "seed": settings.seed,
             "depth": settings.depth, "datasets": datasets}
@@ -216,7 +210,6 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     status (0, or 1 when an LLM selector's endpoint fails, see :func:`main`) and the dataset's
     figures for ``--json`` (:func:`dataset_result`; None when the status is not 0). With
     ``--json`` nothing is printed on stdout here."""
-    from primsel import spec as specs
     from primsel.eval.metrics import SET_METRIC_KEYS
     from primsel.experiments.cell import TIE_AWARE, compute_cell, embedding_windows
     from primsel.experiments.store import RetrievalStore
