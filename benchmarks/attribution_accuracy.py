@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     from primsel.eval.attribution import CATEGORIES, attribute
     from primsel.eval.faults import KINDS, make_faults
     from primsel.eval.localise import localise
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
     from primsel.simulator.sandbox import Sandbox
     from primsel.types import Program
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     archive = resolve_dataset(args.data)
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_tasks(archive), library)
     from primsel.simulator.program import load_apps, star_exports
 

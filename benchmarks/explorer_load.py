@@ -28,9 +28,10 @@ def synthetic_run(root: Path, cells: int, tasks: int) -> Path:
     """An experiment directory of ``cells`` x ``tasks`` rows (see the module docstring)."""
     from primsel.datasets import load_builtin_tasks
     from primsel.eval.attribution import CATEGORIES
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
 
-    library = Library.from_simulator()
+    library = build_library()
     ids = list(library)
     builtin = with_gold(load_builtin_tasks(), library)
     rng = random.Random(0)

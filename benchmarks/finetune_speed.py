@@ -42,13 +42,14 @@ def measure(texts: list[str] | None, seed: int) -> int:
     """Cold and warm cross-validated fit and search of each specification; prints a table."""
     from primsel import spec as specs
     from primsel.datasets import load_tasks
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
     from primsel.registry import build
     from primsel.retrieval import DEFAULT_RETRIEVER
     from primsel.retrieval.cv import fold_assignment
 
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_tasks(), library)
     folds = fold_assignment([t.id for t in tasks], 5, seed)
     print(f"{len(tasks)} tasks ({tasks[0].source}), 5 folds, seed {seed}")

@@ -50,11 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PRIMSEL_CACHE_DIR"] = os.path.join(tmp, "cache")  # empty cache: every request is sent
         from primsel.datasets import load_tasks, resolve_dataset
         from primsel.generation.generators import OpenAIGenerator
-        from primsel.library import Library, with_gold
+        from primsel.library import with_gold
+        from primsel.simulator.library import build_library
         from primsel.retrieval.llm_selector import LLMSelector
 
         archive = resolve_dataset(args.data)
-        library = Library.from_simulator()
+        library = build_library()
         tasks = with_gold(load_tasks(archive), library)
         stats_path = os.path.join(tmp, "stats.json")
         server, url = _start_server(str(archive) if archive else None, args.latency, stats_path)

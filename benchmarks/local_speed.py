@@ -45,11 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     from primsel.datasets import load_builtin_tasks, load_tasks
     from primsel.generation.generators import prefix_order
     from primsel.generation.prompts import cck_messages, generation_messages
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
     from primsel.llm.client import ChatClient
     from primsel.llm.local import LocalServer, ServerSettings, prepare
 
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_tasks(args.data) if args.data else load_builtin_tasks(), library)
     example, chosen = tasks[-1], tasks[: args.tasks]
     prims = list(library.values())

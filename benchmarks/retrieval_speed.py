@@ -28,12 +28,13 @@ def main() -> int:
 def measure() -> int:
     """Fit and search every retriever once; prints one line per retriever."""
     from primsel.datasets import load_tasks
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
     from primsel.registry import available, build, resolve
     from primsel.retrieval import DEFAULT_RETRIEVER
     from primsel.types import SeesGold
 
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_tasks(), library)
     source = tasks[0].source
     if len(tasks) < 250:

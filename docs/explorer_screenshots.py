@@ -24,11 +24,12 @@ def main() -> int:
     from primsel.experiments.runner import run_experiment
     from primsel.explore.browser import Chromium
     from primsel.explore.site import build_site
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
     from primsel.reporting import write_report
     from primsel.simulator.program import load_apps, star_exports
 
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_builtin_tasks(), library)
     names = {n for m in load_apps().values() for n, v in star_exports(m).items()
              if callable(v) and getattr(v, "__module__", "").startswith("primsel.simulator.apps.")}

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -205,19 +206,65 @@ def dumps_jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(to_json(r), ensure_ascii=False) + "\n" for r in rows)
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
-    """``(line number, value)`` of every non-blank line of a JSON Lines file, in file order.
+class JsonlError(ValueError):
+    """A line of a JSON Lines file that is not valid JSON.
+
+    Its text is ``"<path>:<line>: invalid JSON: <reason>"``; callers that speak of a bad line in
+    their own words (a dataset loader, a command) read the fields.
+
+    Attributes
+    ----------
+    path : the file, as given to :func:`read_jsonl`.
+    line : the line number (1 for the first line).
+    column : the column of the error in that line (1 for the first character).
+    reason : the parser's message (``"Expecting value"``).
+    detail : the parser's whole message (``"Expecting value: line 1 column 1 (char 0)"``).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int, column: int, reason: str, detail: str) -> None:
+        super().__init__(f"{path}:{line}: invalid JSON: {reason}")
+        self.path = path
+        self.line = line
+        self.column = column
+        self.reason = reason
+        self.detail = detail
+
+
+def read_jsonl(path: str | os.PathLike[str], *, text: str | None = None,
+               on_error: Callable[[JsonlError], None] | None = None) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of every non-blank line of a JSON Lines file, in file order: the
+    one JSON Lines reader of primsel.
+
+    Lines end at ``\n`` (after the text-mode translation of ``\r\n`` and ``\r``) and nowhere
+    else, so a JSON string holding U+2028 or U+0085 as it is stays on its line.
+
+    Parameters
+    ----------
+    path : the file.
+    text : the file's content, when the caller has read it already (to report a file that cannot
+        be read in its own words); ``path`` then only names the file in messages.
+    on_error : called with the :class:`JsonlError` of a line that is not JSON, which is then
+        left out (it may raise an error of its own instead); default: the error is raised.
 
     Raises
     ------
     OSError : the file cannot be read.
-    ValueError : a line is not JSON; the message names the file and the line.
+    UnicodeDecodeError : the file is not UTF-8 text.
+    JsonlError : (without ``on_error``) a line is not JSON; the message names the file and
+        the line.
     """
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+    with contextlib.ExitStack() as stack:
+        lines = io.StringIO(text) if text is not None else stack.enter_context(open(path, encoding="utf-8"))
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                yield number, json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+                error = JsonlError(path, number, exc.colno, exc.msg, str(exc))
+            else:
+                yield number, value
+                continue
+            if on_error is None:
+                raise error
+            on_error(error)

@@ -1,10 +1,11 @@
 """The assistant library as a retrieval corpus, and the gold primitives of a program.
 
 :class:`Library` is an ordered, immutable mapping ``primitive id -> Primitive``. The standard
-library, :meth:`Library.from_simulator`, holds exactly the 65 prompt-facing symbols of the five
-app modules of :mod:`primsel.simulator.apps` (the names are fixed here, per module; everything
-else about a primitive, its kind, signature, docstring and type dependencies, is read from the
-module by introspection).
+library holds exactly the 65 prompt-facing symbols of the five app modules of
+:mod:`primsel.simulator.apps` (the names are fixed here, per module, in :data:`LIBRARY_NAMES`;
+everything else about a primitive, its kind, signature, docstring and type dependencies, is read
+from the module by introspection, :meth:`Library.from_modules`). The simulator builds it
+(:func:`primsel.simulator.library.build_library`): this module imports no app module.
 
 :func:`gold_primitives` derives the library primitives a program uses (the rule is stated in its
 docstring) and :func:`with_gold` fills :attr:`Task.gold`.
@@ -16,10 +17,10 @@ import builtins
 import dataclasses
 import enum
 import hashlib
-import importlib
 import inspect
 import re
 import symtable
+import types
 import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -52,7 +53,7 @@ LIBRARY_NAMES: dict[str, tuple[str, ...]] = {
         "share_calendar", "summarise_calendar",
     ),
 }
-#: Package holding the app modules.
+#: Package holding the app modules (its name is left out of the signatures shown).
 APPS_PACKAGE = "primsel.simulator.apps"
 #: Kinds of primitives; the non-function kinds are "types" that other primitives depend on.
 KINDS = ("function", "class", "enum", "exception", "alias", DOCUMENT_KIND)
@@ -149,33 +150,39 @@ class Library(Mapping[str, Primitive]):
         return h.hexdigest()
 
     @classmethod
-    def from_simulator(cls, names: Mapping[str, Sequence[str]] | None = None) -> Library:
-        """The standard library: introspect the prompt-facing app modules.
+    def from_modules(cls, modules: Mapping[str, types.ModuleType],
+                     names: Mapping[str, Sequence[str]] | None = None) -> Library:
+        """The library of the named symbols of some modules, read by introspection: each
+        primitive's kind, signature, docstring and type dependencies come from its module.
+
+        The standard library is this over the app modules of the simulator
+        (:func:`primsel.simulator.library.build_library`); this module imports none of them.
 
         Parameters
         ----------
-        names : module short name -> symbol names; default :data:`LIBRARY_NAMES` (65 symbols).
+        modules : module short name -> the imported module.
+        names : module short name -> symbol names, in library order; default
+            :data:`LIBRARY_NAMES` (65 symbols).
 
         Raises
         ------
-        ImportError : an app module is missing.
+        KeyError : a module of ``names`` is not in ``modules``.
         AttributeError : a listed symbol is not defined by its module.
         """
         names = LIBRARY_NAMES if names is None else names
         objects: dict[str, tuple[str, str, object]] = {}
         for module_name, symbols in names.items():
-            module = importlib.import_module(f"{APPS_PACKAGE}.{module_name}")
+            module = modules[module_name]
             for name in symbols:
                 if not hasattr(module, name):
-                    raise AttributeError(f"{APPS_PACKAGE}.{module_name} does not define {name!r}")
+                    raise AttributeError(f"{module.__name__} does not define {name!r}")
                 objects[f"{module_name}.{name}"] = (module_name, name, getattr(module, name))
         type_ids = {name: pid for pid, (_, name, obj) in objects.items() if _kind(obj) != "function"}
         prims = []
         for pid, (module_name, name, obj) in objects.items():
-            module = importlib.import_module(f"{APPS_PACKAGE}.{module_name}")
             kind = _kind(obj)
             signature, annotation_text = _describe(obj, name, kind)
-            doc = _doc(module, obj, name, kind)
+            doc = _doc(modules[module_name], obj, name, kind)
             named = set(_IDENT.findall(annotation_text))
             deps = tuple(sorted(type_ids[n] for n in named if n in type_ids and type_ids[n] != pid))
             prims.append(Primitive(id=pid, name=name, module=module_name, kind=kind,

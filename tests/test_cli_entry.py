@@ -72,7 +72,7 @@ def test_interrupt_is_one_line_and_status_130(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("primsel.experiments.retrieve_cli.main", interrupted)
+    monkeypatch.setattr("primsel.commands.retrieve.main", interrupted)
     assert main(["retrieve"]) == 130
     err = capsys.readouterr().err
     assert err == "primsel retrieve: interrupted\n"
@@ -85,7 +85,7 @@ def test_log_messages_are_warning_and_up_unless_verbose(monkeypatch, capsys):
         logging.getLogger("primsel.some.module").warning("careful")
         return 0
 
-    monkeypatch.setattr("primsel.experiments.retrieve_cli.main", chatty)
+    monkeypatch.setattr("primsel.commands.retrieve.main", chatty)
     level = logging.getLogger("primsel").level
     assert main(["retrieve"]) == 0
     assert capsys.readouterr().err == "careful\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from primsel import files
-from primsel.files import cache_dir, canonical_json, digest, dumps_jsonl, read_jsonl, write_atomic
+from primsel.files import JsonlError, cache_dir, canonical_json, digest, dumps_jsonl, read_jsonl, write_atomic
 
 
 def test_cache_dir_is_the_variable_with_home_expanded_else_the_user_cache(monkeypatch):
@@ -73,6 +73,29 @@ def test_read_jsonl_skips_blank_lines_and_names_a_bad_line(tmp_path):
     path.write_text('{"a": 1}\n{"a": \n', encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{path}:2: invalid JSON"):
         list(read_jsonl(path))
+
+
+def test_a_bad_line_gives_its_line_column_and_reason_to_the_caller(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n{"a": }\n[3]\n', encoding="utf-8")
+    with pytest.raises(JsonlError) as caught:
+        list(read_jsonl(path))
+    error = caught.value
+    assert (error.path, error.line, error.column, error.reason) == (path, 2, 7, "Expecting value")
+    assert error.detail == "Expecting value: line 1 column 7 (char 6)"
+    assert str(error) == f"{path}:2: invalid JSON: Expecting value"
+    skipped: list[JsonlError] = []
+    assert list(read_jsonl(path, on_error=skipped.append)) == [(1, {"a": 1}), (3, [3])]
+    assert [e.line for e in skipped] == [2]
+
+
+def test_read_jsonl_reads_a_given_text_and_keeps_a_line_separator_inside_a_string(tmp_path):
+    text = '{"q": "one\u2028two"}\r\n\n{"q": "x\x85y"}\n'
+    assert list(read_jsonl(tmp_path / "not-read.jsonl", text=text.replace("\r\n", "\n"))) == [
+        (1, {"q": "one\u2028two"}), (3, {"q": "x\x85y"})]
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(text.encode("utf-8"))
+    assert list(read_jsonl(path)) == [(1, {"q": "one\u2028two"}), (3, {"q": "x\x85y"})]
 
 
 @pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600), (0o002, 0o664)])

@@ -1,6 +1,6 @@
 """Layers point down: every ``import`` statement in primsel names a module of its own layer or
-of a lower one, and the packages of one layer (from datasets up to experiments) never import
-each other.
+of a lower one, and the packages of one layer (from datasets up to views) never import each
+other.
 
 The layers, bottom up (docs/architecture.md, "Layers"):
 
@@ -9,14 +9,21 @@ The layers, bottom up (docs/architecture.md, "Layers"):
 2. data and shared services: ``datasets``, ``library``, ``llm``;
 3. stages: ``simulator``, ``retrieval``, ``generation``;
 4. evaluation: ``eval`` (metrics, significance, failure attribution);
-5. ``experiments``: settings, config, cells, store, runner, report;
+5. ``experiments``: settings, config, cells, store, runner, results;
 6. views: what reads run folders or shows tasks: ``reporting``, ``explore``, ``tasks``;
-7. the command line: ``cli``, ``__main__``, every command module ``primsel.cli.SUBCOMMANDS``
-   names (wherever it lives), ``testing``, and ``experiments.report`` (the report's former
-   module, which re-exports ``reporting`` for old imports).
+7. the command line: ``commands`` (the dispatcher and every subcommand), ``cli`` and
+   ``__main__`` (its entry points), ``testing``, and ``experiments.report`` (the report's
+   former module, which re-exports ``reporting`` for old imports).
 
-(Registering the built-in components loads their packages by name at run time; that is the
-registry's job, not an import statement.)
+A folder tells its layer: no module is exempt. Loading a module by name counts as importing it:
+a call of ``importlib.import_module`` (or ``import_module``, ``__import__``) whose first
+argument is a string or an f-string naming a primsel module (its constant start, with
+module-level string constants filled in: ``f"{APPS_PACKAGE}.{name}"``) is checked as an
+``import`` of that module. So the simulator loading its own app modules, and ``eval`` loading
+them (a layer down), pass. Names held in variables are not followed: the registry loads the
+packages of the built-in components from its table (``primsel.registry``), which is how
+plug-ins are found, not an arrow between layers, and the dispatcher loads the subcommand modules
+of its own package.
 """
 
 from __future__ import annotations
@@ -27,7 +34,6 @@ from pathlib import Path
 import pytest
 
 import primsel
-from primsel.cli import SUBCOMMANDS
 
 ROOT = Path(primsel.__file__).parent
 LAYERS = (
@@ -38,18 +44,16 @@ LAYERS = (
     ("primsel.eval",),
     ("primsel.experiments",),
     ("primsel.reporting", "primsel.explore", "primsel.tasks"),
-    ("primsel.cli", "primsel.__main__", "primsel.testing", "primsel.experiments.report"),
+    ("primsel.commands", "primsel.cli", "primsel.__main__", "primsel.testing", "primsel.experiments.report"),
 )
 NAMES = ("core", "data and services", "stages", "evaluation", "experiments", "views", "command line")
 TOP = len(LAYERS) - 1
-COMMANDS = frozenset(module for module, _, _ in SUBCOMMANDS.values())
+#: Functions that load a module by name.
+LOADERS = frozenset({"import_module", "__import__"})
 
 
 def unit(module: str) -> tuple[int, str]:
-    """(layer, unit) of a module: the longest unit of :data:`LAYERS` that is it or contains it;
-    command modules are units of their own on the top layer."""
-    if module in COMMANDS:
-        return TOP, module
+    """(layer, unit) of a module: the longest unit of :data:`LAYERS` that is it or contains it."""
     best: tuple[int, str] | None = None
     for layer, units in enumerate(LAYERS):
         for name in units:
@@ -67,7 +71,8 @@ def module_name(path: Path) -> str:
 
 def imported(tree: ast.AST) -> list[tuple[int, str]]:
     """(line, module) of every primsel module a syntax tree imports (``from primsel.x import y``
-    counts as ``primsel.x.y`` when that is a module)."""
+    counts as ``primsel.x.y`` when that is a module) or loads by a name written in the code
+    (:func:`loaded`)."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -79,7 +84,58 @@ def imported(tree: ast.AST) -> list[tuple[int, str]]:
                 path = ROOT.parent.joinpath(*sub.split("."))
                 is_module = path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
                 out.append((node.lineno, sub if is_module else node.module))
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out + loaded(tree)))
+
+
+def loaded(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) of every call of a :data:`LOADERS` function whose first argument names a
+    primsel module: a string, or the constant start of an f-string (module-level string
+    constants filled in), cut after its last whole dotted name."""
+    constants = {target.id: node.value.value for node in getattr(tree, "body", [])
+                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                 and isinstance(node.value.value, str)
+                 for target in node.targets if isinstance(target, ast.Name)}
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if name not in LOADERS:
+            continue
+        text = _constant_start(node.args[0], constants)
+        if text is None:
+            continue
+        whole = text.endswith(".") or not isinstance(node.args[0], ast.JoinedStr) or text == _full(node.args[0], constants)
+        module = text.rstrip(".") if whole else text.rpartition(".")[0]
+        if module.split(".")[0] == "primsel":
+            out.append((node.lineno, module))
+    return out
+
+
+def _constant_start(arg: ast.AST, constants: dict[str, str]) -> str | None:
+    """The text an argument starts with, as far as the code alone tells it; None when nothing."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if not isinstance(arg, ast.JoinedStr):
+        return None
+    text = ""
+    for part in arg.values:
+        if isinstance(part, ast.Constant):
+            text += str(part.value)
+        elif isinstance(part.value, ast.Name) and part.value.id in constants and part.format_spec is None \
+                and part.conversion == -1:
+            text += constants[part.value.id]
+        else:
+            break
+    return text or None
+
+
+def _full(arg: ast.JoinedStr, constants: dict[str, str]) -> str | None:
+    """The whole text of an f-string whose every part is known, else None."""
+    known = all(isinstance(p, ast.Constant) or (isinstance(p.value, ast.Name) and p.value.id in constants)
+                for p in arg.values)
+    return _constant_start(arg, constants) if known else None
 
 
 def violations(module: str, source: str) -> list[str]:
@@ -111,6 +167,17 @@ def test_every_import_points_down_a_layer():
     ("primsel.types", "def f():\n    from primsel.library import Library\n", "(data and services) from the core layer"),
     ("primsel.retrieval.llm_selector", "from primsel.generation.prompts import render_primitives\n",
      "another package of the stages layer"),
+    ("primsel.simulator.verify", "from primsel.commands.common import UsageError\n",
+     "(command line) from the stages layer"),
+    ("primsel.experiments.cell", "from primsel.cli import main\n", "(command line) from the experiments layer"),
+    ("primsel.library", "import importlib\nm = importlib.import_module('primsel.simulator.apps.time_utils')\n",
+     "imports primsel.simulator.apps.time_utils (stages) from the data and services layer"),
+    ("primsel.library", 'PACKAGE = "primsel.simulator.apps"\n'
+                        'def f(name):\n    return importlib.import_module(f"{PACKAGE}.{name}")\n',
+     "imports primsel.simulator.apps (stages) from the data and services layer"),
+    ("primsel.datasets.beir", "from importlib import import_module\nimport_module(f'primsel.retrieval.{x}')\n",
+     "imports primsel.retrieval (stages) from the data and services layer"),
+    ("primsel.retrieval.bm25", "__import__('primsel.generation.prompts')\n", "another package of the stages layer"),
 ])
 def test_an_import_up_or_across_a_layer_is_found(module, source, problem):
     (found,) = violations(module, source)
@@ -120,4 +187,31 @@ def test_an_import_up_or_across_a_layer_is_found(module, source, problem):
 def test_imports_down_and_within_a_unit_pass():
     assert violations("primsel.experiments.cell", "from primsel.retrieval import selector\n"
                                                   "from primsel.experiments.store import Retrieval\n") == []
-    assert violations("primsel.simulator.verify", "from primsel.cli import UsageError\n") == []  # a command
+    assert violations("primsel.commands.verify", "from primsel.commands.common import UsageError\n"
+                                                 "from primsel.simulator.verify import ROW_KEYS\n") == []
+    assert violations("primsel.simulator.program",
+                      'import importlib\nimportlib.import_module(f"primsel.simulator.apps.{name}")\n') == []
+    assert violations("primsel.eval.attribution",
+                      'import importlib\nimportlib.import_module(f"primsel.simulator.apps.{module}")\n') == []
+    # a name held in a variable is not followed (the registry's table of built-in packages)
+    assert violations("primsel.registry", "import importlib\nimportlib.import_module(PACKAGES[kind])\n") == []
+
+
+def test_a_load_by_name_is_read_to_its_last_whole_module_name():
+    source = ('import importlib\nAPPS = "primsel.simulator.apps"\n'
+              'importlib.import_module("primsel.eval.metrics")\n'
+              'importlib.import_module(f"{APPS}.{name}")\n'
+              'importlib.import_module(f"primsel.simulator.{group}.{name}")\n'
+              'importlib.import_module(f"primsel.retr{rest}")\n'
+              'importlib.import_module(f"{APPS}")\n'
+              'importlib.import_module(f"{unknown}.x")\n'
+              'importlib.import_module("json")\n')
+    assert loaded(ast.parse(source)) == [(3, "primsel.eval.metrics"), (4, "primsel.simulator.apps"),
+                                         (5, "primsel.simulator"), (6, "primsel"), (7, "primsel.simulator.apps")]
+
+
+def test_every_unit_of_the_layers_is_a_module_or_package():
+    for units in LAYERS:
+        for name in units:
+            path = ROOT.parent.joinpath(*name.split("."))
+            assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), name

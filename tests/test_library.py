@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from primsel.library import LIBRARY_NAMES, Library, free_global_names, gold_primitives, with_gold
+from primsel.simulator.library import build_library
 from primsel.types import Primitive, Task
 
 DOCUMENTED_IDS = {
@@ -163,7 +164,7 @@ def test_with_gold_returns_copies():
 
 @pytest.fixture(scope="module")
 def library() -> Library:
-    return Library.from_simulator()
+    return build_library()
 
 
 def test_library_has_exactly_the_65_design_ids(library):
@@ -217,3 +218,28 @@ def test_gold_statistics_on_the_archive(asper_path, library):
     assert len(set().union(*(t.gold for t in tasks))) == 60
     counts = Counter(p for t in tasks for p in t.gold)
     assert counts.most_common(1) == [("work_calendar.add_event", 163)]
+
+
+def test_a_library_of_given_modules_is_read_by_introspection():
+    import types
+
+    module = types.ModuleType("plugin.tools")
+    exec('class Item:\n    """A thing."""\n\n'
+         'def make(name: str) -> Item:\n    """Make an item."""\n    return Item()\n', module.__dict__)
+    made = Library.from_modules({"tools": module}, {"tools": ("Item", "make")})
+    assert list(made) == ["tools.Item", "tools.make"]
+    assert made["tools.make"].signature == "def make(name: str) -> Item"
+    assert made["tools.make"].depends_on == ("tools.Item",)
+    assert made["tools.Item"].doc == "A thing."
+    with pytest.raises(AttributeError, match=r"plugin.tools does not define 'gone'"):
+        Library.from_modules({"tools": module}, {"tools": ("gone",)})
+    with pytest.raises(KeyError):
+        Library.from_modules({"tools": module}, {"other": ("x",)})
+
+
+def test_build_library_takes_a_subset_and_refuses_a_module_the_simulator_lacks():
+    subset = build_library({"exceptions": ("RequiresUserInput",), "work_calendar": ("add_event", "Event")})
+    assert list(subset) == ["exceptions.RequiresUserInput", "work_calendar.add_event", "work_calendar.Event"]
+    assert subset["work_calendar.add_event"].depends_on == ("work_calendar.Event",)
+    with pytest.raises(ImportError, match=r"no app module 'payroll'"):
+        build_library({"payroll": ("pay",)})

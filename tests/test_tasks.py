@@ -11,6 +11,7 @@ import pytest
 from primsel.cli import main
 from primsel.datasets import load_builtin_tasks, load_tasks
 from primsel.library import Library
+from primsel.simulator.library import build_library
 from primsel.tasks import FEATURES, card, evaluation_summary, features, filter_cards, setup_summary
 
 REQUIRED = {"id", "query", "modules", "gold", "features", "pairs", "lines"}
@@ -18,7 +19,7 @@ REQUIRED = {"id", "query", "modules", "gold", "features", "pairs", "lines"}
 
 @pytest.fixture(scope="module")
 def library() -> Library:
-    return Library.from_simulator()
+    return build_library()
 
 
 def names(program: str) -> set[str]:

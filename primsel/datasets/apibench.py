@@ -35,7 +35,7 @@ from primsel.datasets.retrieval_only import (
     document,
     merge_queries,
     query_task,
-    read_jsonl,
+    read_jsonl_rows,
     require_object,
     require_text,
 )
@@ -91,7 +91,7 @@ def load_apibench(path: Path, hub: str) -> RetrievalDataset:
     docs, raw_docs = [], []
     seen: dict[str, str] = {}
     duplicates = 0
-    for number, row in read_jsonl(api_file):
+    for number, row in read_jsonl_rows(api_file):
         where = f"{api_file}:{number}"
         row = require_object(row, where, DOC_FIELDS)
         for key in ("api_name", "api_call"):
@@ -112,7 +112,7 @@ def load_apibench(path: Path, hub: str) -> RetrievalDataset:
         by_name.setdefault((_canonical(row["api_name"]), _canonical(row["functionality"])), []).append(doc_id)
     rows = []
     unmatched = ambiguous = 0
-    for number, item in read_jsonl(eval_file):
+    for number, item in read_jsonl_rows(eval_file):
         where = f"{eval_file}:{number}"
         item = require_object(item, where, ("code", "api_data"))
         query = instruction(require_text(item["code"], where, "code"))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from primsel.datasets.asperbench import DatasetError
-from primsel.datasets.retrieval_only import RetrievalDataset, document, query_task, read_jsonl, require_object
+from primsel.datasets.retrieval_only import RetrievalDataset, document, query_task, read_jsonl_rows, require_object
 
 #: Files of a BEIR-layout directory.
 CORPUS = "corpus.jsonl"
@@ -44,7 +44,7 @@ def _rows(path: Path, what: str) -> Iterator[tuple[str, Mapping[str, Any], str]]
     """``(id, row, "file:line")`` of a BEIR JSON Lines file whose rows have ``_id`` and ``text``;
     an id used twice is an error."""
     seen: set[str] = set()
-    for number, row in read_jsonl(path):
+    for number, row in read_jsonl_rows(path):
         where = f"{path}:{number}"
         row = require_object(row, where, ("_id", "text"))
         row_id = _id(row["_id"], where, "_id")

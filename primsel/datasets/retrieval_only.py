@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from primsel.datasets.asperbench import DatasetError
+from primsel.files import JsonlError, read_jsonl
 from primsel.types import DOCUMENT_KIND, Primitive, Task
 
 
@@ -188,8 +189,9 @@ def check_unicode(value: Any) -> str | None:
     return None
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, value)`` of every non-blank line of a JSON Lines file.
+def read_jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of every non-blank line of a JSON Lines file
+    (:func:`primsel.files.read_jsonl`), each checked by :func:`check_unicode`.
 
     Raises
     ------
@@ -197,17 +199,14 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         holds a lone surrogate escape (:func:`check_unicode`); the message names the file and
         the line.
     """
-    text = read_text(path)
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-            problem = check_unicode(value)
-            if problem:
-                raise DatasetError(f"{path}:{number}: {problem}")
-            yield number, value
+    def not_json(exc: JsonlError) -> None:
+        raise DatasetError(f"{path}:{exc.line}: invalid JSON: {exc.reason} (column {exc.column})")
+
+    for number, value in read_jsonl(path, text=read_text(path), on_error=not_json):
+        problem = check_unicode(value)
+        if problem:
+            raise DatasetError(f"{path}:{number}: {problem}")
+        yield number, value
 
 
 def require_text(value: Any, where: str, key: str, empty: bool = False) -> str:

@@ -20,36 +20,21 @@ cannot be read, no cell matches, or a matched cell lacks the metric.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Output formats of ``primsel compare``.
-FORMATS = ("text", "csv", "json")
+from primsel.eval.significance import NOISE, compare
+from primsel.experiments.results import CellResult, ReportError, load_experiment, per_task_values
+
 #: Fields of a compared pair, in the order of the csv and text columns.
 FIELDS = ("cell", "metric", "tasks", "mean_a", "mean_b", "diff", "p_t", "p_randomisation", "up", "down")
 #: Task ids listed per direction in the json output, at most.
 MAX_FLIPS_LISTED = 50
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``primsel compare``."""
-    parser.add_argument("run_a", metavar="RUN_A", help="experiment directory (or one cell directory)")
-    parser.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (B - A is shown)")
-    parser.add_argument("--metric", default=None,
-                        help="per-task metric of tasks.jsonl (mrr, ndcg@10, complete@15, set_f1, ...) or "
-                             "'success' (default: recall@k at each cell's k)")
-    parser.add_argument("--format", choices=FORMATS, default="text", help="text table (default), csv or json")
-    parser.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
-    parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
-                        help="sign flips of the paired randomisation test (default 10000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
 
 
 def load_cells(path: str | Path) -> dict[str, Any]:
@@ -58,11 +43,9 @@ def load_cells(path: str | Path) -> dict[str, Any]:
 
     Raises
     ------
-    primsel.experiments.report.ReportError : not a directory, or neither an experiment nor a
+    primsel.experiments.results.ReportError : not a directory, or neither an experiment nor a
         cell, or an unreadable file.
     """
-    from primsel.experiments.results import CellResult, ReportError, load_experiment
-
     directory = Path(path)
     config = directory / "config.json"
     if config.is_file() and not (directory / "experiment.json").is_file():
@@ -100,12 +83,9 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metric: str | None = None
 
     Raises
     ------
-    primsel.experiments.report.ReportError : a run cannot be read, no cell matches, or a
+    primsel.experiments.results.ReportError : a run cannot be read, no cell matches, or a
         matched cell lacks the metric (the message names the file).
     """
-    from primsel.eval.significance import NOISE, compare
-    from primsel.experiments.results import ReportError, per_task_values
-
     cells_a, cells_b = load_cells(run_a), load_cells(run_b)
     if len(cells_a) == 1 and len(cells_b) == 1 and set(cells_a) != set(cells_b):
         (label_a, cell_a), (_, cell_b) = next(iter(cells_a.items())), next(iter(cells_b.items()))
@@ -175,26 +155,4 @@ def _num(value: float | None, signed: bool = False) -> str:
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
-def main(args: argparse.Namespace) -> int:
-    """Compare and write; exit 2 on runs that cannot be compared."""
-    from contextlib import ExitStack
-
-    from primsel.cli import UsageError, output_stream
-    from primsel.experiments.results import ReportError
-
-    if args.n_resamples < 1:
-        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")
-    try:
-        result = compare_runs(args.run_a, args.run_b, args.metric, args.n_resamples, args.seed)
-    except ReportError as exc:
-        raise UsageError(str(exc)) from None
-    text = {"text": format_text, "csv": format_csv,
-            "json": lambda r: json.dumps(r, indent=2) + "\n"}[args.format](result)
-    with ExitStack() as stack:
-        output_stream(stack, args.out).write(text)
-    if args.out:
-        print(f"primsel compare: wrote {args.out}", file=sys.stderr)
-    return 0
-
-
-__all__: Sequence[str] = ("FIELDS", "FORMATS", "compare_runs", "format_csv", "format_text", "load_cells")
+__all__: Sequence[str] = ("FIELDS", "compare_runs", "format_csv", "format_text", "load_cells")

@@ -213,9 +213,10 @@ def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None
     """
     from primsel.datasets import is_retrieval_data, load_retrieval_data
     from primsel.library import Library
+    from primsel.simulator.library import build_library
 
     if not is_retrieval_data(path):
-        library = Library.from_simulator() if library is None else library
+        library = build_library() if library is None else library
         dataset = load_dataset(path, library, log, origin)
         return [dataclasses.replace(dataset, library=library)]
     out = []

@@ -290,10 +290,10 @@ def _library_tokens() -> dict[str, int]:
     """Estimated documentation tokens of every primitive of the assistant library, for the
     frontier of a folder that did not record it (computed once per process)."""
     if not _LIBRARY_TOKENS:
-        from primsel.library import Library
         from primsel.retrieval.selector import estimate_tokens
+        from primsel.simulator.library import build_library
 
-        library = Library.from_simulator()
+        library = build_library()
         _LIBRARY_TOKENS.update({p: estimate_tokens(library[p].text("full")) for p in library})
     return _LIBRARY_TOKENS
 

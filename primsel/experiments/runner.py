@@ -48,6 +48,7 @@ from primsel.experiments.records import CellReport
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
+from primsel.simulator.library import build_library
 from primsel.types import Task
 
 #: Packages whose versions are recorded in every config.json.
@@ -178,7 +179,7 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
           library: Library | None, log: TextIO) -> list[tuple[Any, Dataset]]:
     """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
     if tasks is not None:
-        return [(None, make_dataset(tasks, library if library is not None else Library.from_simulator()))]
+        return [(None, make_dataset(tasks, library if library is not None else build_library()))]
     if data is not None:
         paths, origin = data, "--data"
     else:
@@ -328,7 +329,7 @@ def run_experiment(
         data may name several datasets; the grid runs on each.
     tasks : use these tasks (gold filled) instead of loading a dataset.
     library : the library of executable tasks (default
-        :meth:`primsel.library.Library.from_simulator`); retrieval-only data brings its own.
+        :func:`primsel.simulator.library.build_library`); retrieval-only data brings its own.
     workers : sandbox worker processes when a generator runs (default: the sandbox's).
     progress : show tqdm progress bars on stderr.
     use_cache : read and write the on-disk caches; False bypasses every one of them (rankings,

@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from primsel.experiments.records import EXPLORER_COLUMNS
 from primsel.experiments.results import CellResult, ReportError, load_experiment
+from primsel.files import JsonlError, read_jsonl
 
 __all__ = ["SiteError", "build_site"]
 
@@ -56,20 +57,15 @@ def _write(path: Path, text: str) -> None:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
+    def not_json(exc: JsonlError) -> None:
+        raise SiteError(f"{path} line {exc.line}: not JSON ({exc.detail})")
+
     try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as exc:
-                        raise SiteError(f"{path} line {number}: not JSON ({exc})") from None
+        return [row for _, row in read_jsonl(path, on_error=not_json)]
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise SiteError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return rows
 
 
 def _task_row(row: Mapping[str, Any], k: int | None) -> dict[str, Any]:

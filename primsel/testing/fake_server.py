@@ -397,9 +397,9 @@ def pipeline_responder(tasks: Iterable[Any], mode: str = "reference") -> Callabl
     by_query = {t.query.strip(): t for t in tasks}
     names: frozenset[str] = frozenset()
     if mode == "reflect":
-        from primsel.library import Library
+        from primsel.simulator.library import build_library
 
-        names = frozenset(p.name for p in Library.from_simulator().values())
+        names = frozenset(p.name for p in build_library().values())
     wrong: dict[str, str] = {}
     # the server answers from several threads, and ast.parse in two threads at once can fail in
     # CPython 3.11 ("SystemError: AST constructor recursion depth mismatch", CPython issue
@@ -490,7 +490,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from primsel.datasets import DatasetError, load_tasks
     from primsel.files import write_atomic
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
 
     parser = argparse.ArgumentParser(prog="python -m primsel.testing.fake_server", description=CLI_DESCRIPTION,
                                      epilog=CLI_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -513,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.latency >= 0:
         parser.error(f"--latency must be >= 0 seconds, got {args.latency}")
     try:
-        tasks = with_gold(load_tasks(args.data), Library.from_simulator())
+        tasks = with_gold(load_tasks(args.data), build_library())
     except DatasetError as exc:
         parser.error(str(exc))
     server = FakeOpenAIServer(pipeline_responder(tasks, args.mode), latency_s=args.latency, port=args.port)

@@ -10,6 +10,7 @@ import pytest
 
 from primsel.datasets import BUILTIN_DIR, load_builtin_tasks
 from primsel.library import Library, gold_primitives
+from primsel.simulator.library import build_library
 from primsel.simulator.sandbox import Sandbox
 
 MODULES = ("exceptions", "time_utils", "room_booking", "company_directory", "work_calendar")
@@ -51,7 +52,7 @@ IDS = [task.id for task in TASKS]
 
 @pytest.fixture(scope="module")
 def library() -> Library:
-    return Library.from_simulator()
+    return build_library()
 
 
 @pytest.fixture(scope="module")

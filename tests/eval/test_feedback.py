@@ -12,10 +12,11 @@ from primsel.datasets import load_builtin_tasks, load_tasks
 from primsel.eval.attribution import attribute
 from primsel.eval.faults import make_faults
 from primsel.eval.feedback import LEVELS, error_text, feedback_text, told_exception
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 from primsel.types import ExecutionResult, Program, Task, parse_program
 
-LIBRARY = Library.from_simulator()
+LIBRARY = build_library()
 VERDICT = "Your program did not pass: it does not carry out the request correctly."
 PROGRAM = "def plan():\n    events = find_events()\n    return len(events) + missing\n"
 

@@ -160,13 +160,14 @@ def test_failures_are_attributed_and_generators_fit_per_fold(tmp_path):
     from primsel.datasets import load_builtin_tasks
     from primsel.experiments.config import parse_config
     from primsel.experiments.runner import run_experiment
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
     from primsel.registry import register
     from primsel.retrieval import fold_assignment
 
     register("test_broken", kind="generator")(_BrokenGenerator)
     FITTED.clear()
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_builtin_tasks(), library)
     cfg = parse_config({"name": "broken", "retriever": "bm25", "k": 2, "folds": 2,
                         "generator": {"type": "test_broken"}})

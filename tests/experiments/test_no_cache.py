@@ -12,7 +12,8 @@ import pytest
 
 from primsel.cli import main as cli_main
 from primsel.datasets import load_builtin_tasks
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 from primsel.testing.fake_server import FakeOpenAIServer, pipeline_responder
 
 pytestmark = pytest.mark.dense
@@ -33,7 +34,7 @@ def test_no_cache_neither_reads_nor_writes_any_cache(tmp_path, monkeypatch):
     pytest.importorskip("sentence_transformers")
     from primsel.testing.tiny_model import write_tiny_model
 
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_builtin_tasks(), library)
     tiny = write_tiny_model(tmp_path / "tiny", [p.text("full") for p in library.values()] + [t.query for t in tasks])
     past = time.time() - 60          # a model written a minute ago: its file digests are remembered

@@ -12,14 +12,15 @@ import pytest
 from primsel.datasets import load_builtin_tasks, load_tasks
 from primsel.experiments.config import ConfigError, load_config, parse_config
 from primsel.experiments.runner import run_experiment
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 from primsel.retrieval.cv import cross_validated_run
 from primsel.retrieval.selector import select
 from primsel.simulator.sandbox import Sandbox
 from primsel.testing.fake_server import FakeOpenAIServer, Reply, pipeline_responder, wrong_program
 from primsel.types import ranking
 
-LIBRARY = Library.from_simulator()
+LIBRARY = build_library()
 NAMES = frozenset(p.name for p in LIBRARY.values())
 TASKS = with_gold(load_builtin_tasks(), LIBRARY)
 ROOT = Path(__file__).resolve().parents[2]

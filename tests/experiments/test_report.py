@@ -250,10 +250,10 @@ def test_unwritable_export_directory_is_a_report_error(experiment, tmp_path, cap
 
 def test_frontier_of_a_ranking_and_selector_cells_as_points(tmp_path):
     from primsel.experiments.report import frontier_table, load_experiment, ranking_frontier
-    from primsel.library import Library
+    from primsel.simulator.library import build_library
     from primsel.retrieval.selector import estimate_tokens
 
-    library = Library.from_simulator()
+    library = build_library()
     a, b, c = "work_calendar.add_event", "work_calendar.Event", "time_utils.now_"
     tokens = {p: estimate_tokens(library[p].text("full")) for p in (a, b, c)}
     root = tmp_path / "runs" / "demo"

@@ -186,12 +186,13 @@ def _json_run(capsys, *options):
 
 def test_json_of_the_whole_library_has_the_hand_computed_figures(capsys):
     from primsel.datasets import load_builtin_tasks
-    from primsel.library import Library, with_gold
+    from primsel.library import with_gold
+    from primsel.simulator.library import build_library
 
     result, out = _json_run(capsys, "--retriever", "all", "--k", "100")
     # the 32 built-in tasks use 266 gold primitives in all (3 to 17 each): selecting all 65 of
     # the library for each task, 266 of 32 * 65 = 2080 selected are gold
-    gold = sum(len(t.gold) for t in with_gold(load_builtin_tasks(), Library.from_simulator()))
+    gold = sum(len(t.gold) for t in with_gold(load_builtin_tasks(), build_library()))
     assert gold == 266
     assert list(result) == ["retriever", "label", "k", "closure", "selector", "folds", "seed", "depth", "datasets"]
     assert (result["retriever"], result["label"], result["k"], result["closure"], result["selector"],

@@ -11,9 +11,10 @@ from primsel.datasets import load_builtin_tasks
 from primsel.experiments.report import write_report
 from primsel.experiments.config import ConfigError, parse_config
 from primsel.experiments.runner import run_experiment
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 
-LIBRARY = Library.from_simulator()
+LIBRARY = build_library()
 TASKS = with_gold(load_builtin_tasks()[:4], LIBRARY)
 
 

@@ -15,7 +15,8 @@ from primsel.experiments.config import load_config
 from primsel.experiments.runner import run_experiment
 from primsel.explore.browser import BrowserError, Chromium, find_chromium
 from primsel.explore.site import build_site
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 from primsel.simulator.program import load_apps, star_exports
 
 READY = "!!(document.body && document.body.dataset.ready === '1')"
@@ -51,7 +52,7 @@ def run_dir(tmp_path_factory) -> Path:
     (root / "site.toml").write_text(
         'name = "site"\nbaseline = "bm25"\n[generator]\ntype = "replay"\nprograms = "programs.jsonl"\n'
         '[grid]\nretriever = ["bm25", "oracle"]\nk = [5]\n')
-    library = Library.from_simulator()
+    library = build_library()
     result = run_experiment(load_config(root / "site.toml"), root / "runs", tasks=with_gold(load_builtin_tasks(), library),
                             library=library, progress=False, use_cache=False)
     from primsel.reporting import write_report

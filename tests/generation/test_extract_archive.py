@@ -12,7 +12,8 @@ from primsel.experiments.config import parse_config
 from primsel.experiments.runner import run_experiment
 from primsel.generation.extract import entry_point_error, extract_program
 from primsel.testing.fake_server import FakeOpenAIServer, pipeline_responder
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 from primsel.simulator.sandbox import Sandbox
 
 pytestmark = pytest.mark.asper
@@ -68,7 +69,7 @@ def test_an_async_entry_point_never_passes(tasks):
 
 @pytest.mark.parametrize("extraction", ["primsel", "aspera"])
 def test_ps_pipeline_against_a_local_endpoint_passes_every_task(asper_path, tmp_path, monkeypatch, extraction):
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_tasks(asper_path), library)
     llm = {"model": "perfect", "api_key": "k", "concurrency": 16}
     cfg = parse_config({

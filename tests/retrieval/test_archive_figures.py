@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from primsel.eval.metrics import evaluate
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 from primsel.retrieval import DEFAULT_RETRIEVER
 from primsel.retrieval.cv import cross_validated_run
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.asper
 def setting(asper_path):
     from primsel.datasets import load_tasks
 
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_tasks(asper_path), library)
     return library, tasks, {t.id: t.gold for t in tasks}
 

@@ -99,10 +99,10 @@ def test_case_folding_and_letters_of_any_script():
 
 
 def test_accented_and_full_width_queries_score_as_their_ascii_spelling():
-    from primsel.library import Library
+    from primsel.simulator.library import build_library
     from primsel.retrieval.bm25 import BM25Retriever
 
-    library = Library.from_simulator()
+    library = build_library()
     bm25 = BM25Retriever().fit(library)
     run = bm25.search({"accented": "résumé", "ascii": "resume", "wide": "ｆｉｎｄ ｅｖｅｎｔｓ",
                        "plain": "find events"}, len(library))

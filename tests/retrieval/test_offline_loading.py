@@ -20,7 +20,7 @@ import threading
 import pytest
 
 from primsel.datasets import load_builtin_tasks
-from primsel.library import Library
+from primsel.simulator.library import build_library
 from primsel.retrieval.encoders import DEFAULT_MODEL
 
 pytestmark = pytest.mark.dense
@@ -82,7 +82,7 @@ def test_models_load_offline_whatever_the_import_order_and_missing_ones_fail_at_
     pytest.importorskip("sentence_transformers")
     from primsel.testing.tiny_model import write_tiny_model
 
-    texts = [p.text("full") for p in Library.from_simulator().values()] + [t.query for t in load_builtin_tasks()]
+    texts = [p.text("full") for p in build_library().values()] + [t.query for t in load_builtin_tasks()]
     tiny = write_tiny_model(tmp_path / "tiny", texts, dim=16)
     hf_home = tmp_path / "hf"
     hub_cache_entry(hf_home, "someone/tiny-cached", tiny)

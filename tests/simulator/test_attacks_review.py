@@ -55,7 +55,7 @@ import pytest
 from primsel.datasets import load_builtin_tasks
 from primsel.eval.attribution import attribute
 from primsel.eval.feedback import LEVELS, error_text, feedback_text
-from primsel.library import Library
+from primsel.simulator.library import build_library
 from primsel.simulator.sandbox import Sandbox
 from primsel.types import ExecutionResult, Program
 
@@ -79,7 +79,7 @@ BAD_CHARS = {chr(c) for c in [*range(0, 9), *range(11, 32), *range(0x7F, 0xA0)]}
     "\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
 FS_IOC_GETFLAGS = 0x80086601
 FORGED_NAME = "primsel-review-pwned"
-LIBRARY = Library.from_simulator()
+LIBRARY = build_library()
 
 
 def _program(text: str) -> str:
@@ -1319,7 +1319,7 @@ def test_46_trace_feedback_does_not_confirm_guesses_of_the_reference(box, tasks,
 def test_47_primsel_verify_keeps_running_through_attacks(tmp_path, tasks, host, capsys, monkeypatch):
     import json
     from primsel.datasets import ENV_VAR
-    from primsel.simulator import verify
+    from primsel.commands import verify
 
     monkeypatch.delenv(ENV_VAR, raising=False)  # the built-in tasks
 

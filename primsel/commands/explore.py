@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from primsel.commands.common import UsageError
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``primsel explore``."""
@@ -17,7 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Write the site and print the path of its index.html; exit 2 when RUN_DIR is not an experiment."""
-    from primsel.cli import UsageError
     from primsel.explore.site import SiteError, build_site
 
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from primsel.commands.common import UsageError
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``primsel report``."""
@@ -24,7 +26,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Write the report; exit 2 when the directory holds no experiment."""
-    from primsel.cli import UsageError
     from primsel.reporting import ReportError, write_report
 
     if args.n_resamples < 1:

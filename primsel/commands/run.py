@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from primsel.commands.common import UsageError
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``primsel run``."""
@@ -48,7 +50,6 @@ def main(args: argparse.Namespace) -> int:
     """
     from pathlib import Path
 
-    from primsel.cli import UsageError
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
     from primsel.experiments.runner import OutputError, run_experiment

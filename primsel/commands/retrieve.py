@@ -17,17 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: Ranking metrics printed by ``primsel retrieve``.
-RANKING_METRICS = (
-    "recall@5", "recall@10", "recall@15", "recall@20", "ndcg@10", "mrr",
-    "complete@10", "complete@15", "complete@20",
-)
+from primsel import spec as specs
+from primsel.commands.common import UsageError
+from primsel.experiments.records import RANKING_METRICS, TIE_AWARE
+from primsel.registry import available, build
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Attach the ``retrieve`` options to ``parser``."""
-    from primsel.registry import available
-
     parser.add_argument("--retriever", metavar="SPEC", default=None,
                         help=f"a registered name ({', '.join(available('retriever'))}), "
                              "'package.module:Class' (modules in the current directory included), or an "
@@ -71,11 +69,9 @@ def check_output_path(path: str) -> None:
 
     Raises
     ------
-    primsel.cli.UsageError : ``path`` is a directory, its parent is missing or not a directory,
+    primsel.commands.common.UsageError : ``path`` is a directory, its parent is missing or not a directory,
         or the file cannot be opened for writing (the message gives the system's reason).
     """
-    from primsel.cli import UsageError
-
     target = Path(path)
     parent = target.parent
     try:
@@ -98,9 +94,6 @@ def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
     """The ``--retriever`` specification (default :data:`primsel.retrieval.DEFAULT_RETRIEVER`)
     with the seed, and an unfitted instance of it, built to report a bad specification before
     any data is read."""
-    from primsel import spec as specs
-    from primsel.cli import UsageError
-    from primsel.registry import build
     from primsel.retrieval import DEFAULT_RETRIEVER
 
     try:
@@ -115,9 +108,6 @@ def _selector(text: str | None) -> Any:
     """The ``--selector`` specification (None: plain top-k), checked before any data is read."""
     if text is None:
         return None
-    from primsel import spec as specs
-    from primsel.cli import UsageError
-
     try:
         spec = specs.parse(text)
         specs.check(spec, "selector")
@@ -129,7 +119,6 @@ def _selector(text: str | None) -> Any:
 def main(args: argparse.Namespace) -> int:
     """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
     UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
-    from primsel.cli import UsageError
     from primsel.datasets import DatasetError
     from primsel.experiments.dataset import load_datasets
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
@@ -182,8 +171,6 @@ def json_result(spec: Any, settings: Any, datasets: list[dict[str, Any]]) -> dic
     ``depth`` (None: the whole library), then ``datasets``: one object per dataset, in the
     order the data gives them, as :func:`dataset_result` builds it.
     """
-    from primsel import spec as specs
-
     return {"retriever": spec, "label": specs.label(spec), "k": settings.k, "closure": settings.closure,
             "selector": settings.selector, "folds": settings.folds, "seed": settings.seed,
             "depth": settings.depth, "datasets": datasets}
@@ -202,7 +189,6 @@ def dataset_result(report: Any, k: int, source: str, tasks: int, documents: int,
     (primitives added by the closure over all tasks, an int; absent without ``--closure``).
     """
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import TIE_AWARE
 
     metrics = {name: float(report[name]) for name in (*RANKING_METRICS, *SET_METRIC_KEYS)}
     metrics["mean_selection_size"] = float(report["selected"])
@@ -223,10 +209,8 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     status (0, or 1 when an LLM selector's endpoint fails, see :func:`main`) and the dataset's
     figures for ``--json`` (:func:`dataset_result`; None when the status is not 0). With
     ``--json`` nothing is printed on stdout here."""
-    from primsel import spec as specs
-    from primsel.cli import UsageError
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import TIE_AWARE, compute_cell, embedding_windows
+    from primsel.experiments.cell import compute_cell, embedding_windows
     from primsel.experiments.store import RetrievalStore
     from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError

@@ -28,6 +28,8 @@ import sys
 from contextlib import ExitStack
 from typing import Any
 
+from primsel.commands.common import UsageError, output_stream, read_jsonl_objects
+
 #: Keys of an output row, in order.
 ROW_KEYS = ("id", "task_id", "status", "program", "entry_point", "dropped_lines", "parse_failure", "async_entry")
 
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_answers(path: str, bad: list[str] | None = None) -> list[tuple[Any, str | None, str | None]]:
     """``(id, answer, finish_reason)`` of every non-blank line of ``path`` (read with
-    :func:`primsel.cli.read_jsonl_objects`).
+    :func:`primsel.commands.common.read_jsonl_objects`).
 
     Parameters
     ----------
@@ -56,13 +58,11 @@ def read_answers(path: str, bad: list[str] | None = None) -> list[tuple[Any, str
 
     Raises
     ------
-    primsel.cli.UsageError : the file cannot be read, or (without ``bad``) a line is not a JSON
+    primsel.commands.common.UsageError : the file cannot be read, or (without ``bad``) a line is not a JSON
         object with an ``id`` (string or integer), an ``answer`` (string or null) and an
         optional ``finish_reason`` (string or null); the message gives the file and line number
         (and the column of bad JSON).
     """
-    from primsel.cli import UsageError, read_jsonl_objects
-
     rows = []
     for where, record in read_jsonl_objects(path, "id and answer", bad=bad):
         ident = record.get("id")
@@ -93,7 +93,6 @@ def row(ident: Any, found: Any) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     """Extract every answer; returns the exit status (see the module docstring)."""
-    from primsel.cli import output_stream
     from primsel.generation.extract import extract
 
     bad: list[str] = []

@@ -1,0 +1,78 @@
+"""What every subcommand shares: the error of bad input, the input reader, the output stream."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import TextIO
+
+from primsel.files import JsonlError, read_jsonl
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message names the problem. Exits with status 2."""
+
+
+def read_jsonl_objects(path: str, expected: str, what: str = "",
+                       bad: list[str] | None = None) -> list[tuple[str, dict]]:
+    """The JSON objects of a JSONL input file, one per non-blank line
+    (:func:`primsel.files.read_jsonl`).
+
+    Parameters
+    ----------
+    path : the file.
+    expected : what an object must hold, for the error message (``"id and answer"``).
+    what : the option that named the file (``"--programs"``), for the error message.
+    bad : when a list, a line that is not valid JSON or not a JSON object is not an error:
+        its message (file, line and, for bad JSON, column) is appended here and the line is
+        left out, so the good lines are still read.
+
+    Returns
+    -------
+    ``(where, object)`` per non-blank line, in order; ``where`` is ``"<path> line <n>"``, for the
+    caller's own messages about a line.
+
+    Raises
+    ------
+    UsageError : the file cannot be read (or is not UTF-8), or (without ``bad``) a line is not
+        valid JSON or not a JSON object; the message names the file, the line and the column.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        named = f"{what} {path}" if what else path
+        raise UsageError(f"cannot read {named}: {getattr(exc, 'strerror', None) or exc}") from exc
+
+    def report(problem: str) -> None:
+        if bad is None:
+            raise UsageError(problem)
+        bad.append(problem)
+
+    def not_json(exc: JsonlError) -> None:
+        report(f"{path} line {exc.line} column {exc.column}: not valid JSON ({exc.reason})")
+
+    out = []
+    for number, record in read_jsonl(path, text=text, on_error=not_json):
+        where = f"{path} line {number}"
+        if isinstance(record, dict):
+            out.append((where, record))
+        else:
+            report(f"{where}: expected a JSON object with {expected}")
+    return out
+
+
+def output_stream(stack: contextlib.ExitStack, path: str | None) -> TextIO:
+    """The file ``--out`` names, opened for writing (UTF-8) and closed with ``stack``; stdout
+    when ``path`` is None.
+
+    Raises
+    ------
+    UsageError : the file cannot be opened (the message names it).
+    """
+    if not path:
+        return sys.stdout
+    try:
+        return stack.enter_context(open(path, "w", encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {path}: {exc.strerror or exc}") from exc

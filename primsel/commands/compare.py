@@ -1,0 +1,48 @@
+"""``primsel compare RUN_A RUN_B``: two runs side by side, cell by cell, with paired tests
+(:mod:`primsel.experiments.compare` says what is compared and how)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import ExitStack
+
+from primsel.commands.common import UsageError, output_stream
+
+#: Output formats of ``primsel compare``.
+FORMATS = ("text", "csv", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``primsel compare``."""
+    parser.add_argument("run_a", metavar="RUN_A", help="experiment directory (or one cell directory)")
+    parser.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (B - A is shown)")
+    parser.add_argument("--metric", default=None,
+                        help="per-task metric of tasks.jsonl (mrr, ndcg@10, complete@15, set_f1, ...) or "
+                             "'success' (default: recall@k at each cell's k)")
+    parser.add_argument("--format", choices=FORMATS, default="text", help="text table (default), csv or json")
+    parser.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
+    parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
+                        help="sign flips of the paired randomisation test (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Compare and write; exit 2 on runs that cannot be compared."""
+    from primsel.experiments.compare import compare_runs, format_csv, format_text
+    from primsel.experiments.results import ReportError
+
+    if args.n_resamples < 1:
+        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")
+    try:
+        result = compare_runs(args.run_a, args.run_b, args.metric, args.n_resamples, args.seed)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    text = {"text": format_text, "csv": format_csv,
+            "json": lambda r: json.dumps(r, indent=2) + "\n"}[args.format](result)
+    with ExitStack() as stack:
+        output_stream(stack, args.out).write(text)
+    if args.out:
+        print(f"primsel compare: wrote {args.out}", file=sys.stderr)
+    return 0
