@@ -98,8 +98,9 @@ TABLE_COLUMNS = (
     ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"), ("set_f1_macro", "F1 ma"),
     ("docs_tokens", "tokens"),
 )
-#: The ranking metrics of :data:`TABLE_COLUMNS`, shown in primitive-id order and tie-aware.
-RANKED_COLUMNS = TABLE_COLUMNS[:9]
+#: The ranking metrics of :data:`TABLE_COLUMNS` (those of :data:`RANKING_METRICS`), shown in
+#: primitive-id order and tie-aware.
+RANKED_COLUMNS = tuple(column for column in TABLE_COLUMNS if column[0] in RANKING_METRICS)
 #: Metrics of the summary tables of an experiment on several datasets: (metric, header).
 SUMMARY_METRICS = (("recall@5", "recall@5"), ("ndcg@10", "nDCG@10"), ("complete@5", "complete@5"))
 #: Columns of the summary ``primsel run`` prints: (metric, header).
