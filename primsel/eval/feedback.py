@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import re
 
+from primsel.eval.localise import normalise_ids
 from primsel.types import ExecutionResult, Program
 
 __all__ = ["LEVELS", "error_text", "feedback_text", "told_exception"]
@@ -199,8 +200,6 @@ def _how_it_ended(program: Program, result: ExecutionResult | None, timeout: flo
 def _what_it_did(program: Program, result: ExecutionResult) -> list[str]:
     """The program's own record of its run: its first library calls and how its calls ended."""
     out = []
-    from primsel.eval.localise import normalise_ids
-
     # ids made at run time (uuid4) are renamed <id1>, <id2>, ... so the same run is told the same
     shown = result.trace[:CALLS_SHOWN]
     outcomes = result.outcomes[:2]
