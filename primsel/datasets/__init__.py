@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from primsel.datasets import apibench, beir, metatool, pydoc
 from primsel.datasets.asperbench import (
     ASPER_BENCH_FILENAME,
     ASPER_BENCH_SHA256,
@@ -153,8 +154,6 @@ def load_builtin_tasks() -> list[Task]:
 def _retrieval_parts(path: str | os.PathLike[str]) -> tuple[str, Path, tuple[str, ...]] | None:
     """``(kind, folder, subsets)`` of a retrieval-only data path, or None: kind is ``beir``,
     ``metatool``, ``apibench`` or ``pydoc`` (folder then unused, subsets the spec)."""
-    from primsel.datasets import apibench, beir, metatool, pydoc
-
     text = os.fspath(path)
     resolved = Path(text).expanduser()
     if pydoc.is_pydoc_spec(text) and not resolved.exists():
@@ -186,8 +185,6 @@ def load_retrieval_data(path: str | os.PathLike[str]) -> list[RetrievalDataset]:
     DatasetError : ``path`` is not retrieval-only data, or a file is missing or malformed
         (the message names the file and line).
     """
-    from primsel.datasets import apibench, beir, metatool, pydoc
-
     parts = _retrieval_parts(path)
     if parts is None:
         raise DatasetError(f"{path}: not retrieval-only data (expected a BEIR directory with {beir.CORPUS}, "

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from primsel.datasets.asperbench import DatasetError
+from primsel.datasets.pydoc_walk import environment
 from primsel.datasets.retrieval_only import RetrievalDataset, query_task
 from primsel.files import cache_dir
 from primsel.types import Primitive
@@ -95,8 +96,6 @@ def _walker_source() -> bytes:
 def catalogue_key(packages: Sequence[str]) -> str:
     """Cache key of a catalogue: sha256 (hex) of Python's version, every installed
     distribution's version, the packages asked for and the walker's source."""
-    from primsel.datasets.pydoc_walk import environment
-
     payload = json.dumps({"env": environment(), "packages": list(packages)}, sort_keys=True).encode()
     return hashlib.sha256(payload + b"\0" + _walker_source()).hexdigest()
 
