@@ -42,6 +42,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TextIO
 
+from primsel.checks import check_number
 from primsel.llm.client import ChatClient, EndpointUnreachableError, LLMFatalError
 from primsel.llm.gguf import (
     QWEN_CODER,
@@ -122,8 +123,6 @@ class ServerSettings:
     n_batch: int = 2048
 
     def __post_init__(self) -> None:
-        from primsel.checks import check_number
-
         if self.threads is not None:
             check_number("threads", self.threads, minimum=1, integer=True)
         check_number("n_ctx", self.n_ctx, minimum=256, integer=True)
