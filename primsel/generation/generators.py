@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from primsel.datasets import load_builtin_tasks
 from primsel.files import read_jsonl
 from primsel.generation.extract import MODES, extract_program, program_extraction
 from primsel.generation.prompts import (
@@ -35,7 +36,7 @@ from primsel.generation.prompts import (
     generation_messages,
     reflection_turn,
 )
-from primsel.llm.local import LocalChat, ServerSettings
+from primsel.library import LIBRARY_NAMES
 from primsel.llm.client import (
     ChatClient,
     Completion,
@@ -45,6 +46,7 @@ from primsel.llm.client import (
     prefix_order,
 )
 from primsel.llm.endpoint import takes_endpoint
+from primsel.llm.local import LocalChat, ServerSettings
 from primsel.llm.templates import load_template
 from primsel.registry import register
 from primsel.types import Primitive, Program, Task
@@ -55,8 +57,6 @@ Items = Sequence[tuple[Task, Sequence[Primitive]]]
 
 
 def _default_module_order() -> tuple[str, ...]:
-    from primsel.library import LIBRARY_NAMES
-
     return tuple(LIBRARY_NAMES)
 
 
@@ -152,8 +152,6 @@ class OpenAIGenerator:
         if self._pool is None:
             if self.examples == 0:
                 return []
-            from primsel.datasets import load_builtin_tasks
-
             self._pool = load_builtin_tasks()
         return self._pool
 
