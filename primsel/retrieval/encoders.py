@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import logging
 import os
 import re
@@ -382,8 +383,6 @@ def window_counts(model: str, texts: Sequence[str]) -> dict[str, int]:
 def _max_seq_length(location: Path, tokenizer: Any) -> int:
     """The window sentence-transformers gives the model: ``max_seq_length`` of its
     ``sentence_bert_config.json``, else the tokenizer's ``model_max_length``."""
-    import json
-
     try:
         value = json.loads((location / "sentence_bert_config.json").read_text(encoding="utf-8")).get("max_seq_length")
     except (OSError, ValueError):

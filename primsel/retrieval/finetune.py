@@ -36,6 +36,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,8 +48,16 @@ from primsel.checks import check_choice, check_flag, check_number, check_text
 from primsel.files import cache_dir, digest, write_atomic
 from primsel.registry import register
 from primsel.retrieval.base import BaseRetriever
-from primsel.retrieval.encoders import DEFAULT_MODEL, SentenceEncoder, l2_normalise, model_location
-from primsel.types import TEXT_VIEWS, Task
+from primsel.retrieval.encoders import (
+    DEFAULT_MODEL,
+    SentenceEncoder,
+    l2_normalise,
+    model_digest,
+    model_files,
+    model_location,
+    quiet_transformers,
+)
+from primsel.types import TEXT_VIEWS, Task, task_sort_key
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +81,6 @@ def model_content_digest(model: str) -> str:
     EncoderLoadError : the model is neither a directory nor in the local Hugging Face cache, or
         a model file cannot be read.
     """
-    from primsel.retrieval.encoders import model_digest, model_files
-
     location = Path(model_location(model))
     state = tuple((str(p.relative_to(location)), p.stat().st_size, p.stat().st_mtime_ns)
                   for p in model_files(location))
@@ -88,8 +95,6 @@ def model_content_digest(model: str) -> str:
 def training_fingerprint(train_tasks: Sequence[Task]) -> list[list[Any]]:
     """What a fold's training contributes to a cache key: ``[id, query, sorted gold]`` per task,
     in id order (so the same fold gives the same key whatever order the tasks come in)."""
-    from primsel.types import task_sort_key
-
     rows = [[t.id, t.query, sorted(t.gold)] for t in train_tasks]
     return sorted(rows, key=lambda r: task_sort_key(r[0]))
 
@@ -321,13 +326,9 @@ class FinetunedRetriever(BaseRetriever):
 
     def _load_base(self) -> Any:
         """A fresh copy of the base model (its weights are changed by training)."""
-        import os
-
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from sentence_transformers import SentenceTransformer
-
-        from primsel.retrieval.encoders import quiet_transformers
 
         with quiet_transformers():
             net = SentenceTransformer(model_location(self.model), device="cpu")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -125,8 +126,6 @@ class RerankRetriever(BaseRetriever):
         return self
 
     def _load_base(self) -> tuple[Any, Any]:
-        import os
-
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import torch
