@@ -9,6 +9,7 @@ removed) when the :class:`Chromium` context ends.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -198,8 +199,6 @@ class Chromium:
 
     def screenshot(self, path: str | os.PathLike[str], full_page: bool = False) -> None:
         """Save a PNG of the viewport (or of the whole page, up to 4000 pixels high)."""
-        import base64
-
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             height = min(int(self.evaluate("document.documentElement.scrollHeight")), 4000)

@@ -30,9 +30,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from markdown_it import MarkdownIt
+
+from primsel.datasets import DatasetError, load_builtin_tasks, load_tasks, resolve_dataset
 from primsel.experiments.records import EXPLORER_COLUMNS
 from primsel.experiments.results import CellResult, ReportError, load_experiment
 from primsel.files import JsonlError, read_jsonl
+from primsel.spec import label as spec_label
 
 __all__ = ["SiteError", "build_site"]
 
@@ -113,8 +117,6 @@ def _colours(path: Path) -> dict[str, str]:
 
 
 def _cell_entry(cell: CellResult, colour: str | None = None) -> dict[str, Any]:
-    from primsel.spec import label as spec_label
-
     settings = dict(cell.settings)
     generator = settings.get("generator")
     if isinstance(generator, Mapping):
@@ -142,8 +144,6 @@ def _cell_entry(cell: CellResult, colour: str | None = None) -> dict[str, Any]:
 
 def _task_texts(source: str, data: str | None, log: TextIO) -> dict[str, Any]:
     """Queries and reference programs of the run's tasks, when the dataset can be found."""
-    from primsel.datasets import DatasetError, load_builtin_tasks, load_tasks, resolve_dataset
-
     try:
         if source == "builtin":
             tasks = load_builtin_tasks()
@@ -166,8 +166,6 @@ def _summary_html(path: Path, plots: Mapping[str, str]) -> str:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return ""
-    from markdown_it import MarkdownIt
-
     for name in plots:
         text = text.replace(f"]({name})", f"](plots/{name})")
     return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
