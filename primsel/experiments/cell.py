@@ -46,6 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from primsel import registry
+from primsel import spec as specs
+from primsel.eval.aspera import aspera_figures
+from primsel.eval.attribution import attribute, count_categories
+from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
 from primsel.experiments.records import (
@@ -67,6 +71,7 @@ from primsel.experiments.records import (
     SelectorUsage,
     retrieval_key,
 )
+from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
 from primsel.experiments.results import frontier_figures
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
@@ -74,6 +79,10 @@ from primsel.files import dumps_json, dumps_jsonl, write_atomic
 from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library
 from primsel.retrieval.cv import fit_per_fold
+from primsel.retrieval.encoders import DEFAULT_MODEL, EncoderLoadError, window_counts
+from primsel.retrieval.selector import estimate_tokens, select, tokens_of
+from primsel.retrieval.trec import format_run
+from primsel.simulator.sandbox import Sandbox
 from primsel.types import FitsOnTasks, LearnsFromTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
 
 #: The metric names (kept here for the modules that import them from the cell).
@@ -145,9 +154,6 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     ValueError : ``reselect`` without ``requery``.
     Whatever the selector, a generator or the sandbox raises.
     """
-    from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
-    from primsel.retrieval.selector import tokens_of
-
     k = settings.k
     tasks = dataset.tasks
     gold = {t.id: t.gold for t in tasks}
@@ -244,8 +250,6 @@ def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: 
 def _tokens_of_ranked(run: Run, library: Library) -> dict[str, int]:
     """Estimated documentation tokens (characters / 4 of the ``full`` text) of every ranked
     primitive of the library."""
-    from primsel.retrieval.selector import estimate_tokens
-
     return {p: estimate_tokens(library[p].text("full")) for scores in run.values() for p in scores if p in library}
 
 
@@ -297,10 +301,6 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     run them in the sandbox, give the failed ones their reflection rounds
     (:mod:`primsel.experiments.reflection`), attribute failures. Returns (row updates, failures,
     the generation's records)."""
-    from primsel.eval.attribution import attribute
-    from primsel.experiments.reflection import execute_programs, reference_runs, run_rounds
-    from primsel.simulator.sandbox import Sandbox
-
     tasks = dataset.tasks
     programs, owners, generators = _generate_per_fold(generator_spec(settings.generator, base_dir), dataset,
                                                       library, selections, folds, task_bar)
@@ -399,9 +399,6 @@ def _generation_report(settings: CellSettings, tasks: Sequence[Task], rows: Mapp
                        rounds: Any) -> tuple[Generation, tuple[Round, ...]]:
     """The generation part of report.json: success, the share of every status, failures per
     category, the generators' usage summed; and the per-round figures with reflection rounds."""
-    from primsel.eval.attribution import count_categories
-    from primsel.experiments.reflection import round_figures
-
     status = {t.id: rows[t.id]["status"] for t in tasks}
     usage_total: dict[str, float] = {}
     for gen in generators:
@@ -437,8 +434,6 @@ def _selection(settings: CellSettings, retrieval: Retrieval, library: Library, t
                selectors: Mapping[int, Any]) -> Selection:
     """The selection of one task from a retrieval: by the selector of the task's fold
     (:func:`_selectors`) when the cell has one, else by the cell's k, threshold and closure."""
-    from primsel.retrieval.selector import select
-
     chooser = selectors.get(retrieval.folds.get(task_id, 0)) if selectors else None
     choose = select if chooser is None else chooser.select
     return choose(retrieval.ranked[task_id], library, k=settings.k, threshold=settings.threshold,
@@ -462,8 +457,6 @@ def _import_lenient(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, 
 def _aspera_part(generators: Sequence[Any], tasks: Sequence[Task], selections: Mapping[str, Any],
                  rows: Mapping[str, Mapping[str, Any]]) -> Aspera:
     """The generator's extraction mode and ASPERA's figures (primsel.eval.aspera), for report.json."""
-    from primsel.eval.aspera import aspera_figures
-
     figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
     return Aspera(extraction=getattr(generators[0], "extraction", None) if generators else None,
                   figures=aspera_figures(figure_rows))
@@ -553,9 +546,6 @@ def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, A
     when the specification holds no ``dense``, or its model or tokenizer cannot be loaded (the
     retrieval itself then says why).
     """
-    from primsel import spec as specs
-    from primsel.retrieval.encoders import DEFAULT_MODEL, EncoderLoadError, window_counts
-
     out: dict[str, dict[str, Any]] = {}
     for key, node in specs.walk(retriever):
         if specs.type_name(node) != "dense":
@@ -587,8 +577,6 @@ def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutco
     -------
     The cell's report.
     """
-    from primsel.retrieval.trec import format_run
-
     s = cell.settings
     record = outcome.record if outcome.record is not None else CellReport.from_json(outcome.report)
     report = dataclasses.replace(record, run=dataclasses.replace(record.run, seconds=seconds)).to_json()

@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from primsel import spec as specs
+from primsel.datasets.pydoc import is_pydoc_spec
 from primsel.experiments.labels import baseline_label, cell_label, pair_key, varied_keys
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
 from primsel.files import digest
@@ -375,8 +376,6 @@ def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Pa
 
 
 def _data_path(value: str | None, base_dir: Path | None) -> Path | None:
-    from primsel.datasets.pydoc import is_pydoc_spec
-
     if value is None:
         return None
     if is_pydoc_spec(value):  # a dataset specification, not a path

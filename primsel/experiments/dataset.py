@@ -13,10 +13,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from primsel.datasets import DatasetError, is_retrieval_data, load_retrieval_data, load_tasks, resolve_dataset
 from primsel.files import canonical_json
+from primsel.library import Library, with_gold
 from primsel.types import Task
 
 
@@ -98,10 +101,6 @@ def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] 
     primsel.datasets.DatasetError : both or neither of ``sample`` and ``task_ids``, a sample
         size below 1, or task ids the dataset does not have (named).
     """
-    import random
-
-    from primsel.datasets import DatasetError
-
     if (sample is None) == (task_ids is None):
         raise DatasetError("give either a sample size or a list of task ids")
     ids = [t.id for t in dataset.tasks]
@@ -154,8 +153,6 @@ def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str
     primsel.datasets.DatasetError : no tasks, duplicate task ids, or a task without gold
         primitives (ranking metrics are undefined for it).
     """
-    from primsel.datasets import DatasetError
-
     if not tasks:
         raise DatasetError("no tasks to run")
     if len({t.id for t in tasks}) != len(tasks):
@@ -183,9 +180,6 @@ def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any]
         not parse, or a task whose reference program uses no library primitive (ranking
         metrics are undefined for it).
     """
-    from primsel.datasets import DatasetError, load_tasks, resolve_dataset
-    from primsel.library import with_gold
-
     archive = resolve_dataset(path, origin)
     if archive is None and log is not None:
         print("primsel run: no Asper-Bench archive (no 'data' key, --data or $PRIMSEL_ASPER_BENCH): "
@@ -211,8 +205,7 @@ def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None
     primsel.datasets.DatasetError : see :func:`load_dataset` and
         :func:`primsel.datasets.load_retrieval_data`.
     """
-    from primsel.datasets import is_retrieval_data, load_retrieval_data
-    from primsel.library import Library
+    # local: the assistant library (pydantic and the simulated apps) only for executable tasks
     from primsel.simulator.library import build_library
 
     if not is_retrieval_data(path):

@@ -21,6 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from primsel import spec as specs
+
 __all__ = ["FIXED_COLUMNS", "cell_rows", "latex_escape", "latex_number", "to_csv", "to_json", "to_latex"]
 
 #: The first columns of :func:`cell_rows`, in order.
@@ -33,8 +35,6 @@ SKIPPED = (*FIXED_COLUMNS, "frontier")
 def cell_rows(experiment: Any) -> list[dict[str, Any]]:
     """The rows of the finished cells of ``experiment`` (a
     :class:`primsel.experiments.results.Experiment`), each with every column of the table."""
-    from primsel import spec as specs
-
     data = {d.get("fingerprint"): d for d in experiment.datasets} if experiment.datasets else {}
     rows = []
     for c in experiment.cells:

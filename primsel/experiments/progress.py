@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from tqdm import tqdm
+
 __all__ = ["BAR_FORMAT", "LINE_MODES", "PlainProgress", "progress_bar"]
 
 #: tqdm's format of every bar: no remaining time, no rate (see the module docstring).
@@ -54,8 +56,6 @@ def progress_bar(*, total: int, desc: str, unit: str, file: TextIO, disable: boo
         raise ValueError(f"lines must be one of {', '.join(LINE_MODES)}, got {lines!r}")
     if not disable and not _is_terminal(file):
         return PlainProgress(total=total, desc=desc, unit=unit, file=file, initial=initial, lines=lines)
-    from tqdm import tqdm
-
     return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=file, disable=disable, leave=leave,
                 position=position, dynamic_ncols=True, mininterval=0.5, bar_format=BAR_FORMAT)
 

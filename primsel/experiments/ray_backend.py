@@ -27,7 +27,9 @@ from typing import Any, TextIO
 
 from primsel.experiments.cell import CellContext, compute_cell, write_cell
 from primsel.experiments.config import Cell
+from primsel.experiments.progress import progress_bar
 from primsel.experiments.records import retrieval_key
+from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled
 
 
@@ -48,8 +50,6 @@ def _caches(use_disk: bool) -> Any:
 def _retrieve(dataset: Any, library: Any, spec: Any, folds: int, seed: int, depth: int | None,
               use_disk: bool) -> Any:
     """A Ray task: the retrieval of one specification on one dataset (see the module docstring)."""
-    from primsel.experiments.store import RetrievalStore
-
     with _caches(use_disk):
         return RetrievalStore(library, dataset, use_disk=use_disk).get(spec, folds, seed, depth)
 
@@ -58,8 +58,6 @@ def _compute(cell: Cell, retrieval: Any, dataset: Any, library: Any, workers: in
              base_dir: Path | None, use_disk: bool) -> tuple[Any, float]:
     """A Ray task: one cell computed from its retrieval; ``(CellOutcome, seconds)``. Reflection's
     ``reselect`` ranks again through a store of its own (same folds and training tasks)."""
-    from primsel.experiments.store import RetrievalStore
-
     start = time.perf_counter()
     s = cell.settings
     store = RetrievalStore(library, dataset, use_disk=use_disk)
@@ -91,8 +89,6 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
     ImportError : Ray is not installed.
     Whatever a cell's computation raises (re-raised here; the cells written before stay).
     """
-    from primsel.experiments.progress import progress_bar
-
     if not todo:
         return
     ray = _ray()

@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from primsel.checks import ROUNDS_BOUNDS, flag_problem, number_problem
+from primsel.eval.attribution import attribute
+from primsel.eval.feedback import error_text, feedback_text
 from primsel.experiments.records import Round
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
 
@@ -158,6 +160,7 @@ def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str,
     -------
     task id -> execution result, for the tasks that got one.
     """
+    # local: the settings import this module, and primsel.generation loads the LLM clients
     from primsel.generation.extract import entry_point_error
 
     results = {t.id: r for t in tasks if (r := entry_point_error(programs[t.id])) is not None}
@@ -283,9 +286,6 @@ def run_rounds(
         ``reselect``.
     Whatever the generator or the sandbox raises (fatal LLM errors stop the run).
     """
-    from primsel.eval.attribution import attribute
-    from primsel.eval.feedback import error_text, feedback_text
-
     if reflection.reselect and reselect is None:
         raise ValueError("reselect needs the cell's retriever to rank again")
     generators = list({id(g): g for g in owners.values()}.values())

@@ -31,10 +31,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from primsel import registry
 from primsel import spec as specs
 from primsel.experiments.records import CellReport, FrontierFigures
 from primsel.files import read_jsonl
-from primsel.types import ranking
+from primsel.types import LearnsFromTasks, ranking
 
 __all__ = ["CellResult", "Experiment", "FrontierCurve", "ReportError", "data_text", "dataset_groups",
            "frontier_figures", "learning_retrievers", "load_experiment", "per_task_values", "ranking_frontier"]
@@ -254,9 +255,6 @@ def learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
 
 def _learns_unrecorded(spec: Any) -> bool:
     """Whether a retriever learns from tasks, for a folder that did not record it."""
-    from primsel import registry
-    from primsel.types import LearnsFromTasks
-
     try:
         return isinstance(registry.build(spec, "retriever"), LearnsFromTasks)
     except Exception:  # noqa: BLE001 - a retriever that cannot be built here is not named
@@ -290,6 +288,7 @@ def _library_tokens() -> dict[str, int]:
     """Estimated documentation tokens of every primitive of the assistant library, for the
     frontier of a folder that did not record it (computed once per process)."""
     if not _LIBRARY_TOKENS:
+        # local: reports and the explorer load neither the retrievers nor the simulator
         from primsel.retrieval.selector import estimate_tokens
         from primsel.simulator.library import build_library
 
@@ -349,7 +348,7 @@ def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
     :class:`FrontierCurve`, or None when run.trec or tasks.jsonl is missing or unreadable, no
     task has gold primitives, or (unrecorded) a ranked id is not in the assistant library.
     """
-    from primsel.retrieval.trec import read_run
+    from primsel.retrieval.trec import read_run  # local: primsel.retrieval loads every retriever
 
     try:
         run = read_run(cell.directory / "run.trec")

@@ -41,13 +41,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from primsel.datasets import DatasetError
 from primsel.experiments.cell import CellContext, run_cell
-from primsel.experiments.config import Cell, ExperimentConfig, expand
+from primsel.experiments.config import Cell, ExperimentConfig, expand, generator_spec
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, subset
+from primsel.experiments.progress import progress_bar
+from primsel.experiments.ray_backend import run_cells
 from primsel.experiments.records import CellReport
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
+from primsel.llm.local import resolve_gguf, stop_shared_servers
 from primsel.simulator.library import build_library
 from primsel.types import Task
 
@@ -190,8 +194,6 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
         out.extend((path, d) for d in load_datasets(path, log, library, origin=origin))
     names = [d.fingerprint for _, d in out]
     if len(set(names)) != len(names):
-        from primsel.datasets import DatasetError
-
         raise DatasetError("the same dataset is named twice in the experiment's data")
     return out
 
@@ -219,13 +221,9 @@ def _prepare_local_models(cells: Sequence[Cell], base_dir: Path | None, log: Tex
     primsel.llm.local.LocalModelError : a missing or corrupt slice, a digest mismatch, a file
         that is not GGUF (the message names it and the fix).
     """
-    from primsel.experiments.config import generator_spec
-
     wanted = list(dict.fromkeys(g for c in cells for g in _local_models(
         [c.settings.retriever, generator_spec(c.settings.generator, base_dir)])))
     if wanted:
-        from primsel.llm.local import resolve_gguf
-
         for gguf in wanted:
             resolve_gguf(gguf, log=log)
 
@@ -235,8 +233,6 @@ def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids
     """The datasets cut to ``sample`` tasks drawn with ``seed``, or to ``task_ids``
     (:func:`primsel.experiments.dataset.subset`), said on ``log``. Raises
     :class:`primsel.datasets.DatasetError` on retrieval-only data (and what ``subset`` raises)."""
-    from primsel.datasets import DatasetError
-
     if not all(d.executable for _, d in loaded):
         raise DatasetError("a sample or a list of tasks needs executable tasks (Asper-Bench or the built-in tasks)")
     out = [(path, subset(d, sample, task_ids, seed)) for path, d in loaded]
@@ -256,8 +252,6 @@ def _whole(dataset: Dataset) -> Dataset:
 
 def _check_executable(datasets: Sequence[Dataset], cells: Sequence[Cell]) -> None:
     """A generator needs executable tasks: refuse retrieval-only data before anything runs."""
-    from primsel.datasets import DatasetError
-
     if any(c.settings.generator for c in cells):
         bad = [d.source for d in datasets if not d.executable]
         if bad:
@@ -403,16 +397,12 @@ def run_experiment(
 
     try:
         if backend == "ray":
-            from primsel.experiments.ray_backend import run_cells
-
             run_cells(todo, contexts, directory, finished, address=address, progress=progress, log=log,
                       total=len(cells), initial=len(done), name=config.name, sources=sources)
         else:
             _run_serial(todo, contexts, directory, finished, progress, log, len(cells), len(done), config.name,
                         sources)
     finally:
-        from primsel.llm.local import stop_shared_servers
-
         stop_shared_servers()
     report_answers(answers, {c.id: c.label for c in cells}, log)
     return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
@@ -480,8 +470,6 @@ def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], direc
                 total: int, initial: int, name: str, sources: Mapping[str, Mapping[str, Any]]) -> None:
     """Compute and write the cells one after the other, in grid order (``sources``: cell id ->
     the source digests its config.json records, :func:`primsel.experiments.cell.run_cell`)."""
-    from primsel.experiments.progress import progress_bar
-
     with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
                       disable=not progress, position=0) as cell_bar:
         for cell in todo:

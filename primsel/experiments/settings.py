@@ -31,6 +31,7 @@ from primsel import registry
 from primsel import spec as specs
 from primsel.checks import (DEPTH_BOUNDS, FOLDS_BOUNDS, K_BOUNDS, SEED_BOUNDS, TIMEOUT_BOUNDS, flag_problem,
                             number_problem)
+from primsel.eval.metrics import parse_metric
 from primsel.experiments.reflection import REFLECTION_KEYS, Reflection, reflection_problem
 from primsel.types import Revises
 
@@ -72,8 +73,6 @@ def _spec_form(value: Any) -> str | None:
 
 
 def _metrics(value: Any) -> tuple[str | None, Any]:
-    from primsel.eval.metrics import parse_metric
-
     if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) and m for m in value):
         return f"must be an array of metric names, got {value!r}", value
     for metric in value:
