@@ -418,13 +418,25 @@ class LocalChat:
             raise LLMFatalError(str(exc)) from None
         return self.server.base_url
 
+    #: Seconds :meth:`explain` waits for a server that no longer answers to exit (it may still
+    #: be shutting down when its socket is already closed).
+    EXIT_GRACE = 10.0
+
     def explain(self, exc: Exception) -> Exception:
-        """``exc`` (an unreachable endpoint), or, when the server requests went to has exited, an
-        error of the same type whose message gives its exit status and last output."""
+        """``exc`` (an unreachable endpoint), or, when the server requests went to has exited
+        (waiting up to :attr:`EXIT_GRACE` seconds for it to), an error of the same type whose
+        message gives its exit status and last output."""
         server = self.server
-        running = getattr(server, "running", None)
-        if running is None or running():
+        process = getattr(server, "process", None)
+        if process is None:
             return exc
+        try:
+            process.wait(timeout=self.EXIT_GRACE)
+        except subprocess.TimeoutExpired:
+            return exc  # still running: the endpoint is unreachable for another reason
+        reader = getattr(server, "_reader", None)
+        if reader is not None:
+            reader.join(timeout=self.EXIT_GRACE)  # its last lines read before they are shown
         return type(exc)(
             f"the llama.cpp server of {server.model} stopped during the run (exit status "
             f"{server.process.returncode}); its last output:\n{server.output_tail()}")
