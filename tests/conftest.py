@@ -34,3 +34,19 @@ def scoped_registry():
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own primsel cache directory (nothing is read from or written to the user's)."""
     monkeypatch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture()
+def saved_figures(monkeypatch):
+    """The matplotlib figures a report saves, in order (the files are still written)."""
+    from matplotlib.figure import Figure
+
+    figures = []
+    save = Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        figures.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return figures

@@ -304,21 +304,6 @@ def test_tie_aware_values_and_tie_counts_are_reported_beside_the_id_order_ones(t
 
 # --- plots (the figures' style: tests/reporting/test_plots.py) -----------------------------------
 
-@pytest.fixture()
-def saved_figures(monkeypatch):
-    """The matplotlib figures the report saves (files still written)."""
-    from matplotlib.figure import Figure
-
-    figures = []
-    save = Figure.savefig
-
-    def keep(self, *args, **kwargs):
-        figures.append(self)
-        return save(self, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return figures
-
 
 def test_generator_experiments_get_a_task_success_plot(tmp_path, saved_figures):
     root = tmp_path / "runs" / "gen"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from matplotlib.colors import to_hex, to_rgb
-from matplotlib.figure import Figure
 
 from primsel.reporting import write_report
 from primsel.retrieval import DEFAULT_RETRIEVER
@@ -21,20 +20,6 @@ def cielab(colour) -> tuple[float, float, float]:
     z = (0.0193 * linear[0] + 0.1192 * linear[1] + 0.9505 * linear[2]) / 1.08883
     f = [t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116 for t in (x, y, z)]
     return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
-
-
-@pytest.fixture()
-def saved_figures(monkeypatch):
-    """The matplotlib figures the report saves (files still written)."""
-    figures = []
-    save = Figure.savefig
-
-    def keep(self, *args, **kwargs):
-        figures.append(self)
-        return save(self, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return figures
 
 
 def legend_of(figure) -> dict[str, str]:
