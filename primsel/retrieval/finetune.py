@@ -50,6 +50,7 @@ from primsel.registry import register
 from primsel.retrieval.base import BaseRetriever
 from primsel.retrieval.encoders import (
     DEFAULT_MODEL,
+    EMBEDDING_SCHEME,
     SentenceEncoder,
     l2_normalise,
     model_digest,
@@ -284,8 +285,11 @@ class FinetunedRetriever(BaseRetriever):
         return {k: v for k, v in self.get_params().items() if k != "cache"}
 
     def _key(self, train_tasks: Sequence[Task]) -> str:
+        # the learned document vectors start from the base model's, computed by the encoder's
+        # scheme: weights trained from vectors of another scheme are another model
         return digest({"base": model_content_digest(self.model), "settings": self.training_settings(),
-                       "documents": self._doc_texts, "train": training_fingerprint(train_tasks)})
+                       "documents": self._doc_texts, "train": training_fingerprint(train_tasks),
+                       "embedding": EMBEDDING_SCHEME})
 
     @property
     def folder(self) -> Path:

@@ -113,14 +113,17 @@ class RerankRetriever(BaseRetriever):
         self._trained = bool(train_tasks)
         self._net: Any = None
         self.fit_seconds = 0.0
+        # the hard negatives are part of what identifies the trained model: a first stage that
+        # ranks the training tasks otherwise (its code or its own cache changed) trains another one
+        negatives = self._hard_negatives(train_tasks) if self._trained else {}
         self._weights_key = digest({"base": model_content_digest(self.model), "settings": self.training_settings(),
                                     "documents": [self._docs[p] for p in self.ids],
-                                    "train": training_fingerprint(train_tasks)})
+                                    "train": training_fingerprint(train_tasks), "negatives": negatives})
         self._scores = VectorStore(self.folder / "scores")
         if not self._trained or (self.cache and (self.folder / "weights.safetensors").is_file()):
             return self
         start = time.perf_counter()
-        self._train(train_tasks)
+        self._train(train_tasks, negatives)
         self.fit_seconds = time.perf_counter() - start
         logger.info("rerank: trained on %d tasks in %.1f s", len(train_tasks), self.fit_seconds)
         return self
@@ -143,19 +146,22 @@ class RerankRetriever(BaseRetriever):
                           max_length=self.max_seq_length, padding=True, return_tensors="pt")
         return net(**batch).logits.squeeze(-1)
 
-    def _train(self, train_tasks: Sequence[Task]) -> None:
+    def _hard_negatives(self, train_tasks: Sequence[Task]) -> dict[str, list[str]]:
+        """Task id -> the first stage's best-ranked non-gold primitives (at most ``negatives``)."""
+        run = self._first.search({t.id: t.query for t in train_tasks}, len(self.ids))
+        return {t.id: [p for p in ranking(run[t.id]) if p not in t.gold][:self.negatives] for t in train_tasks}
+
+    def _train(self, train_tasks: Sequence[Task], negatives: Mapping[str, Sequence[str]]) -> None:
         import torch
 
         tokenizer, net = self._load_base()
         freeze_lower_layers(net.base_model, self.frozen_layers, self.model)
         trainable = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
-        run = self._first.search({t.id: t.query for t in train_tasks}, len(self.ids))
         examples: list[tuple[str, str, float]] = []
         for t in train_tasks:
             gold = [p for p in self.ids if p in t.gold]
-            hard = [p for p in ranking(run[t.id]) if p not in t.gold][:self.negatives]
             examples += [(t.query, self._docs[p], 1.0) for p in gold]
-            examples += [(t.query, self._docs[p], 0.0) for p in hard]
+            examples += [(t.query, self._docs[p], 0.0) for p in negatives[t.id]]
         rng = np.random.default_rng(self.seed)
         optimiser = torch.optim.AdamW([p for _, p in trainable], lr=self.lr)
         loss_fn = torch.nn.BCEWithLogitsLoss()

@@ -81,6 +81,19 @@ def test_training_is_cached_per_fold_and_setting(small_library, small_tasks):
 
 
 @pytest.mark.dense
+def test_weights_trained_from_another_embedding_scheme_are_not_reused(monkeypatch, small_library, small_tasks):
+    """The learned document vectors start from the encoder's: weights trained when the encoder
+    computed vectors another way are another model."""
+    pytest.importorskip("sentence_transformers")
+    import primsel.retrieval.finetune as finetune
+
+    monkeypatch.setattr(FinetunedRetriever, "_train", lambda self, tasks: None)
+    now = FinetunedRetriever(**TINY).fit(small_library, small_tasks[:6]).folder
+    monkeypatch.setattr(finetune, "EMBEDDING_SCHEME", "batched")
+    assert FinetunedRetriever(**TINY).fit(small_library, small_tasks[:6]).folder != now
+
+
+@pytest.mark.dense
 def test_frozen_document_vectors_stay_the_base_models(small_library, small_tasks):
     pytest.importorskip("sentence_transformers")
     from primsel.retrieval.encoders import SentenceEncoder, l2_normalise

@@ -40,3 +40,19 @@ def test_candidates_rank_above_the_rest_and_training_is_cached(small_library, sm
         assert all(scores[p] == pytest.approx(rest[p]) for p in scores if p not in top2)
     again = RerankRetriever(**TINY, top_n=2).fit(small_library, small_tasks[:6])
     assert again.fit_seconds == 0.0 and again.search(queries, 6) == run
+
+
+@pytest.mark.dense
+def test_the_first_stages_hard_negatives_identify_the_trained_model(monkeypatch, small_library, small_tasks):
+    """A first stage that ranks the training tasks otherwise (new code, another cache) must not
+    reuse weights trained on the old hard negatives."""
+    pytest.importorskip("transformers")
+    seen = []
+    monkeypatch.setattr(RerankRetriever, "_train", lambda self, tasks, negatives: seen.append(negatives))
+    train = small_tasks[:6]
+    reranker = RerankRetriever(**TINY).fit(small_library, train)
+    bm25 = BM25Retriever().fit(small_library, train).search({t.id: t.query for t in train}, 6)
+    expected = {t.id: [p for p in bm25[t.id] if p not in t.gold][:2] for t in train}
+    assert seen == [expected]                      # the negatives it trains on: BM25's best non-gold
+    monkeypatch.setattr(RerankRetriever, "_hard_negatives", lambda self, tasks: {t.id: [] for t in tasks})
+    assert RerankRetriever(**TINY).fit(small_library, train).folder != reranker.folder
