@@ -85,7 +85,7 @@ def test_weights_trained_from_another_embedding_scheme_are_not_reused(monkeypatc
     """The learned document vectors start from the encoder's: weights trained when the encoder
     computed vectors another way are another model."""
     pytest.importorskip("sentence_transformers")
-    import primsel.retrieval.finetune as finetune
+    from primsel.retrieval import finetune
 
     monkeypatch.setattr(FinetunedRetriever, "_train", lambda self, tasks: None)
     now = FinetunedRetriever(**TINY).fit(small_library, small_tasks[:6]).folder
