@@ -24,7 +24,8 @@ selection had a failed module request.
 Files of a cell directory (written by :func:`run_cell`, report.json last)::
 
     config.json     resolved settings, dataset and library fingerprints, digests of the
-                    source of every component the settings name, package versions
+                    source of every component the settings name, package versions; written
+                    by :meth:`primsel.experiments.run_files.CellConfig.to_json`
     run.trec        the whole library ranked for every task
     tasks.jsonl     one row per task (with an LLM selector, its per-task ``selection_usage``)
     failures.jsonl  with a generator: one attribution row per task that did not pass
@@ -73,6 +74,7 @@ from primsel.experiments.records import (
 )
 from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
 from primsel.experiments.results import frontier_figures
+from primsel.experiments.run_files import CellConfig
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
@@ -583,19 +585,14 @@ def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutco
     directory.mkdir(parents=True, exist_ok=True)
     # an earlier (incomplete) report.json must not outlive a run killed before the new one
     (directory / "report.json").unlink(missing_ok=True)
-    write_atomic(directory / "config.json", dumps_json({
-        "id": cell.id,
-        "label": cell.label,
-        "experiment": ctx.experiment,
-        "settings": s.to_json(),
-        "data": ctx.dataset.summary(),
-        "effective_folds": ctx.store.effective_folds(s.folds),
-        **({"extraction": report.get("extraction")} if s.generator else {}),
-        **({"embedding": windows} if (windows := embedding_windows(s.retriever, ctx.library)) else {}),
-        "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
-        "sources": sources if sources is not None else s.sources(),
-        "versions": ctx.versions,
-    }))
+    config = CellConfig(
+        id=cell.id, label=cell.label, experiment=ctx.experiment, settings=s.to_json(), data=ctx.dataset.summary(),
+        effective_folds=ctx.store.effective_folds(s.folds), generated=bool(s.generator),
+        extraction=report.get("extraction") if s.generator else None,
+        embedding=embedding_windows(s.retriever, ctx.library),
+        library={"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
+        sources=sources if sources is not None else s.sources(), versions=ctx.versions)
+    write_atomic(directory / "config.json", dumps_json(config.to_json()))
     write_atomic(directory / "run.trec", format_run(outcome.run, cell.id))
     write_atomic(directory / "tasks.jsonl", dumps_jsonl(outcome.rows))
     if outcome.failures is not None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from primsel.eval.significance import NOISE, compare
 from primsel.experiments.results import CellResult, ReportError, load_experiment, per_task_values
+from primsel.experiments.run_files import CellConfig
 
 #: Fields of a compared pair, in the order of the csv and text columns.
 FIELDS = ("cell", "metric", "tasks", "mean_a", "mean_b", "diff", "p_t", "p_randomisation", "up", "down")
@@ -39,25 +40,26 @@ MAX_FLIPS_LISTED = 50
 
 def load_cells(path: str | Path) -> dict[str, Any]:
     """``{label: CellResult}`` of the finished cells of a run: an experiment directory, or one
-    cell directory (then its label, from ``config.json``).
+    cell directory (then its label, from ``config.json``:
+    :class:`primsel.experiments.run_files.CellConfig`).
 
     Raises
     ------
     primsel.experiments.results.ReportError : not a directory, or neither an experiment nor a
-        cell, or an unreadable file.
+        cell, or an unreadable file (or a config.json without ``id``).
     """
     directory = Path(path)
     config = directory / "config.json"
     if config.is_file() and not (directory / "experiment.json").is_file():
         try:
-            data = json.loads(config.read_text(encoding="utf-8"))
+            data = CellConfig.read(config)
             report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ReportError(f"{directory}: a cell without report.json (not finished)") from None
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # RunFileError included
             raise ReportError(f"{directory}: unreadable cell: {exc}") from None
-        cell = CellResult(id=directory.name, label=data.get("label", directory.name),
-                          settings=data.get("settings", {}), report=report, directory=directory)
+        cell = CellResult(id=directory.name, label=directory.name if data.label is None else data.label,
+                          settings=data.settings, report=report, directory=directory)
         return {cell.label: cell}
     experiment = load_experiment(directory)
     return {c.label: c for c in experiment.cells if c.finished}

@@ -3,7 +3,9 @@
 :func:`load_experiment` reads what :func:`primsel.experiments.runner.run_experiment` wrote::
 
     <out>/<name>/experiment.json        name, description, baseline, data, pair_on, cells (grid order)
+                                        (:class:`primsel.experiments.run_files.ExperimentManifest`)
     <out>/<name>/<cell id>/config.json  the cell's label, settings and data summary
+                                        (:class:`primsel.experiments.run_files.CellConfig`)
     <out>/<name>/<cell id>/report.json  the cell's aggregate metrics (present once it finished)
     <out>/<name>/<cell id>/tasks.jsonl  one row per task: gold, selection, per-task metrics, status
     <out>/<name>/<cell id>/run.trec     the cell's ranking per task (TREC run format)
@@ -25,7 +27,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +36,7 @@ from typing import Any
 from primsel import registry
 from primsel import spec as specs
 from primsel.experiments.records import CellReport, FrontierFigures
+from primsel.experiments.run_files import CellConfig, CellEntry, ExperimentManifest, RunFileError
 from primsel.files import read_jsonl
 from primsel.types import LearnsFromTasks, ranking
 
@@ -121,48 +124,70 @@ def _read_json(path: Path) -> Any:
         raise ReportError(f"{path}: unreadable: {exc}") from None
 
 
-def _entries_without_manifest(directory: Path) -> list[dict[str, Any]]:
-    """Every sub-directory holding a ``config.json``, as a manifest entry, sorted by label."""
+def _read_record(reader: Callable[[Path], Any], path: Path) -> Any:
+    """``reader(path)`` (a ``read`` of :mod:`primsel.experiments.run_files`), or None when the
+    file does not exist.
+
+    Raises
+    ------
+    ReportError : the file cannot be read, or :class:`RunFileError` (the message names it).
+    """
+    try:
+        return reader(path)
+    except FileNotFoundError:
+        return None
+    except RunFileError as exc:
+        raise ReportError(str(exc)) from None
+    except OSError as exc:
+        raise ReportError(f"{path}: unreadable: {exc}") from None
+
+
+def _entries_without_manifest(directory: Path) -> list[CellEntry]:
+    """Every sub-directory holding a ``config.json``, as a manifest entry, sorted by label.
+
+    Raises
+    ------
+    ReportError : a config.json cannot be read (see :func:`_read_record`).
+    """
     entries = []
     for sub in sorted(p for p in directory.iterdir() if (p / "config.json").is_file()):
-        config = _read_json(sub / "config.json")
-        entries.append({"id": sub.name, "label": config.get("label", sub.name), "settings": config.get("settings", {})})
-    return sorted(entries, key=lambda e: e["label"])
+        config = _read_record(CellConfig.read, sub / "config.json")
+        entries.append(CellEntry(id=sub.name, label=sub.name if config.label is None else config.label,
+                                 settings=config.settings))
+    return sorted(entries, key=lambda e: e.label)
 
 
 def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
     """Read an experiment directory.
 
-    The cells and their order come from ``experiment.json``; without it, every sub-directory
-    holding a ``config.json`` is a cell (sorted by label).
+    The cells and their order come from ``experiment.json``
+    (:class:`primsel.experiments.run_files.ExperimentManifest`); without it, every sub-directory
+    holding a ``config.json`` (:class:`primsel.experiments.run_files.CellConfig`) is a cell
+    (sorted by label).
 
     Raises
     ------
     ReportError : no such directory, or neither ``experiment.json`` nor any cell in it, or an
-        unreadable JSON file (the message names the file).
+        unreadable JSON file, one lacking a required key or holding one of the wrong shape (the
+        message names the file).
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise ReportError(f"{directory}: no such experiment directory")
-    manifest = _read_json(directory / "experiment.json")
-    if manifest is not None:
-        entries = list(manifest.get("cells", []))
-    else:
-        entries, manifest = _entries_without_manifest(directory), {"name": directory.name}
-    if not entries:
+    manifest = _read_record(ExperimentManifest.read, directory / "experiment.json")
+    if manifest is None:
+        manifest = ExperimentManifest(cells=tuple(_entries_without_manifest(directory)), name=directory.name)
+    if not manifest.cells:
         raise ReportError(f"{directory}: not an experiment directory (no experiment.json and no cells)")
-    cells = tuple(CellResult(id=e["id"], label=e.get("label", e["id"]), settings=e.get("settings", {}),
-                             report=_read_json(directory / e["id"] / "report.json") or {},
-                             directory=directory / e["id"]) for e in entries)
-    pair_on = manifest.get("pair_on")
-    datasets = tuple(d for d in manifest.get("datasets", ()) if isinstance(d, Mapping))
-    fingerprints = {d.get("fingerprint") for d in datasets} or {(manifest.get("data") or {}).get("fingerprint")}
-    return Experiment(name=manifest.get("name", directory.name), directory=directory, cells=cells,
-                      description=manifest.get("description", "") or "", baseline=manifest.get("baseline"),
-                      data=manifest.get("data", {}) or {},
-                      pair_on=tuple(pair_on) if isinstance(pair_on, list) else None,
+    cells = tuple(CellResult(id=e.id, label=e.id if e.label is None else e.label, settings=e.settings,
+                             report=_read_json(directory / e.id / "report.json") or {},
+                             directory=directory / e.id) for e in manifest.cells)
+    fingerprints = {d.get("fingerprint") for d in manifest.datasets} or {manifest.data.get("fingerprint")}
+    return Experiment(name=directory.name if manifest.name is None else manifest.name, directory=directory,
+                      cells=cells, description=manifest.description or "", baseline=manifest.baseline,
+                      data=manifest.data, pair_on=manifest.pair_on,
                       other_data=_other_data(directory, {c.id for c in cells}, fingerprints),
-                      datasets=datasets)
+                      datasets=manifest.datasets)
 
 
 def data_text(data: Mapping[str, Any]) -> str:
@@ -185,11 +210,10 @@ def _other_data(directory: Path, known: set[str], fingerprints: set[Any]) -> dic
     counts: dict[str, int] = {}
     for sub in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in known):
         try:
-            config = json.loads((sub / "config.json").read_text(encoding="utf-8"))
-            cell_data = config.get("data") or {}
-        except (OSError, ValueError, AttributeError):
+            cell_data = CellConfig.read(sub / "config.json").data
+        except (OSError, ValueError):  # no config.json, or RunFileError
             continue
-        if not isinstance(cell_data, Mapping) or cell_data.get("fingerprint") in fingerprints:
+        if cell_data.get("fingerprint") in fingerprints:
             continue
         text = data_text(cell_data)
         counts[text] = counts.get(text, 0) + 1

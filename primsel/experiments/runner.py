@@ -3,6 +3,7 @@
 Layout of the outputs (docs/architecture.md, "What a run leaves on disk")::
 
     <out>/<name>/experiment.json          the cells of the current declaration, in grid order
+                                          (:class:`primsel.experiments.run_files.ExperimentManifest`)
     <out>/<name>/<cell_id>/...            the cell's files (:mod:`primsel.experiments.cell`)
 
 A cell whose ``report.json`` exists and says ``"complete": true`` is finished and skipped on a
@@ -48,6 +49,7 @@ from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, su
 from primsel.experiments.progress import progress_bar
 from primsel.experiments.ray_backend import run_cells
 from primsel.experiments.records import CellReport
+from primsel.experiments.run_files import CellConfig, CellEntry, ExperimentManifest
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
@@ -95,10 +97,8 @@ def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -
     when config.json records none (a cell written before sources were recorded) or cannot be
     read. An empty list: the cell was computed by the code that would compute it now."""
     try:
-        recorded = json.loads((directory / "config.json").read_text(encoding="utf-8")).get("sources")
-    except (OSError, ValueError, AttributeError):
-        recorded = None
-    if not isinstance(recorded, Mapping):
+        recorded = CellConfig.read(directory / "config.json").sources
+    except (OSError, ValueError):  # RunFileError included
         recorded = {}
     out = []
     for kind, digests in sources.items():
@@ -260,27 +260,21 @@ def _check_executable(datasets: Sequence[Dataset], cells: Sequence[Cell]) -> Non
                                "(and generator grid keys) to rank and score it")
 
 
-def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]) -> dict:
+def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]) -> ExperimentManifest:
+    """The experiment.json of a run: the declaration, the data (of one dataset, or of several
+    joined by ``+`` with each one listed under ``datasets``) and the cells in grid order."""
     if len(datasets) == 1:
         data = datasets[0].summary()
     else:
         data = {"source": "+".join(d.source for d in datasets), "n_tasks": sum(len(d.tasks) for d in datasets),
                 "fingerprint": "+".join(d.fingerprint for d in datasets)}
-    manifest = {
-        "name": config.name,
-        "description": config.description,
-        "baseline": config.baseline,
-        "data": data,
-        "grids": [{k: [str(x) if isinstance(x, Path) else x for x in v] for k, v in g.items()} for g in config.grids],
-        "cells": [{"id": c.id, "label": c.label, "settings": c.settings.to_json()} for c in cells],
-    }
-    if len(datasets) > 1:
-        manifest["datasets"] = [{**d.summary(), "notes": list(d.notes)} for d in datasets]
-    elif datasets[0].notes:
-        manifest["notes"] = list(datasets[0].notes)
-    if config.pair_on is not None:
-        manifest["pair_on"] = list(config.pair_on)
-    return manifest
+    several = len(datasets) > 1
+    return ExperimentManifest(
+        name=config.name, description=config.description, baseline=config.baseline, data=data,
+        grids=tuple({k: [str(x) if isinstance(x, Path) else x for x in v] for k, v in g.items()} for g in config.grids),
+        cells=tuple(CellEntry(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells),
+        datasets=tuple({**d.summary(), "notes": list(d.notes)} for d in datasets) if several else (),
+        notes=() if several else tuple(datasets[0].notes), pair_on=config.pair_on)
 
 
 def _bypassing_caches_unless_use_cache(function: Callable[..., ExperimentResult]) -> Callable[..., ExperimentResult]:
@@ -368,7 +362,7 @@ def run_experiment(
     _prepare_local_models(cells, config.base_dir, log)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / "experiment.json", dumps_json(_manifest(config, datasets, cells)))
+        write_atomic(directory / "experiment.json", dumps_json(_manifest(config, datasets, cells).to_json()))
     except OSError as exc:
         raise OutputError(f"cannot write the output directory {directory}: "
                           f"{exc.strerror or exc}") from None
