@@ -222,8 +222,8 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
                           selector=bool(selectors) and getattr(next(iter(selectors.values())), "learns_from_tasks", False),
                           generator=generated.fitted),
         frontier=frontier_figures(run, gold, _tokens_of_ranked(run, library)),
-        retrieval_key=retrieval_key(dataset.fingerprint, settings.retriever, settings.folds, settings.seed,
-                                    settings.depth))
+        retrieval_key=retrieval.key or retrieval_key(dataset.fingerprint, settings.retriever, settings.folds,
+                                                     settings.seed, settings.depth))
     report = record.to_json()
     return CellOutcome(report=report, rows=rows, run=run, selections=selections, failures=failures, record=record)
 

@@ -28,7 +28,6 @@ from typing import Any, TextIO
 from primsel.experiments.cell import CellContext, compute_cell, write_cell
 from primsel.experiments.config import Cell
 from primsel.experiments.progress import progress_bar
-from primsel.experiments.records import retrieval_key
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled
 
@@ -55,12 +54,13 @@ def _retrieve(dataset: Any, library: Any, spec: Any, folds: int, seed: int, dept
 
 
 def _compute(cell: Cell, retrieval: Any, dataset: Any, library: Any, workers: int | None,
-             base_dir: Path | None, use_disk: bool) -> tuple[Any, float]:
+             base_dir: Path | None, use_disk: bool, whole: Any = None) -> tuple[Any, float]:
     """A Ray task: one cell computed from its retrieval; ``(CellOutcome, seconds)``. Reflection's
-    ``reselect`` ranks again through a store of its own (same folds and training tasks)."""
+    ``reselect`` ranks again through a store of its own over ``whole`` (the dataset a subset was
+    drawn from; default ``dataset``), so with the same folds and training tasks as the retrieval."""
     start = time.perf_counter()
     s = cell.settings
-    store = RetrievalStore(library, dataset, use_disk=use_disk)
+    store = RetrievalStore(library, whole if whole is not None else dataset, use_disk=use_disk)
     with _caches(use_disk):
         outcome = compute_cell(s, retrieval, dataset, library, name=cell.id, workers=workers, base_dir=base_dir,
                                requery=lambda queries: store.rerank(s.retriever, s.folds, s.seed, queries))
@@ -106,15 +106,17 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
         for cell in todo:
             ctx = contexts[cell.id]
             if id(ctx.dataset) not in shared:
-                shared[id(ctx.dataset)] = (ray.put(ctx.dataset), ray.put(ctx.library))
-            data_ref, library_ref = shared[id(ctx.dataset)]
+                # retrieval is cross-validated over the whole dataset (the store's), as in a serial
+                # run, also when the cells score a sample of it
+                shared[id(ctx.dataset)] = (ray.put(ctx.dataset), ray.put(ctx.library), ray.put(ctx.store.dataset))
+            data_ref, library_ref, whole_ref = shared[id(ctx.dataset)]
             s = cell.settings
-            key = retrieval_key(ctx.dataset.fingerprint, s.retriever, s.folds, s.seed, s.depth)
+            key = ctx.store.retrieval_key(s.retriever, s.folds, s.seed, s.depth)
             if key not in retrievals:
-                retrievals[key] = retrieve.remote(data_ref, library_ref, s.retriever, s.folds, s.seed, s.depth,
+                retrievals[key] = retrieve.remote(whole_ref, library_ref, s.retriever, s.folds, s.seed, s.depth,
                                                   ctx.store.use_disk)
             ref = compute.remote(cell, retrievals[key], data_ref, library_ref, ctx.workers, ctx.base_dir,
-                                 ctx.store.use_disk)
+                                 ctx.store.use_disk, whole_ref)
             pending[ref] = cell
         with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
                           disable=not progress) as bar:

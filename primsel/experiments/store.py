@@ -4,7 +4,10 @@ Retrieval (the full ranking of every task and the fold of every task) depends on
 retriever specification, the dataset, the library, ``folds`` and ``seed``: it is computed once per
 process for all cells that share them (cells that differ in ``k``, ``closure`` or the
 generator), and cached on disk under ``experiments/retrieval`` of the cache directory
-(:func:`primsel.files.cache_dir`). The cache key also holds a hash of the retrieval package's
+(:func:`primsel.files.cache_dir`). What names a retrieval is
+:func:`primsel.experiments.records.retrieval_key` (:meth:`RetrievalStore.retrieval_key`): the
+store memoises by it, the Ray backend shares one retrieval task per key, and every cell records the
+key of the retrieval it used (:attr:`Retrieval.key`). The disk cache key also holds a hash of the retrieval package's
 source and of the source file of every class the retriever specification names, nested
 specifications included (:func:`primsel.spec.sources`), so an edit of a built-in or a plug-in
 retriever invalidates it. A retrieval with failed LLM requests is not cached on disk.
@@ -24,6 +27,7 @@ from typing import Any
 from primsel import spec as specs
 from primsel.checks import FOLDS_BOUNDS
 from primsel.experiments.dataset import Dataset
+from primsel.experiments.records import retrieval_key
 from primsel.files import cache_dir, digest, write_atomic
 from primsel.retrieval.cv import cross_validated_run
 from primsel.types import Run, ranking
@@ -52,6 +56,8 @@ class Retrieval:
     usage : task id -> LLM usage of the retriever for that task (retrievers with the
         :class:`primsel.types.ReportsUsage` ability, else empty); for a disk-cache hit, the
         usage of the computing run.
+    key : the retrieval's :meth:`RetrievalStore.retrieval_key` (empty when it was not made by a
+        store, e.g. by :meth:`RetrievalStore.rerank`).
     """
 
     ranked: Mapping[str, tuple[tuple[str, float], ...]]
@@ -59,6 +65,7 @@ class Retrieval:
     seconds: float
     cached: bool = False
     usage: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    key: str = ""
 
     def run(self) -> Run:
         """The ranking as a :data:`primsel.types.Run`."""
@@ -94,15 +101,21 @@ class RetrievalStore:
         self._code = None
         self._library_fp: str | None = None
 
+    def retrieval_key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
+        """The name of a retrieval (:func:`primsel.experiments.records.retrieval_key`) over this
+        store's tasks, with ``folds`` capped (:meth:`effective_folds`) and a ``depth`` that keeps
+        the whole library taken as None, so that settings giving the same rankings give one key."""
+        kept = depth if self.depth(depth) < len(self.library) else None
+        return retrieval_key(self.dataset.fingerprint, spec, self.effective_folds(folds), seed, kept)
+
     def key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
-        """Cache key of a retrieval (sha256 hex, :func:`primsel.files.digest`)."""
+        """Disk cache key of a retrieval (sha256 hex, :func:`primsel.files.digest`): its
+        :meth:`retrieval_key` with the library's fingerprint, a hash of the retrieval package's
+        source and the sources of the classes ``spec`` names."""
         if self._code is None:
             self._code = _source_hash("primsel.retrieval")
-        payload = {"spec": spec, "folds": folds, "seed": seed, "library": self.library_fingerprint(),
-                   "dataset": self.dataset.fingerprint, "code": self._code, "sources": specs.sources(spec)}
-        if self.depth(depth) < len(self.library):
-            payload["depth"] = depth
-        return digest(payload)
+        return digest({"retrieval": self.retrieval_key(spec, folds, seed, depth), "library": self.library_fingerprint(),
+                       "code": self._code, "sources": specs.sources(spec)})
 
     def library_fingerprint(self) -> str:
         """The library's fingerprint (computed once)."""
@@ -125,10 +138,10 @@ class RetrievalStore:
         is told the stages of a computation (:func:`primsel.retrieval.cv.cross_validated_run`);
         a cached retrieval has none."""
         folds = self.effective_folds(folds)
-        key = self.key(spec, folds, seed, depth)
-        if key in self._memo:
-            return self._memo[key]
-        path = cache_dir() / "experiments" / "retrieval" / f"{key}.json"
+        name = self.retrieval_key(spec, folds, seed, depth)
+        if name in self._memo:
+            return self._memo[name]
+        path = cache_dir() / "experiments" / "retrieval" / f"{self.key(spec, folds, seed, depth)}.json"
         result = self._read(path) if self.use_disk else None
         if result is None:
             result = self._compute(spec, folds, seed, self.depth(depth), progress=progress)
@@ -140,7 +153,8 @@ class RetrievalStore:
                     write_atomic(path, json.dumps(payload), durable=False)
                 except OSError:
                     pass  # the cache is an optimisation; an unwritable cache directory is not an error
-        self._memo[key] = result
+        result = dataclasses.replace(result, key=name)
+        self._memo[name] = result
         return result
 
     def rerank(self, spec: Any, folds: int, seed: int, queries: Mapping[str, str]) -> Retrieval:

@@ -179,7 +179,7 @@ def best_of_configurations(cells: Sequence[CellResult]) -> dict[tuple[str, str],
     return dict(sorted(best.items(), key=lambda item: _order(item[1], has_gen), reverse=True))
 
 
-def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[tuple[str, str]]:
+def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
     """Ranking keys (:func:`primsel.reporting.style.ranking_key`) of the rankings a figure
     draws: the default's and the baseline's, then the best others in leaderboard order, at
     most ``limit`` (references and selectors apart: references are always drawn, a selector's

@@ -212,7 +212,7 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
     the number of tasks with a tie across k = 5, 10, 15, 20. Cells whose selector differs share
     their ranking's row; a label names only the settings that change the ranking. Empty when no cell has tie-aware
     values (cells computed before they existed). ``title``: the section heading."""
-    series: dict[tuple[str, str], CellResult] = {}
+    series: dict[str, CellResult] = {}
     for c in cells:
         if c.record.ranking.tie_aware:
             series.setdefault(ranking_key(c), c)

@@ -86,13 +86,13 @@ def _legend_label(label: str, cell: CellResult) -> str:
     return label + (" (recommended default)" if is_default(cell) else "")
 
 
-def _rankings(experiment: Experiment) -> list[tuple[tuple[str, str], str, CellResult]]:
+def _rankings(experiment: Experiment) -> list[tuple[str, str, CellResult]]:
     """(ranking key, label, a cell) of the rankings a figure draws, in leaderboard order: the
     shown ones (:func:`shown_rankings`), then the references; selector cells are not rankings."""
     best = [c for c in best_of_configurations(experiment.cells).values() if not c.settings.get("selector")]
     labels = ranking_labels(best)
     shown = shown_rankings(experiment)
-    firsts: dict[tuple[str, str], CellResult] = {}
+    firsts: dict[str, CellResult] = {}
     for c in best:
         firsts.setdefault(ranking_key(c), c)
     drawn = [k for k in firsts if k in shown] + [k for k, c in firsts.items() if is_reference(c)]
@@ -169,10 +169,10 @@ def _closure_lines(ax: Any, cells: Sequence[CellResult], colour: str, line: Mapp
                       colour)
 
 
-def _by_ranking(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
+def _by_ranking(cells: Sequence[CellResult]) -> dict[str, list[CellResult]]:
     """The cells of each ranking without a selector, one per (k, closure, threshold): cells
     that differ only in what follows the selection select the same."""
-    out: dict[tuple[str, str], dict[str, CellResult]] = {}
+    out: dict[str, dict[str, CellResult]] = {}
     for c in cells:
         if not c.settings.get("selector"):
             cut = canonical_json([c.settings.get("k"), bool(c.settings.get("closure")), c.settings.get("threshold")])
@@ -180,7 +180,7 @@ def _by_ranking(cells: Sequence[CellResult]) -> dict[tuple[str, str], list[CellR
     return {key: list(group.values()) for key, group in out.items()}
 
 
-def _selector_points(ax: Any, cells: Sequence[CellResult], palette: Palette, shown: set[tuple[str, str]]) -> list[Any]:
+def _selector_points(ax: Any, cells: Sequence[CellResult], palette: Palette, shown: set[str]) -> list[Any]:
     """Stars (and other markers) for the selector cells whose ranking is shown; their legend
     handles."""
     handles = []
@@ -276,13 +276,13 @@ def ranking_frontier(cell: CellResult) -> tuple[list[float], list[float]] | None
     return None if found is None else (list(found.tokens), found.mean_recall)
 
 
-def ranking_frontiers(experiment: Experiment) -> dict[tuple[str, str], tuple[str, CellResult, Frontier]]:
+def ranking_frontiers(experiment: Experiment) -> dict[str, tuple[str, CellResult, Frontier]]:
     """One frontier per ranking (:func:`primsel.reporting.style.ranking_key`; cells without a
     selector), in grid order: ranking key -> (label, its first finished cell with a frontier,
     :class:`primsel.experiments.results.FrontierCurve`)."""
     cells = [c for c in experiment.cells if c.finished and not c.settings.get("selector")]
     labels = ranking_labels(cells)
-    out: dict[tuple[str, str], tuple[str, CellResult, Frontier]] = {}
+    out: dict[str, tuple[str, CellResult, Frontier]] = {}
     for c in cells:
         key = ranking_key(c)
         if key not in out and (found := frontier_of(c)) is not None:
@@ -291,7 +291,7 @@ def ranking_frontiers(experiment: Experiment) -> dict[tuple[str, str], tuple[str
 
 
 def plot_frontier(experiment: Experiment, path: Path,
-                  frontiers: Mapping[tuple[str, str], tuple[str, CellResult, Frontier]],
+                  frontiers: Mapping[str, tuple[str, CellResult, Frontier]],
                   palette: Palette | None = None) -> bool:
     """Recall against documentation tokens: one line per shown ranking (its top k for every k,
     with a 95% bootstrap band over tasks), the oracle and random as grey references, the whole

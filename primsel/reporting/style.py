@@ -23,6 +23,7 @@ from matplotlib.colors import to_hex
 
 from primsel import spec as specs
 from primsel.experiments.labels import generator_label, get_dotted, varied_keys
+from primsel.experiments.records import retrieval_key
 from primsel.experiments.results import CellResult, Experiment, data_text
 from primsel.files import canonical_json
 from primsel.retrieval import DEFAULT_RETRIEVER
@@ -38,9 +39,9 @@ REFERENCE_TYPES = ("oracle", "random", "all")
 DEFAULT_COLOUR = "#000000"
 #: Colours and line styles of the reference rankings, by type.
 REFERENCE_STYLE = {"oracle": ("#8c8c8c", "--"), "random": ("#8c8c8c", ":"), "all": ("#8c8c8c", "-.")}
-#: Settings that do not change a ranking: how it is cut into a selection, what is done with the
-#: selection (generator, sandbox timeout) and what is measured.
-NOT_RANKING_KEYS = ("k", "closure", "selector", "threshold", "dataset", "generator", "timeout", "metrics")
+#: The settings that name a ranking (with the data: :func:`primsel.experiments.records.retrieval_key`);
+#: the others say how it is cut into a selection, what is done with the selection and what is measured.
+RANKING_KEYS = ("retriever", "folds", "seed", "depth")
 
 
 def num(value: Any, digits: int = 3) -> str:
@@ -103,17 +104,19 @@ def configuration_key(cell: CellResult) -> tuple[str, str]:
     return cell.retriever, canonical_json(rest)
 
 
-def ranking_key(cell: CellResult) -> tuple[str, str]:
-    """What a ranking is: the configuration without the settings that do not change it
-    (:data:`NOT_RANKING_KEYS`); the figures of rankings draw one series per ranking key."""
-    rest = {k: v for k, v in cell.settings.items() if k not in (*NOT_RANKING_KEYS, "retriever")}
-    return cell.retriever, canonical_json(rest)
+def ranking_key(cell: CellResult) -> str:
+    """What a ranking is: :func:`primsel.experiments.records.retrieval_key` of the cell's
+    :data:`RANKING_KEYS` (the store, the Ray backend and the cell record name a retrieval by the
+    same function; a figure shows the cells of one dataset); the figures of rankings draw one
+    series per ranking key."""
+    s = cell.settings
+    return retrieval_key(None, s.get("retriever"), s.get("folds"), s.get("seed"), s.get("depth"))
 
 
-def ranking_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
+def ranking_labels(cells: Sequence[CellResult]) -> dict[str, str]:
     """Ranking key -> label: the retriever, then ``key=value`` for each setting that changes the
     ranking, varies between ``cells`` and is set."""
-    extra = [k for k in other_columns(cells) if k.split(".", 1)[0] not in NOT_RANKING_KEYS]
+    extra = [k for k in other_columns(cells) if k.split(".", 1)[0] in RANKING_KEYS]
     out: dict[tuple[str, str], str] = {}
     for cell in cells:
         values = [(k, get_dotted(cell.settings, k)) for k in extra]

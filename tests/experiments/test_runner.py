@@ -546,3 +546,63 @@ class LearnerRetriever(BaseRetriever):
 
     def score(self, queries):
         return {q: {} for q in queries}
+
+
+def test_one_name_per_retrieval_for_the_store_the_cell_record_and_the_report(tmp_path):
+    """Folds capped at the number of tasks, and a depth that keeps the whole library, are the
+    retrieval of the plain settings: one computation, one key, recorded by each cell and used by
+    the report to draw one series."""
+    from primsel.experiments.dataset import make_dataset
+    from primsel.experiments.records import retrieval_key
+    from primsel.experiments.results import load_experiment
+    from primsel.experiments.store import RetrievalStore
+    from primsel.reporting.style import ranking_key
+
+    dataset = make_dataset(TASKS)
+    store = RetrievalStore(LIBRARY, dataset, use_disk=False)
+    plain = store.get("test_fixed", 2, 0)
+    assert store.get("test_fixed", 7, 0) is plain and store.get("test_fixed", 2, 0, depth=4) is plain
+    assert store.get("test_fixed", 2, 0, depth=3) is not plain
+    assert plain.key == retrieval_key(dataset.fingerprint, "test_fixed", 2, 0, None) == store.retrieval_key("test_fixed", 9, 0, 40)
+    assert FITS["test_fixed"] == 2                           # two retrievals computed: depth 3 and the whole library
+
+    result = run(config({"k": [1, 2], "seed": [0, 1]}, retriever="test_fixed"), tmp_path)
+    records = {c.id: json.loads((tmp_path / "exp" / c.id / "report.json").read_text()) for c in result.cells}
+    for cell in result.cells:
+        expected = retrieval_key(dataset.fingerprint, "test_fixed", 2, cell.settings.seed, None)
+        assert records[cell.id]["retrieval_key"] == expected
+    experiment = load_experiment(tmp_path / "exp")
+    assert len({ranking_key(c) for c in experiment.cells}) == 2          # one per seed, k aside
+    assert len({records[c.id]["retrieval_key"] for c in result.cells}) == 2
+
+
+def test_the_ray_backend_ranks_the_whole_dataset_for_a_sample(tmp_path, monkeypatch):
+    """With --sample, retrieval is cross-validated over every task on the Ray backend as in a
+    serial run (the cells score the sample): the same files. Ray is stood in for by a module that
+    runs each remote call at once."""
+    import sys
+    import types
+
+    class Ref:                                # an object reference: hashable, resolved in arguments
+        def __init__(self, value):
+            self.value = value
+
+    def remote(function):
+        return types.SimpleNamespace(remote=lambda *args: Ref(function(*(a.value if isinstance(a, Ref) else a
+                                                                           for a in args))))
+
+    fake = types.SimpleNamespace(is_initialized=lambda: True, init=lambda **_: None, shutdown=lambda: None,
+                                 remote=remote, put=Ref, get=lambda ref: ref.value,
+                                 wait=lambda refs, num_returns=1: (refs[:1], refs[1:]), cancel=lambda *a, **k: None)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    cfg = config({"k": [1]}, retriever="prior")
+    run(cfg, tmp_path / "serial", task_ids=["2"])
+    run(cfg, tmp_path / "ray", task_ids=["2"], backend="ray")
+    (cell,) = [p.name for p in (tmp_path / "serial" / "exp").iterdir() if p.is_dir()]
+    for name in ("run.trec", "tasks.jsonl", "config.json"):
+        assert (tmp_path / "ray" / "exp" / cell / name).read_bytes() == (tmp_path / "serial" / "exp" / cell / name).read_bytes()
+    # the prior learns from the other fold's gold: over the whole dataset, task 2 is ranked by task
+    # 1's gold {m.f, m.A} (scores 1) and task 1 by task 2's {m.g}
+    lines = [line.split() for line in (tmp_path / "ray" / "exp" / cell / "run.trec").read_text().splitlines()]
+    assert [(q, p, s) for q, _, p, _, s, _ in lines][:1] == [("1", "m.g", "1")]
+    assert [(p, s) for q, _, p, _, s, _ in lines if q == "2"][:2] == [("m.A", "1"), ("m.f", "1")]

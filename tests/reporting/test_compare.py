@@ -7,6 +7,7 @@ import pytest
 
 from primsel.experiments.results import load_experiment
 from primsel.reporting.compare import bootstrap_interval, leaderboard, shown_rankings, significance
+from primsel.reporting.style import ranking_key
 from primsel.retrieval import DEFAULT_RETRIEVER
 
 
@@ -70,5 +71,6 @@ def test_leaderboard_takes_each_configuration_at_its_best_k_and_tests_it_against
 def test_figures_draw_the_default_and_the_baseline_first_and_at_most_the_limit(make_run):
     experiment = load_experiment(_ablation(make_run))
     shown = shown_rankings(experiment, limit=2)
-    assert {label for label, _ in shown} == {"bm25", "hybrid(classifier+finetuned+bm25+dense, method=wsum, "
+    retriever_of = {ranking_key(c): c.retriever for c in experiment.cells}
+    assert {retriever_of[key] for key in shown} == {"bm25", "hybrid(classifier+finetuned+bm25+dense, method=wsum, "
                                                      "weights=1+1+0.15+0.15)"}
