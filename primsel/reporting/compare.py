@@ -183,7 +183,9 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
     """Ranking keys (:func:`primsel.reporting.style.ranking_key`) of the rankings a figure
     draws: the default's and the baseline's, then the best others in leaderboard order, at
     most ``limit`` (references and selectors apart: references are always drawn, a selector's
-    points with its ranking).
+    points with its ranking). One ranking per retriever comes first, at the lowest seed (a
+    retriever run at five seeds would otherwise fill a figure with itself); the other seeds
+    and folds of a retriever only fill what is left.
 
     Raises
     ------
@@ -195,8 +197,20 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
     wanted = baseline_retriever(experiment)
     cells = [c for c in best.values() if not is_reference(c) and not c.settings.get("selector")]
     first = [c for c in cells if is_default(c)] + [c for c in cells if c.retriever == wanted and not is_default(c)]
-    keys = list(dict.fromkeys(ranking_key(c) for c in first + cells))
-    return set(keys[:limit])
+    seeds = [c.settings.get("seed") for c in cells if isinstance(c.settings.get("seed"), int)]
+    lowest = min(seeds, default=None)
+    ordered = sorted(first + cells, key=lambda c: c.settings.get("seed") != lowest)   # stable: the order above
+    retrievers: set[str] = set()
+    primary: list[str] = []
+    others: list[str] = []
+    for c in ordered:
+        key = ranking_key(c)
+        if key in primary or key in others:
+            continue
+        retriever = canonical_json(c.settings.get("retriever"))
+        (others if retriever in retrievers else primary).append(key)
+        retrievers.add(retriever)
+    return set((primary + others)[:limit])
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import colorsys
 import math
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -79,9 +80,26 @@ def title(experiment: Experiment, what: str) -> str:
     return f"{experiment.name} on {data_text(experiment.data)}: {what}"
 
 
-def wrap(label: str, width: int = 38) -> str:
-    """A legend label broken into lines of at most ``width`` characters (at spaces and commas)."""
-    return "\n".join(textwrap.wrap(label, width, break_long_words=False, break_on_hyphens=False)) or label
+def wrap(label: str, width: int = 38, max_lines: int = 5) -> str:
+    """A legend label broken into lines of at most ``width`` characters at spaces; a word longer
+    than two lines (a grid of values) is broken after its ``+`` and ``,``. At most ``max_lines``
+    lines, the last ending in " …" when the label is longer (the tables hold it whole)."""
+    words = []
+    for word in label.split(" "):
+        if len(word) <= 2 * width:
+            words.append(word)
+            continue
+        chunk = ""
+        for part in re.split(r"(?<=[+,])", word):
+            if chunk and len(chunk) + len(part) > width:
+                words.append(chunk)
+                chunk = ""
+            chunk += part
+        words.append(chunk)
+    lines = textwrap.wrap(" ".join(words), width, break_long_words=False, break_on_hyphens=False) or [label]
+    if len(lines) > max_lines:
+        lines = [*lines[:max_lines - 1], lines[max_lines - 1] + " …"]
+    return "\n".join(lines)
 
 
 def other_columns(cells: Sequence[CellResult]) -> list[str]:

@@ -13,10 +13,10 @@ TASKS = ("t1", "t2", "t3")
 
 
 def write_cell(root: Path, cid: str, retriever: Any, k: int, recall15: Sequence[float], report: dict | None = None,
-               closure: bool = False, selector: Any = None) -> dict:
+               closure: bool = False, selector: Any = None, seed: int = 0) -> dict:
     """A finished cell: per-task recall@15 in tasks.jsonl, a report.json whose recall@15 is
     their mean (other metrics fixed or from ``report``)."""
-    settings = {"retriever": retriever, "k": k, "closure": closure, "folds": 5, "seed": 0, "dataset": "synthetic/3/abc"}
+    settings = {"retriever": retriever, "k": k, "closure": closure, "folds": 5, "seed": seed, "dataset": "synthetic/3/abc"}
     if selector is not None:
         settings["selector"] = selector
     d = root / cid

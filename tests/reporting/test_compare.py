@@ -7,7 +7,7 @@ import pytest
 
 from primsel.experiments.results import load_experiment
 from primsel.reporting.compare import bootstrap_interval, leaderboard, shown_rankings, significance
-from primsel.reporting.style import ranking_key
+from primsel.reporting.style import ranking_key, wrap
 from primsel.retrieval import DEFAULT_RETRIEVER
 
 
@@ -74,3 +74,30 @@ def test_figures_draw_the_default_and_the_baseline_first_and_at_most_the_limit(m
     retriever_of = {ranking_key(c): c.retriever for c in experiment.cells}
     assert {retriever_of[key] for key in shown} == {"bm25", "hybrid(classifier+finetuned+bm25+dense, method=wsum, "
                                                      "weights=1+1+0.15+0.15)"}
+
+
+def test_a_figure_shows_each_retriever_once_at_the_lowest_seed_before_other_seeds(make_run):
+    """Five seeds of the default and of the baseline would fill eight series with two retrievers;
+    each retriever comes first at seed 0 (even where another seed ranks higher)."""
+    cells = []
+    for seed in range(5):
+        best = 1.0 if seed == 1 else 0.5
+        cells += [{"cid": f"def_s{seed}", "retriever": DEFAULT_RETRIEVER, "k": 15, "recall15": (best, 0.5, 0.5), "seed": seed},
+                  {"cid": f"bm25_s{seed}", "retriever": "bm25", "k": 15, "recall15": (0.5, 0.5, 0.0), "seed": seed}]
+    cells += [{"cid": "tfidf", "retriever": "tfidf", "k": 15, "recall15": (0.0, 0.5, 0.0)},
+              {"cid": "dense", "retriever": "dense", "k": 15, "recall15": (0.0, 0.0, 0.0)}]
+    experiment = load_experiment(make_run(cells))
+    cid = {ranking_key(c): c.id for c in experiment.cells}
+    assert {cid[key] for key in shown_rankings(experiment, limit=4)} == {"def_s0", "bm25_s0", "tfidf", "dense"}
+    assert {cid[key] for key in shown_rankings(experiment, limit=5)} == {"def_s0", "bm25_s0", "tfidf", "dense", "def_s1"}
+
+
+def test_legend_labels_break_a_grid_of_values_and_stop_after_five_lines():
+    assert wrap("bm25") == "bm25"
+    assert wrap("hybrid(classifier+bm25+dense, method=wsum, weights=1+0.15+0.15)") == (
+        "hybrid(classifier+bm25+dense,\nmethod=wsum, weights=1+0.15+0.15)")
+    grid = "grid={weights=" + "+".join(f"(1+{w}+0.15+0.15)" for w in (0.5, 1, 2, 4, 8, 16, 32, 64, 128)) + "}"
+    lines = wrap(f"tuned(base=hybrid, {grid}, inner_folds=3) seed=0").split("\n")
+    assert len(lines) == 5 and lines[-1].endswith(" …") and all(len(line) <= 38 + 2 for line in lines)
+    assert lines[0] == "tuned(base=hybrid,"
+    assert lines[1] == "grid={weights=(1+0.5+0.15+0.15)+(1+1+"     # cut after a "+", at most 38 characters
