@@ -23,6 +23,7 @@ import numpy as np
 
 from primsel.registry import register
 from primsel.checks import check_choice, check_flag, check_number, check_text
+from primsel.files import digest
 from primsel.retrieval.base import BaseRetriever, code_tokens, english_stopwords
 from primsel.retrieval.bm25 import bm25_index
 from primsel.retrieval.encoders import DEFAULT_MODEL, Encoder, SentenceEncoder, l2_normalise
@@ -31,6 +32,12 @@ from primsel.types import TEXT_VIEWS, Task
 logger = logging.getLogger(__name__)
 
 FEATURES = ("tfidf", "dense", "tfidf+dense")
+
+#: Classifiers fitted in this process, by parameters, library and training tasks: a fit is
+#: deterministic, so the cells, hybrids and nested folds that train one on the same tasks share
+#: it (at most :data:`_FITTED_MAX`, the oldest dropped first; not with an encoder of one's own).
+_FITTED: dict[str, tuple[np.ndarray, dict[int, Any], Any]] = {}
+_FITTED_MAX = 64
 
 
 def _label_matrix(ids: Sequence[str], tasks: Sequence[Task]) -> np.ndarray:
@@ -244,6 +251,13 @@ class ClassifierRetriever(_LearnedBase):
         from sklearn.linear_model import LogisticRegression
 
         super().fit(library, train_tasks)
+        key = None
+        if getattr(self, "_encoder", None) is None:
+            key = digest({"params": self.get_params(), "ids": list(self.ids),
+                          "train": [[t.id, t.query, sorted(t.gold)] for t in train_tasks]})
+            if key in _FITTED:
+                self._constant, self._models, self._feat = _FITTED[key]
+                return self
         y = _label_matrix(self.ids, train_tasks)
         self._constant = np.zeros(len(self.ids))
         self._models: dict[int, Any] = {}
@@ -263,6 +277,10 @@ class ClassifierRetriever(_LearnedBase):
                 model = LogisticRegression(C=self.C, class_weight=self.class_weight, max_iter=self.max_iter)
                 self._models[j] = model.fit(x, y[:, j])
         logger.debug("classifier: %d primitives learned from %d tasks", len(self._models), len(train_tasks))
+        if key is not None:
+            if len(_FITTED) >= _FITTED_MAX:
+                _FITTED.pop(next(iter(_FITTED)))
+            _FITTED[key] = (self._constant, self._models, self._feat)
         return self
 
     def score(self, queries: Mapping[str, str]) -> dict[str, Sequence[float]]:

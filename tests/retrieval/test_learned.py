@@ -127,3 +127,28 @@ def test_learned_retrievers_fitted_on_queries_without_words_score_zero_with_a_wa
     assert "no word in any of the 4 training queries" in caplog.text
     assert set(run) == {"q", "r"} and all(set(scores.values()) == {0.0} for scores in run.values())
     assert all(len(scores) == len(small_library) for scores in run.values())
+
+
+def test_a_classifier_fitted_on_the_same_tasks_is_fitted_once_per_process(small_library, small_tasks, monkeypatch):
+    """Cells, hybrids and nested folds that train a classifier on the same tasks share one fit
+    (it is deterministic); other tasks, other parameters or an encoder of one's own fit again."""
+    from sklearn.linear_model import LogisticRegression
+
+    from primsel.retrieval import learned
+
+    monkeypatch.setattr(learned, "_FITTED", {})
+    fits = []
+    real_fit = LogisticRegression.fit
+    monkeypatch.setattr(LogisticRegression, "fit", lambda self, x, y: fits.append(1) or real_fit(self, x, y))
+    queries = {t.id: t.query for t in small_tasks[6:]}
+    first = ClassifierRetriever(features="tfidf").fit(small_library, small_tasks[:6])
+    # primitives with both positive and negative training tasks: book_room, Room, add_event, Event, delete_event
+    assert len(fits) == 5
+    again = ClassifierRetriever(features="tfidf").fit(small_library, small_tasks[:6])
+    assert len(fits) == 5 and again.search(queries, 6) == first.search(queries, 6)
+    ClassifierRetriever(features="tfidf").fit(small_library, small_tasks[:5])
+    ClassifierRetriever(features="tfidf", C=1.0).fit(small_library, small_tasks[:6])
+    assert len(fits) == 5 + 5 + 5
+    own = ClassifierRetriever(features="tfidf").set_encoder(lambda texts: [[0.0]] * len(texts))
+    own.fit(small_library, small_tasks[:6])
+    assert len(fits) == 20
