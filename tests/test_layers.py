@@ -24,11 +24,18 @@ them (a layer down), pass. Names held in variables are not followed: the registr
 packages of the built-in components from its table (``primsel.registry``), which is how
 plug-ins are found, not an arrow between layers, and the dispatcher loads the subcommand modules
 of its own package.
+
+A package may load its own modules: ``import_module(f"{__name__}.{name}")`` in a package's
+``__init__.py`` (``primsel.datasets`` importing every module of its folder, the loaders of
+retrieval-only data) is checked as an import of each module in that folder. Those lie inside
+the package's unit, so the load passes, unless the folder holds a unit of a higher layer
+(``experiments/report.py``, a command-line module): then it is an arrow up like any other.
 """
 
 from __future__ import annotations
 
 import ast
+import pkgutil
 from pathlib import Path
 
 import pytest
@@ -69,10 +76,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(tree: ast.AST) -> list[tuple[int, str]]:
+def imported(tree: ast.AST, module: str | None = None) -> list[tuple[int, str]]:
     """(line, module) of every primsel module a syntax tree imports (``from primsel.x import y``
     counts as ``primsel.x.y`` when that is a module) or loads by a name written in the code
-    (:func:`loaded`)."""
+    (:func:`loaded`; ``module``, the tree's own name, fills in ``__name__``)."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -84,17 +91,20 @@ def imported(tree: ast.AST) -> list[tuple[int, str]]:
                 path = ROOT.parent.joinpath(*sub.split("."))
                 is_module = path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
                 out.append((node.lineno, sub if is_module else node.module))
-    return list(dict.fromkeys(out + loaded(tree)))
+    return list(dict.fromkeys(out + loaded(tree, module)))
 
 
-def loaded(tree: ast.AST) -> list[tuple[int, str]]:
+def loaded(tree: ast.AST, module: str | None = None) -> list[tuple[int, str]]:
     """(line, module) of every call of a :data:`LOADERS` function whose first argument names a
     primsel module: a string, or the constant start of an f-string (module-level string
-    constants filled in), cut after its last whole dotted name."""
+    constants filled in, and ``__name__`` when the tree's own ``module`` name is given), cut
+    after its last whole dotted name."""
     constants = {target.id: node.value.value for node in getattr(tree, "body", [])
                  if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
                  and isinstance(node.value.value, str)
                  for target in node.targets if isinstance(target, ast.Name)}
+    if module is not None:
+        constants["__name__"] = module
     out = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and node.args):
@@ -143,13 +153,21 @@ def violations(module: str, source: str) -> list[str]:
     unit of the same layer (layers 1 to 4)."""
     layer, own = unit(module)
     out = []
-    for line, target in imported(ast.parse(source)):
-        t_layer, t_unit = unit(target)
-        if t_layer > layer:
-            out.append(f"{module}:{line} imports {target} ({NAMES[t_layer]}) from the {NAMES[layer]} layer")
-        elif t_layer == layer and 0 < layer < TOP and t_unit != own:
-            out.append(f"{module}:{line} imports {target}, another package of the {NAMES[layer]} layer")
+    for line, loads in imported(ast.parse(source), module):
+        # a load of the module itself is a package loading its own modules by f"{__name__}.{name}"
+        for target in own_modules(module) if loads == module else [loads]:
+            t_layer, t_unit = unit(target)
+            if t_layer > layer:
+                out.append(f"{module}:{line} imports {target} ({NAMES[t_layer]}) from the {NAMES[layer]} layer")
+            elif t_layer == layer and 0 < layer < TOP and t_unit != own:
+                out.append(f"{module}:{line} imports {target}, another package of the {NAMES[layer]} layer")
     return out
+
+
+def own_modules(package: str) -> list[str]:
+    """The modules and packages in the folder of a primsel package, sorted (none for a module)."""
+    folder = ROOT.parent.joinpath(*package.split("."))
+    return sorted(f"{package}.{info.name}" for info in pkgutil.iter_modules([str(folder)])) if folder.is_dir() else []
 
 
 def test_every_import_points_down_a_layer():
@@ -195,6 +213,21 @@ def test_imports_down_and_within_a_unit_pass():
                       'import importlib\nimportlib.import_module(f"primsel.simulator.apps.{module}")\n') == []
     # a name held in a variable is not followed (the registry's table of built-in packages)
     assert violations("primsel.registry", "import importlib\nimportlib.import_module(PACKAGES[kind])\n") == []
+
+
+DISCOVERY = ('import importlib\nimport pkgutil\n'
+             'for info in pkgutil.iter_modules(__path__):\n'
+             '    importlib.import_module(f"{__name__}.{info.name}")\n')
+
+
+def test_a_package_may_load_its_own_modules_unless_one_is_a_unit_of_a_higher_layer():
+    assert loaded(ast.parse(DISCOVERY)) == []  # without the module's own name, __name__ is unknown
+    assert loaded(ast.parse(DISCOVERY), "primsel.datasets") == [(4, "primsel.datasets")]
+    assert "primsel.datasets.beir" in own_modules("primsel.datasets") and own_modules("primsel.datasets.beir") == []
+    assert violations("primsel.datasets", DISCOVERY) == []
+    # experiments/report.py re-exports the views: a command-line module inside experiments/
+    assert violations("primsel.experiments", DISCOVERY) == [
+        "primsel.experiments:4 imports primsel.experiments.report (command line) from the experiments layer"]
 
 
 def test_a_load_by_name_is_read_to_its_last_whole_module_name():

@@ -10,14 +10,21 @@ BEIR-layout directory, the MetaTool and Gorilla APIBench folders (or one of thei
 named as a path below the folder: ``metatool/single``, ``gorilla-apibench/torchhub``), and
 ``pydoc[:SIZE[:PACKAGES]]``, the documented callables of the installed packages. Commands that
 generate or execute programs refuse it (:func:`resolve_dataset` raises).
+
+Each kind of retrieval-only data is one module of this package that registers a
+:class:`~primsel.datasets.retrieval_only.RetrievalLoader` as it is imported. The package imports
+all its modules (in name order) when it is imported, and recognises paths, loads data and names
+the kinds in its messages from the registered declarations (:func:`retrieval_data_kinds`), so a
+new kind needs no edit here (docs/architecture.md, "a dataset").
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 from pathlib import Path
 
-from primsel.datasets import apibench, beir, metatool, pydoc
 from primsel.datasets.asperbench import (
     ASPER_BENCH_FILENAME,
     ASPER_BENCH_SHA256,
@@ -27,7 +34,11 @@ from primsel.datasets.asperbench import (
     sorted_tasks,
     verify_checksum,
 )
-from primsel.datasets.retrieval_only import RetrievalDataset
+from primsel.datasets.retrieval_only import (
+    RetrievalDataset,
+    RetrievalLoader,
+    retrieval_loaders,
+)
 from primsel.types import Task
 
 #: Environment variable naming the Asper-Bench archive.
@@ -44,13 +55,14 @@ __all__ = [
     "BUILTIN_DIR",
     "ENV_VAR",
     "DatasetError",
-    "load_asper_bench",
     "RetrievalDataset",
     "is_retrieval_data",
+    "load_asper_bench",
     "load_builtin_tasks",
     "load_retrieval_data",
     "load_tasks",
     "resolve_dataset",
+    "retrieval_data_kinds",
     "verify_checksum",
 ]
 
@@ -94,10 +106,8 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None, origin: str = "-
         # not named like an archive: it may be meant as retrieval-only data as well
         raise DatasetError(
             f"data not found: {resolved} (from {origin}): no such file or directory. Data is the "
-            f"Asper-Bench archive ({ASPER_BENCH_FILENAME}) or retrieval-only data: a BEIR directory, "
-            "the MetaTool or Gorilla APIBench folder or one of their subsets (.../metatool/multi, "
-            ".../gorilla-apibench/torchhub), or pydoc[:SIZE]; docs/user-guide.md (\"Data\") says where "
-            "to download MetaTool and APIBench")
+            f"Asper-Bench archive ({ASPER_BENCH_FILENAME}) or retrieval-only data: {retrieval_data_kinds()}; "
+            "docs/user-guide.md (\"Data\") says where to download MetaTool and APIBench")
     if not resolved.is_file():
         raise DatasetError(f"{resolved} (from {origin}) is not a regular file; give the Asper-Bench archive")
     return resolved
@@ -151,21 +161,57 @@ def load_builtin_tasks() -> list[Task]:
 # ---------------------------------------------------------------------------------------------
 # Retrieval-only data
 # ---------------------------------------------------------------------------------------------
-def _retrieval_parts(path: str | os.PathLike[str]) -> tuple[str, Path, tuple[str, ...]] | None:
-    """``(kind, folder, subsets)`` of a retrieval-only data path, or None: kind is ``beir``,
-    ``metatool``, ``apibench`` or ``pydoc`` (folder then unused, subsets the spec)."""
+def _import_loader_modules() -> None:
+    """Import every module of this package, in name order: a loader module registers its
+    :class:`RetrievalLoader` as it is imported (:func:`primsel.datasets.retrieval_only.register_loader`)."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda module: module.name):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+def _either(items: list[str]) -> str:
+    """``"a"``, ``"a or b"``, ``"a, b, or c"``."""
+    if len(items) <= 2:
+        return " or ".join(items)
+    return ", ".join(items[:-1]) + ", or " + items[-1]
+
+
+def retrieval_data_kinds() -> str:
+    """The kinds of retrieval-only data the registered loaders read, as messages name them:
+    data recognised by its path first (``"a BEIR directory with corpus.jsonl"``), then the folders
+    with subsets together (``"the MetaTool or Gorilla APIBench folder or one of their subsets
+    (.../metatool/multi, .../gorilla-apibench/torchhub)"``), then data named by a text
+    (``"pydoc[:SIZE]"``), each group in recognition order."""
+    loaders = retrieval_loaders()
+    paths = [loader.description for loader in loaders if loader.recognise is not None and not loader.subsets]
+    folders = [loader for loader in loaders if loader.subsets]
+    names = [loader.description for loader in loaders if loader.recognise_name is not None]
+    if folders:
+        titles = [loader.description for loader in folders]
+        joined = titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " or " + titles[-1]
+        whose = "its" if len(folders) == 1 else "their"
+        examples = ", ".join(loader.example for loader in folders)
+        paths.append(f"the {joined} folder or one of {whose} subsets ({examples})")
+    return _either(paths + names)
+
+
+def _retrieval_parts(path: str | os.PathLike[str]) -> tuple[RetrievalLoader, Path, tuple[str, ...]] | None:
+    """``(loader, folder, subsets)`` of a retrieval-only data path, or None: the first registered
+    loader (:func:`~primsel.datasets.retrieval_only.retrieval_loaders`) that recognises the path
+    as a whole, or (loaders with subsets) ``FOLDER/SUBSET`` for a path that does not exist; for
+    data named by a text, folder is that text as a path and subsets the text itself."""
     text = os.fspath(path)
     resolved = Path(text).expanduser()
-    if pydoc.is_pydoc_spec(text) and not resolved.exists():
-        return "pydoc", resolved, (text,)
-    for kind, recognise, subsets in (("metatool", metatool.is_metatool, tuple(metatool.SUBSETS)),
-                                     ("apibench", apibench.is_apibench, tuple(apibench.HUBS))):
-        if recognise(resolved):
-            return kind, resolved, subsets
-        if not resolved.exists() and resolved.name in subsets and recognise(resolved.parent):
-            return kind, resolved.parent, (resolved.name,)
-    if beir.is_beir(resolved):
-        return "beir", resolved, ()
+    for loader in retrieval_loaders():
+        if loader.recognise_name is not None:
+            if not resolved.exists() and loader.recognise_name(text):
+                return loader, resolved, (text,)
+            continue
+        assert loader.recognise is not None  # RetrievalLoader requires one of the two
+        if loader.recognise(resolved):
+            return loader, resolved, loader.subsets
+        if loader.subsets and not resolved.exists() and resolved.name in loader.subsets \
+                and loader.recognise(resolved.parent):
+            return loader, resolved.parent, (resolved.name,)
     return None
 
 
@@ -176,24 +222,24 @@ def is_retrieval_data(path: str | os.PathLike[str] | None) -> bool:
 
 def load_retrieval_data(path: str | os.PathLike[str]) -> list[RetrievalDataset]:
     """The retrieval-only datasets ``path`` names, in a fixed order: a MetaTool folder gives
-    ``metatool-single`` and ``metatool-multi``, an APIBench folder its three hubs, a subset path
+    ``metatool-single`` and ``metatool-multi``, an APIBench folder its three hubs (a folder of a
+    loader with subsets: one dataset per subset, in the declared order), a subset path
     (``.../metatool/multi``, ``.../gorilla-apibench/huggingface``) that one, a BEIR directory
     and ``pydoc[:SIZE[:PACKAGES]]`` one each.
 
     Raises
     ------
-    DatasetError : ``path`` is not retrieval-only data, or a file is missing or malformed
-        (the message names the file and line).
+    DatasetError : ``path`` is not retrieval-only data (the message lists the kinds, see
+        :func:`retrieval_data_kinds`), or a file is missing or malformed (the message names the
+        file and line).
     """
     parts = _retrieval_parts(path)
     if parts is None:
-        raise DatasetError(f"{path}: not retrieval-only data (expected a BEIR directory with {beir.CORPUS}, "
-                           f"the MetaTool or Gorilla APIBench folder or one of their subsets, or pydoc[:SIZE])")
-    kind, folder, subsets = parts
-    if kind == "pydoc":
-        return [pydoc.load_pydoc(subsets[0])]
-    if kind == "beir":
-        return [beir.load_beir(folder)]
-    if kind == "metatool":
-        return [metatool.load_metatool(folder, s) for s in subsets]
-    return [apibench.load_apibench(folder, s) for s in subsets]
+        raise DatasetError(f"{path}: not retrieval-only data (expected {retrieval_data_kinds()})")
+    loader, folder, subsets = parts
+    if not subsets:
+        return [loader.load(folder, None)]
+    return [loader.load(folder, subset) for subset in subsets]
+
+
+_import_loader_modules()

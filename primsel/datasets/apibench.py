@@ -32,10 +32,12 @@ from typing import Any
 from primsel.datasets.asperbench import DatasetError
 from primsel.datasets.retrieval_only import (
     RetrievalDataset,
+    RetrievalLoader,
     document,
     merge_queries,
     query_task,
     read_jsonl_rows,
+    register_loader,
     require_object,
     require_text,
 )
@@ -148,3 +150,8 @@ def _gold(api_data: Any, exact: Mapping[str, str], by_call: Mapping[str, list[st
         narrowed = [d for d in calls if d in named]
         return narrowed or list(calls)
     return sorted(named)
+
+
+LOADER = register_loader(RetrievalLoader(
+    kind="apibench", description="Gorilla APIBench", recognise=is_apibench, load=load_apibench,
+    subsets=tuple(HUBS), example=".../gorilla-apibench/torchhub", order=30))

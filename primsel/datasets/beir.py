@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from primsel.datasets.asperbench import DatasetError
-from primsel.datasets.retrieval_only import RetrievalDataset, document, query_task, read_jsonl_rows, require_object
+from primsel.datasets.retrieval_only import (
+    RetrievalDataset,
+    RetrievalLoader,
+    document,
+    query_task,
+    read_jsonl_rows,
+    register_loader,
+    require_object,
+)
 
 #: Files of a BEIR-layout directory.
 CORPUS = "corpus.jsonl"
@@ -117,3 +125,9 @@ def _read_qrels(path: Path, queries: set[str], documents: set[str]) -> dict[str,
         if value > 0:
             gold.setdefault(query_id, set()).add(doc_id)
     return gold
+
+
+#: Asked last: any directory with a corpus.jsonl is taken for a BEIR directory.
+LOADER = register_loader(RetrievalLoader(
+    kind="beir", description=f"a BEIR directory with {CORPUS}", recognise=is_beir,
+    load=lambda folder, subset: load_beir(folder), order=90))

@@ -25,11 +25,13 @@ from pathlib import Path
 from primsel.datasets.asperbench import DatasetError
 from primsel.datasets.retrieval_only import (
     RetrievalDataset,
+    RetrievalLoader,
     document,
     merge_queries,
     query_task,
     read_json,
     read_text,
+    register_loader,
     require_text,
 )
 
@@ -122,3 +124,8 @@ def _multi_rows(path: Path, tools: set[str]) -> list[tuple[str, str, frozenset[s
             raise DatasetError(f"{where}: tools {unknown} are not in {MULTI_TOOLS}")
         rows.append((str(number), item["query"], frozenset(names)))
     return rows
+
+
+LOADER = register_loader(RetrievalLoader(
+    kind="metatool", description="MetaTool", recognise=is_metatool, load=load_metatool,
+    subsets=tuple(SUBSETS), example=".../metatool/multi", order=20))

@@ -40,7 +40,12 @@ from typing import Any
 
 from primsel.datasets.asperbench import DatasetError
 from primsel.datasets.pydoc_walk import environment
-from primsel.datasets.retrieval_only import RetrievalDataset, query_task
+from primsel.datasets.retrieval_only import (
+    RetrievalDataset,
+    RetrievalLoader,
+    query_task,
+    register_loader,
+)
 from primsel.files import cache_dir
 from primsel.types import Primitive
 
@@ -231,3 +236,9 @@ def versions_text(info: Mapping[str, Any], limit: int = 12) -> str:
     shown = ", ".join(f"{k} {v}" for k, v in list(packages.items())[:limit])
     more = f", and {len(packages) - limit} more" if len(packages) > limit else ""
     return f"Python {info.get('python')}; {shown}{more}"
+
+
+#: Asked first, when no file or directory has the name: ``pydoc:10k`` is a text, not a path.
+LOADER = register_loader(RetrievalLoader(
+    kind="pydoc", description="pydoc[:SIZE]", recognise_name=is_pydoc_spec,
+    load=lambda folder, spec: load_pydoc(spec or "pydoc"), order=10))

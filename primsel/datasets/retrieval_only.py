@@ -12,13 +12,17 @@ The loaders (:mod:`primsel.datasets.beir`, :mod:`primsel.datasets.metatool`,
 the file and line of anything malformed (:class:`primsel.datasets.DatasetError`). What they
 merge or drop (repeated queries, contradictory labels, duplicate documents, items without a
 gold document) is counted in :attr:`RetrievalDataset.notes`.
+
+Each loader module declares what it reads with one :class:`RetrievalLoader`, registered at
+import by :func:`register_loader`; :mod:`primsel.datasets` imports every module of its package
+and recognises and loads data through the declarations (:func:`retrieval_loaders`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +74,97 @@ class RetrievalDataset:
             unknown = sorted(t.gold - known)
             if unknown:
                 raise DatasetError(f"{self.name}: query {t.id!r} has gold ids not in the corpus: {unknown[:5]}")
+
+
+@dataclass(frozen=True)
+class RetrievalLoader:
+    """The declaration of one kind of retrieval-only data: how a path is recognised as it and
+    how it is loaded. A loader module registers one with :func:`register_loader`.
+
+    Parameters
+    ----------
+    kind : a short name (``"beir"``, ``"metatool"``); unique among the registered loaders.
+    description : how messages name the data. Without ``subsets``: a noun phrase (``"a BEIR
+        directory with corpus.jsonl"``, ``"pydoc[:SIZE]"``). With ``subsets``: the name of the
+        folder (``"MetaTool"``), which messages write as ``"the MetaTool folder or one of its
+        subsets (EXAMPLE)"``, folders with subsets listed together.
+    recognise : ``recognise(path) -> bool``, True when the existing ``path`` (a
+        :class:`~pathlib.Path`, ``~`` expanded) holds this kind of data. Exactly one of
+        ``recognise`` and ``recognise_name`` is given.
+    recognise_name : for data named by a text rather than a path (``pydoc:10k``):
+        ``recognise_name(text) -> bool`` on the text as given; asked only when no file or
+        directory of that name exists.
+    load : ``load(folder, subset) -> RetrievalDataset``: ``folder`` the recognised path (for
+        data named by a text, that text as a path), ``subset`` one of ``subsets``, the text
+        itself for data named by a text, else None. Raises :class:`DatasetError` naming the file
+        and line of anything malformed.
+    subsets : the names of the datasets one folder holds, in loading order; a folder gives all
+        of them, and ``FOLDER/NAME`` (a path that does not exist, below a recognised folder)
+        gives the one named.
+    example : a subset path for messages (``".../metatool/multi"``); required with ``subsets``.
+    order : recognition order: lower is asked first, ties by ``kind``. Layouts that a more
+        general one would also match go first (a BEIR directory, any folder with a
+        ``corpus.jsonl``, is asked last: 90).
+
+    Raises
+    ------
+    ValueError : an empty ``kind`` or ``description``, not exactly one of ``recognise`` and
+        ``recognise_name``, subsets for data named by a text, or subsets without an example.
+    """
+
+    kind: str
+    description: str
+    load: Callable[[Path, str | None], RetrievalDataset]
+    recognise: Callable[[Path], bool] | None = None
+    recognise_name: Callable[[str], bool] | None = None
+    subsets: tuple[str, ...] = ()
+    example: str = ""
+    order: int = 50
+
+    def __post_init__(self) -> None:
+        where = f"retrieval loader {self.kind!r}"
+        if not self.kind.strip() or not self.description.strip():
+            raise ValueError(f"{where}: kind and description must be non-empty")
+        if (self.recognise is None) == (self.recognise_name is None):
+            raise ValueError(f"{where}: give exactly one of recognise (a path) and recognise_name (a text)")
+        if self.subsets and self.recognise_name is not None:
+            raise ValueError(f"{where}: data named by a text has no subsets")
+        if self.subsets and not self.example:
+            raise ValueError(f"{where}: give an example subset path for messages (\".../folder/subset\")")
+
+
+# kind -> declaration; filled by the loader modules as they are imported
+_LOADERS: dict[str, RetrievalLoader] = {}
+
+
+def register_loader(loader: RetrievalLoader) -> RetrievalLoader:
+    """Register ``loader`` (a loader module calls this at import) and return it.
+
+    Raises
+    ------
+    ValueError : another declaration of the same kind is registered.
+    """
+    known = _LOADERS.get(loader.kind)
+    if known is not None and known != loader:
+        raise ValueError(f"retrieval loader {loader.kind!r} is already registered "
+                         f"(by {getattr(known.load, '__module__', '?')})")
+    _LOADERS[loader.kind] = loader
+    return loader
+
+
+def unregister_loader(kind: str) -> None:
+    """Remove the declaration of ``kind`` (tests that register a loader of their own).
+
+    Raises
+    ------
+    KeyError : no loader of that kind is registered.
+    """
+    del _LOADERS[kind]
+
+
+def retrieval_loaders() -> tuple[RetrievalLoader, ...]:
+    """The registered declarations in recognition order (``order``, then ``kind``)."""
+    return tuple(sorted(_LOADERS.values(), key=lambda loader: (loader.order, loader.kind)))
 
 
 def document(doc_id: str, title: str, text: str, source: str, name: str | None = None) -> Primitive:
