@@ -19,8 +19,11 @@ A folder tells its layer: no module is exempt. Loading a module by name counts a
 a call of ``importlib.import_module`` (or ``import_module``, ``__import__``) whose first
 argument is a string or an f-string naming a primsel module (its constant start, with
 module-level string constants filled in: ``f"{APPS_PACKAGE}.{name}"``) is checked as an
-``import`` of that module. So the simulator loading its own app modules, and ``eval`` loading
-them (a layer down), pass. Names held in variables are not followed: the registry loads the
+``import`` of that module. So the simulator loading its own app modules, ``eval`` loading
+them (a layer down), and a package loading the modules of its own folder (``primsel.retrieval``
+imports every module it holds, ``f"primsel.retrieval.{name}"``, so that their retrievers are
+registered) pass: a load within one unit is no arrow between layers, and it is checked like
+any other, so the same package loading another package's modules by name is found. Names held in variables are not followed: the registry loads the
 packages of the built-in components from its table (``primsel.registry``), which is how
 plug-ins are found, not an arrow between layers, and the dispatcher loads the subcommand modules
 of its own package.
@@ -228,6 +231,18 @@ def test_a_package_may_load_its_own_modules_unless_one_is_a_unit_of_a_higher_lay
     # experiments/report.py re-exports the views: a command-line module inside experiments/
     assert violations("primsel.experiments", DISCOVERY) == [
         "primsel.experiments:4 imports primsel.experiments.report (command line) from the experiments layer"]
+
+
+def test_a_package_may_load_the_modules_of_its_own_folder_by_name():
+    source = (ROOT / "retrieval" / "__init__.py").read_text(encoding="utf-8")
+    assert [module for _, module in loaded(ast.parse(source))] == ["primsel.retrieval"]  # the load is read
+    assert violations("primsel.retrieval", source) == []
+    (found,) = violations("primsel.retrieval",
+                          'import importlib\nimportlib.import_module(f"primsel.generation.{name}")\n')
+    assert "imports primsel.generation, another package of the stages layer" in found
+    (found,) = violations("primsel.retrieval",
+                          'import importlib\nimportlib.import_module(f"primsel.experiments.{name}")\n')
+    assert "imports primsel.experiments (experiments) from the stages layer" in found
 
 
 def test_a_load_by_name_is_read_to_its_last_whole_module_name():

@@ -4,7 +4,10 @@ Ranking metrics read a :data:`primsel.types.Run` (``{task_id: {primitive_id: sco
 gold sets (a :data:`primsel.types.Qrels` or ``{task_id: iterable of primitive ids}``). Metric names
 follow ranx: ``recall@k``, ``precision@k``, ``ndcg@k``, ``mrr`` (or ``mrr@k``), plus
 ``complete@k`` (1 when every gold primitive is in the first k, else 0; averaged it is the
-fraction of tasks whose gold set is fully retrieved).
+fraction of tasks whose gold set is fully retrieved). Each base is one :class:`RankingMetric` of
+:data:`METRICS` (its value, its tie-aware value, whether k may be left out): a new base is one
+entry there, and is then accepted by :func:`parse_metric`, hence by an experiment's
+``metrics = [...]``.
 
 Conventions (the same for every function here)
 -----------------------------------------------
@@ -39,12 +42,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from primsel.types import check_run, ranking, tie_groups
 
-#: Ranking metrics understood by :func:`evaluate` (``name@k``; ``mrr`` also without cut-off).
-RANKING_METRICS = ("recall", "precision", "ndcg", "mrr", "complete")
 #: Keys returned by :func:`set_metrics`.
 SET_METRIC_KEYS = (
     "set_precision_micro", "set_recall_micro", "set_f1_micro",
@@ -52,7 +54,138 @@ SET_METRIC_KEYS = (
 )
 #: How :func:`per_task` orders tied scores: by primitive id, or the expectation over tie orders.
 TIE_MODES = ("id", "expected")
-_METRIC = re.compile(r"^(recall|precision|ndcg|mrr|complete)(?:@(\d+))?$")
+#: A metric name: its base, then ``@k`` (whether k may be left out is the base's to say).
+_METRIC = re.compile(r"^([a-z][a-z0-9_]*)(?:@(\d+))?$")
+
+
+@dataclass(frozen=True)
+class RankingMetric:
+    """The definition of one ranking metric base: everything :func:`parse_metric`,
+    :func:`per_task` and :func:`tie_aware` need to know about it.
+
+    Parameters
+    ----------
+    name : the base, lower case letters, digits and ``_`` (``"recall"``); metric names are
+        ``name@k``.
+    value : ``value(top, k, gold) -> float``: the metric of one task, tied scores ranked by
+        primitive id. ``top`` is the ranking cut at k (the whole ranking when k is None), a
+        sequence of distinct primitive ids, best first; ``gold`` the non-empty frozenset of
+        gold ids.
+    expected : ``expected(groups, k, gold) -> float``: its tie-aware value, the mean over every
+        order of the tied primitives. ``groups`` is the whole ranking cut into groups of equal
+        score, best first (:func:`primsel.types.tie_groups`); equal to ``value`` when no group
+        crosses the ranks that matter.
+    k_optional : whether the bare ``name`` (k None, the whole ranking) is a metric too; else
+        ``name@k`` is required and ``value`` and ``expected`` always get an integer k >= 1.
+
+    Raises
+    ------
+    ValueError : a name that is not lower case letters, digits and ``_``, starting with a letter.
+    """
+
+    name: str
+    value: Callable[[Sequence[str], int | None, frozenset[str]], float]
+    expected: Callable[[Sequence[Sequence[str]], int | None, frozenset[str]], float]
+    k_optional: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(f"a metric base is lower case letters, digits and _, got {self.name!r}")
+
+
+def _hits(top: Sequence[str], gold: frozenset[str]) -> int:
+    return sum(1 for p in top if p in gold)
+
+
+def _ideal_dcg(k: int, gold: frozenset[str]) -> float:
+    return sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), k) + 1))
+
+
+def _cut(k: int | None) -> float:
+    return math.inf if k is None else k
+
+
+def _reciprocal_rank(top: Sequence[str], k: int | None, gold: frozenset[str]) -> float:
+    for i, p in enumerate(top, start=1):
+        if p in gold:
+            return 1.0 / i
+    return 0.0
+
+
+def _ndcg(top: Sequence[str], k: int | None, gold: frozenset[str]) -> float:
+    dcg = sum(1.0 / math.log2(i + 1) for i, p in enumerate(top, start=1) if p in gold)
+    return dcg / _ideal_dcg(k, gold)  # type: ignore[arg-type]
+
+
+def _expected_gains(groups: Sequence[Sequence[str]], k: int | None, gold: frozenset[str],
+                    per_rank: bool) -> list[float]:
+    """(probability a rank holds gold) x (gain of the rank), over the ranks within the cut-off:
+    one term per rank with the DCG gain (``per_rank``), else one term per group, gain 1 a rank.
+
+    For a group of ``n`` primitives of which ``r`` are gold, occupying ranks ``s + 1 .. s + n``,
+    every one of those ranks holds a gold primitive with probability ``r / n``.
+    """
+    cut = _cut(k)
+    gains = []
+    start = 0
+    for group in groups:
+        n, r = len(group), sum(1 for p in group if p in gold)
+        if start >= cut:
+            break
+        if r:
+            last = int(min(start + n, cut))
+            if per_rank:
+                gains.extend(r / n / math.log2(i + 1) for i in range(start + 1, last + 1))
+            else:
+                gains.append(r / n * (last - start))
+        start += n
+    return gains
+
+
+def _expected_reciprocal_rank(groups: Sequence[Sequence[str]], k: int | None, gold: frozenset[str]) -> float:
+    # only the first group holding gold counts: the first gold primitive is at rank s + j with
+    # probability C(n - j, r - 1) / C(n, r), j = 1 .. n - r + 1 (0 below the cut-off)
+    cut, start = _cut(k), 0
+    for group in groups:
+        n, r = len(group), sum(1 for p in group if p in gold)
+        if r:
+            total = math.comb(n, r)
+            return math.fsum(math.comb(n - j, r - 1) / total / (start + j)
+                             for j in range(1, n - r + 2) if start + j <= cut)
+        start += n
+    return 0.0
+
+
+def _expected_complete(groups: Sequence[Sequence[str]], k: int | None, gold: frozenset[str]) -> float:
+    # 0 when a gold primitive is unranked or in a group starting at or below k, else
+    # C(m, r) / C(n, r) for the group crossing the cut-off with m = k - s of its ranks inside
+    if sum(1 for group in groups for p in group if p in gold) < len(gold):
+        return 0.0  # a gold primitive is not ranked at all
+    cut, value, start = _cut(k), 1.0, 0
+    for group in groups:
+        n, r = len(group), sum(1 for p in group if p in gold)
+        inside = max(0, min(n, cut - start))
+        if r:
+            value *= math.comb(int(inside), r) / math.comb(n, r)
+        start += n
+    return value
+
+
+#: The ranking metric bases, by name: a new base is one entry here.
+METRICS: dict[str, RankingMetric] = {m.name: m for m in (
+    RankingMetric("recall", value=lambda top, k, gold: _hits(top, gold) / len(gold),
+                  expected=lambda groups, k, gold: math.fsum(_expected_gains(groups, k, gold, False)) / len(gold)),
+    RankingMetric("precision", value=lambda top, k, gold: _hits(top, gold) / k,  # type: ignore[operator]
+                  expected=lambda groups, k, gold: math.fsum(_expected_gains(groups, k, gold, False)) / k),
+    RankingMetric("ndcg", value=_ndcg,
+                  expected=lambda groups, k, gold: math.fsum(_expected_gains(groups, k, gold, True))
+                  / _ideal_dcg(k, gold)),  # type: ignore[arg-type]
+    RankingMetric("mrr", value=_reciprocal_rank, expected=_expected_reciprocal_rank, k_optional=True),
+    RankingMetric("complete", value=lambda top, k, gold: 1.0 if gold.issubset(top) else 0.0,
+                  expected=_expected_complete),
+)}
+#: The names of the ranking metric bases defined in :data:`METRICS`.
+RANKING_METRICS = tuple(METRICS)
 
 
 def parse_metric(name: str) -> tuple[str, int | None]:
@@ -60,23 +193,26 @@ def parse_metric(name: str) -> tuple[str, int | None]:
 
     Parameters
     ----------
-    name : ``"recall@10"``, ``"precision@5"``, ``"ndcg@10"``, ``"mrr"``, ``"mrr@10"``, ``"complete@20"``.
+    name : a base of :data:`METRICS` and its cut-off: ``"recall@10"``, ``"precision@5"``,
+        ``"ndcg@10"``, ``"mrr"``, ``"mrr@10"``, ``"complete@20"``; case and surrounding
+        spaces are ignored.
 
     Returns
     -------
-    (base name, k or None); only ``mrr`` may omit k.
+    (base name, k or None); only a base with ``k_optional`` (``mrr``) may omit k.
 
     Raises
     ------
     ValueError : unknown metric, missing cut-off, or k < 1.
     """
     m = _METRIC.match(name.strip().lower())
-    if m is None:
-        known = ", ".join(b + "@k" for b in RANKING_METRICS)
-        raise ValueError(f"unknown metric {name!r}; expected one of {known} or 'mrr'")
+    if m is None or m.group(1) not in METRICS:
+        known = ", ".join(b + "@k" for b in METRICS) + "".join(
+            f" or {b!r}" for b, metric in METRICS.items() if metric.k_optional)
+        raise ValueError(f"unknown metric {name!r}; expected one of {known}")
     base, k = m.group(1), m.group(2)
     if k is None:
-        if base != "mrr":
+        if not METRICS[base].k_optional:
             raise ValueError(f"metric {name!r} needs a cut-off, e.g. {base}@10")
         return base, None
     if int(k) < 1:
@@ -110,23 +246,7 @@ def _dedupe(ids: Iterable[str]) -> list[str]:
 
 
 def _value(base: str, k: int | None, ranked: Sequence[str], gold: frozenset[str]) -> float:
-    top = ranked if k is None else ranked[:k]
-    if base == "recall":
-        return sum(1 for p in top if p in gold) / len(gold)
-    if base == "precision":
-        return sum(1 for p in top if p in gold) / k  # type: ignore[operator]
-    if base == "complete":
-        return 1.0 if gold.issubset(top) else 0.0
-    if base == "mrr":
-        for i, p in enumerate(top, start=1):
-            if p in gold:
-                return 1.0 / i
-        return 0.0
-    if base == "ndcg":
-        dcg = sum(1.0 / math.log2(i + 1) for i, p in enumerate(top, start=1) if p in gold)
-        ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), k) + 1))  # type: ignore[type-var]
-        return dcg / ideal
-    raise ValueError(f"unknown metric {base!r}")  # pragma: no cover (parse_metric guards)
+    return METRICS[base].value(ranked if k is None else ranked[:k], k, gold)
 
 
 def tie_aware(base: str, k: int | None, groups: Sequence[Sequence[str]], gold: frozenset[str]) -> float:
@@ -146,9 +266,12 @@ def tie_aware(base: str, k: int | None, groups: Sequence[Sequence[str]], gold: f
       primitive is at rank ``s + j`` with probability ``C(n - j, r - 1) / C(n, r)``,
       ``j = 1 .. n - r + 1`` (and contributes 0 below the cut-off of ``mrr@k``).
 
+    Each base computes its own (``RankingMetric.expected`` of :data:`METRICS`).
+
     Parameters
     ----------
-    base : ``"recall"``, ``"precision"``, ``"ndcg"``, ``"mrr"`` or ``"complete"``.
+    base : a base of :data:`METRICS`: ``"recall"``, ``"precision"``, ``"ndcg"``, ``"mrr"``,
+        ``"complete"``.
     k : cut-off (>= 1), or None for ``mrr`` over the whole ranking.
     groups : the ranking cut into groups of equal score, best first (:func:`primsel.types.tie_groups`).
     gold : the gold primitive ids, non-empty.
@@ -156,50 +279,14 @@ def tie_aware(base: str, k: int | None, groups: Sequence[Sequence[str]], gold: f
     Returns
     -------
     float in [0, 1]; equal to the id-order value when no group crosses the ranks that matter.
+
+    Raises
+    ------
+    ValueError : an unknown base.
     """
-    cut = math.inf if k is None else k
-    if base == "mrr":
-        start = 0
-        for group in groups:
-            n, r = len(group), sum(1 for p in group if p in gold)
-            if r:
-                total = math.comb(n, r)
-                return math.fsum(math.comb(n - j, r - 1) / total / (start + j)
-                                 for j in range(1, n - r + 2) if start + j <= cut)
-            start += n
-        return 0.0
-    if base == "complete":
-        if sum(1 for group in groups for p in group if p in gold) < len(gold):
-            return 0.0  # a gold primitive is not ranked at all
-        value, start = 1.0, 0
-        for group in groups:
-            n, r = len(group), sum(1 for p in group if p in gold)
-            inside = max(0, min(n, cut - start))
-            if r:
-                value *= math.comb(int(inside), r) / math.comb(n, r)
-            start += n
-        return value
-    gains = []  # (probability a rank holds gold) x (gain of the rank), over ranks within the cut-off
-    start = 0
-    for group in groups:
-        n, r = len(group), sum(1 for p in group if p in gold)
-        if start >= cut:
-            break
-        if r:
-            last = int(min(start + n, cut))
-            if base == "ndcg":
-                gains.extend(r / n / math.log2(i + 1) for i in range(start + 1, last + 1))
-            else:
-                gains.append(r / n * (last - start))
-        start += n
-    if base == "recall":
-        return math.fsum(gains) / len(gold)
-    if base == "precision":
-        return math.fsum(gains) / k  # type: ignore[operator]
-    if base == "ndcg":
-        ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), k) + 1))  # type: ignore[type-var]
-        return math.fsum(gains) / ideal
-    raise ValueError(f"unknown metric {base!r}")  # pragma: no cover (parse_metric guards)
+    if base not in METRICS:
+        raise ValueError(f"unknown metric {base!r}")
+    return METRICS[base].expected(groups, k, gold)
 
 
 def per_task(

@@ -26,8 +26,11 @@ report.json and :meth:`CellReport.from_json` its one reader: ``from_json(x).to_j
 every report.json, keys it does not know included (kept in :attr:`CellReport.extra`). Files
 written before ``learns``, ``frontier`` and ``retrieval_key`` existed read with those None.
 
-The metric names live here only (:data:`BASE_METRICS`, :data:`TABLE_COLUMNS`, ...): the cell,
-the report, the explorer and the commands import them.
+The names of the metrics every cell reports and the fixed tables show live here only
+(:data:`BASE_METRICS`, :data:`TABLE_COLUMNS`, ...): the cell, the report, the explorer and the
+commands import them. What a ranking metric is (its value, its tie-aware value) is defined in
+:data:`primsel.eval.metrics.METRICS`; a metric a cell's ``metrics`` asks for is recorded and
+shown in the report's full table without being named here.
 """
 
 from __future__ import annotations

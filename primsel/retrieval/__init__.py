@@ -1,23 +1,30 @@
 """Retrievers, the selector, cross-validation and TREC run files.
 
-Importing this package registers the built-in retrievers: lexical ``bm25`` and ``tfidf``,
-``dense``, the fusion ``hybrid``, the learned ``prior``, ``knn``, ``expansion``, ``classifier``,
-the fine-tuned bi-encoder ``finetuned`` and cross-encoder ``rerank``, the set completion
-``cooccurrence``, the nested cross-validation wrapper ``tuned``, and the bounds ``oracle``,
-``all`` and ``random``; and the selectors ``topk`` and ``calibrated``. No module imports torch,
-faiss or sentence-transformers until a retriever that needs them is fitted.
+Importing this package imports every module of it, in name order, so every class a module
+registers with ``@register("name")`` is registered: a new module in this folder needs no edit
+here. The names are listed by ``primsel.available()`` and in the user guide ("Retrievers",
+"Registered names"). No module imports torch, faiss, sentence-transformers or openai until a
+retriever that needs them is fitted or asks its first question.
 """
 
-from primsel.retrieval import (  # noqa: F401  (registration)
-    baselines, bm25, completion, dense, finetune, hybrid, learned, priors, rerank, tfidf, tuned,
-)
-from primsel.retrieval import llm_selector  # noqa: F401  (registration; openai is imported on first request)
+import importlib
+import pkgutil
+
 from primsel.checks import check_k
 from primsel.retrieval.base import BaseRetriever, code_tokens
 from primsel.retrieval.cv import cross_validated_run, fold_assignment
 from primsel.retrieval.selector import estimate_tokens, select, select_run
 from primsel.retrieval.trec import format_run, read_run, write_run
 from primsel.types import top_k
+
+
+def _import_every_module() -> None:
+    """Import every module of this package, in name order: registering happens on import."""
+    for name in sorted(info.name for info in pkgutil.iter_modules(__path__)):
+        importlib.import_module(f"primsel.retrieval.{name}")
+
+
+_import_every_module()
 
 #: The configuration ``primsel retrieve`` uses without ``--retriever`` (no LLM): a per-primitive
 #: logistic regression on the query (TF-IDF + MiniLM embedding) and MiniLM fine-tuned on the

@@ -13,15 +13,23 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
+import pkgutil
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from primsel.testing.fake_server import FakeOpenAIServer, Reply, last_user_message
+import primsel.retrieval
 from primsel.registry import available, build, resolve
+from primsel.testing.fake_server import FakeOpenAIServer, Reply, last_user_message
 from primsel.types import LearnsFromTasks, ReportsUsage, Retriever, SeesGold
 
+#: The repository's root (the documentation is read from there).
+ROOT = Path(__file__).resolve().parents[2]
 #: Parameters that avoid loading a sentence model.
 OFFLINE_PARAMS = {
     "classifier": {"features": "tfidf"},
@@ -71,12 +79,14 @@ def _spec(name):
     return {"type": name, **OFFLINE_PARAMS.get(name, {})}
 
 
-def _fitted(name, library, tasks):
+def _fitted(name, library, tasks, train=None):
+    """The retriever ``name`` with its offline parameters, fitted on ``train`` (default the
+    first six ``tasks``), handed the gold sets of ``tasks`` if it sees gold."""
     retriever = build(_spec(name))
     assert isinstance(retriever, Retriever)
     if hasattr(retriever, "set_encoder"):
         retriever.set_encoder(fake_encoder)
-    retriever.fit(library, tasks[:6])
+    retriever.fit(library, tasks[:6] if train is None else train)
     if isinstance(retriever, SeesGold):
         retriever.set_gold({t.id: t.gold for t in tasks})
     return retriever
@@ -106,11 +116,37 @@ def name(request, monkeypatch):
     return request.param
 
 
-def test_only_the_built_in_retrievers_are_registered_here():
+def _registered_names_in_the_user_guide():
+    """The names in backticks of the user guide's "Registered names" paragraph."""
+    text = (ROOT / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    start = text.index("Registered names")
+    return set(re.findall(r"`([^`]+)`", text[start:text.index("\n\n", start)]))
+
+
+def test_every_registered_retriever_is_a_class_of_the_retrieval_package():
     # classes other test modules register are unregistered after their tests
-    assert set(available("retriever")) == {"all", "bm25", "classifier", "cooccurrence", "dense", "expansion",
-                                           "finetuned", "hybrid", "knn", "llm_selector", "local_selector", "oracle", "prior",
-                                           "random", "rerank", "tfidf", "tuned"}
+    for registered in available("retriever"):
+        cls = resolve(registered)
+        assert inspect.isclass(cls) and cls.__module__.startswith("primsel.retrieval."), (registered, cls)
+
+
+def test_every_registered_retriever_is_named_in_the_user_guide():
+    listed = _registered_names_in_the_user_guide()
+    assert {"bm25", "oracle", "random"} <= listed  # the paragraph is found
+    assert [n for n in available("retriever") if n not in listed] == []
+
+
+def test_importing_the_package_registers_every_module_and_loads_no_heavy_package():
+    modules = sorted(m.name for m in pkgutil.iter_modules(primsel.retrieval.__path__))
+    code = ("import sys, primsel.retrieval, primsel.registry; primsel.registry.available(); "
+            "print(sorted(m for m in ('torch', 'faiss', 'sentence_transformers', 'transformers', 'openai') "
+            "if m in sys.modules)); "
+            f"print(all('primsel.retrieval.' + m in sys.modules for m in {modules!r}))")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\nTrue\n"
+    assert {"bm25", "dense", "finetune", "llm_selector"} <= set(modules)
 
 
 def test_constructor_parameters_are_json(name):
@@ -126,13 +162,24 @@ def test_parameters_round_trip_through_a_specification(name):
     assert set(retriever.get_params()) <= set(inspect.signature(type(retriever)).parameters)
 
 
-def test_learning_from_tasks_is_declared_by_a_true_flag_only():
-    offline = {"llm_selector": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}}  # built, never asked
-    built = {n: build({"type": n, **offline.get(n, {})}) for n in available("retriever")}
-    learners = {n for n, retriever in built.items() if isinstance(retriever, LearnsFromTasks)}
-    assert learners == {"prior", "knn", "expansion", "classifier", "cooccurrence", "finetuned", "rerank", "tuned"}
+def test_a_retriever_that_does_not_declare_learning_ignores_its_training_tasks(name, small_library, small_tasks):
+    # a retriever that is not LearnsFromTasks is fitted once on every task (not cross-validated):
+    # its scores must not depend on the tasks it is fitted on
+    if isinstance(build(_spec(name)), LearnsFromTasks):
+        pytest.skip("declares learns_from_tasks: cross-validated, so it may use its training tasks")
+    queries = {t.id: t.query for t in small_tasks}
+    first = _fitted(name, small_library, small_tasks, train=small_tasks[:6]).search(queries, 100)
+    other = _fitted(name, small_library, small_tasks, train=small_tasks[6:]).search(queries, 100)
+    assert first == other
+
+
+def test_a_hybrid_learns_when_a_member_does(small_library, small_tasks):
     assert isinstance(build({"type": "hybrid", "members": ["bm25", "prior"]}), LearnsFromTasks)
-    assert not isinstance(build({"type": "hybrid", "members": ["bm25", "tfidf"]}), LearnsFromTasks)
+    lexical = {"type": "hybrid", "members": ["bm25", "tfidf"]}
+    assert not isinstance(build(lexical), LearnsFromTasks)
+    queries = {t.id: t.query for t in small_tasks}
+    runs = [build(lexical).fit(small_library, train).search(queries, 100) for train in (small_tasks[:6], small_tasks[6:])]
+    assert runs[0] == runs[1]
 
 
 def test_k_above_library_size_ranks_the_whole_library(name, small_library, small_tasks):
