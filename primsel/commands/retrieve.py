@@ -47,9 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed of the fold split, also passed to retrievers that take a 'seed' "
                              "parameter (random) unless the JSON table sets one (default 0)")
     parser.add_argument("--data", metavar="PATH", default=None,
-                        help="Asper-Bench archive, or retrieval-only data: a BEIR directory, the MetaTool or "
-                             "Gorilla APIBench folder (every dataset in it) or one of their subsets "
-                             "(metatool/single, gorilla-apibench/torchhub, ...), pydoc[:1k|10k|full] "
+                        help="Asper-Bench archive, or retrieval-only data of any kind the user guide's Data "
+                             "section lists, e.g. a BEIR directory, the MetaTool or Gorilla APIBench "
+                             "folder (every dataset in it) or one of their subsets (metatool/single, "
+                             "gorilla-apibench/torchhub, ...), pydoc[:1k|10k|full] "
                              "(default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
     parser.add_argument("--depth", type=int, default=None, metavar="N",
                         help="keep the first N (>= 20) of each ranking (default: the whole library)")

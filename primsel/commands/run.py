@@ -14,8 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs", metavar="DIR",
                         help="output root; cells go to DIR/<name>/<cell_id>/ (default runs/)")
     parser.add_argument("--data", default=None, metavar="PATH",
-                        help="Asper-Bench archive or retrieval-only data (a BEIR directory, the MetaTool "
-                             "or APIBench folder or one of their subsets, pydoc[:SIZE]); overrides the "
+                        help="Asper-Bench archive or retrieval-only data (any kind the user guide lists, e.g. "
+                             "a BEIR directory, the MetaTool or APIBench folder or one of their subsets, "
+                             "pydoc[:SIZE]); overrides the "
                              "file's 'data' key; default: $PRIMSEL_ASPER_BENCH, else the built-in tasks")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="sandbox worker processes when a generator runs (default: CPUs)")

@@ -87,9 +87,14 @@ def write_toy(root: Path, marker: bool = True) -> Path:
 
 
 def test_the_built_in_kinds_in_recognition_order():
-    assert [(loader.kind, loader.order) for loader in retrieval_loaders()] == [
+    # a kind added beside them (one more loader module) may fall anywhere before BEIR
+    shipped = {"pydoc", "metatool", "apibench", "beir"}
+    loaders = retrieval_loaders()
+    assert [(loader.kind, loader.order) for loader in loaders if loader.kind in shipped] == [
         ("pydoc", 10), ("metatool", 20), ("apibench", 30), ("beir", 90)]
-    assert retrieval_data_kinds() == BUILT_IN
+    assert loaders[-1].kind == "beir"  # any folder with a corpus.jsonl looks like BEIR: tried last
+    if {loader.kind for loader in loaders} == shipped:
+        assert retrieval_data_kinds() == BUILT_IN
 
 
 def test_a_registered_kind_is_recognised_and_loaded(tmp_path, toy):
@@ -105,17 +110,14 @@ def test_a_registered_kind_is_recognised_and_loaded(tmp_path, toy):
 
 def test_the_messages_list_a_registered_kind(tmp_path, toy):
     # in recognition order: the toy (order 40) before BEIR (90)
-    kinds = ("a toy folder with toy.marker, a BEIR directory with corpus.jsonl, the MetaTool or Gorilla "
-             "APIBench folder or one of their subsets (.../metatool/multi, .../gorilla-apibench/torchhub), "
-             "or pydoc[:SIZE]")
-    assert retrieval_data_kinds() == kinds
+    kinds = retrieval_data_kinds()
+    assert kinds.index("a toy folder with toy.marker, ") < kinds.index("a BEIR directory with corpus.jsonl, ")
     plain = tmp_path / "plain"
     plain.mkdir()
     with pytest.raises(DatasetError) as raised:
         load_retrieval_data(plain)
     assert str(raised.value) == f"{plain}: not retrieval-only data (expected {kinds})"
-    with pytest.raises(DatasetError, match=r"retrieval-only data: a toy folder with toy\.marker, "
-                                           r"a BEIR directory with corpus\.jsonl, the MetaTool"):
+    with pytest.raises(DatasetError, match=r"retrieval-only data: a toy folder with toy\.marker, "):
         resolve_dataset(tmp_path / "nowhere")
 
 
@@ -136,10 +138,12 @@ def test_retrieve_reads_a_registered_kind(tmp_path, toy, capsys):
 
 def test_an_unregistered_kind_is_no_longer_recognised(tmp_path):
     folder = write_toy(tmp_path / "small")
+    before = retrieval_data_kinds()
     register_loader(TOY)
+    assert "toy.marker" in retrieval_data_kinds()
     unregister_loader("toy")
     assert not is_retrieval_data(folder)
-    assert retrieval_data_kinds() == BUILT_IN
+    assert retrieval_data_kinds() == before
     with pytest.raises(KeyError):
         unregister_loader("toy")
 

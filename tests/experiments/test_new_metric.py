@@ -1,5 +1,5 @@
 """A ranking metric base defined in ``primsel/eval/metrics.py`` alone reaches every output of a
-run (docs/architecture.md, "a metric column"): a toy base, ``hits@k`` (1 when a gold primitive
+run (docs/architecture.md, "a metric column"): a toy base, ``toyhits@k`` (1 when a gold primitive
 is in the first k), registered for one test, listed in an experiment's ``metrics``, is in every
 cell's report.json (with its tie-aware value) and tasks.jsonl, and is a column of the report's
 full table; nothing in ``primsel/experiments/records.py`` names it."""
@@ -61,46 +61,46 @@ def _expected_hits(groups, k, gold):
     return 1.0 - miss
 
 
-HITS = RankingMetric("hits", value=_hits, expected=_expected_hits)
+HITS = RankingMetric("toyhits", value=_hits, expected=_expected_hits)
 
 
 @pytest.fixture()
-def hits(monkeypatch, scoped_registry):
-    monkeypatch.setitem(metrics.METRICS, "hits", HITS)
+def toyhits(monkeypatch, scoped_registry):
+    monkeypatch.setitem(metrics.METRICS, "toyhits", HITS)
     register("test_tied")(TiedRetriever)
 
 
-def test_the_toy_metric_by_hand(hits):
+def test_the_toy_metric_by_hand(toyhits):
     run = {"1": {"m.f": 4.0, "m.g": 2.0, "m.h": 2.0, "m.A": 1.0}}
-    # ranking f, g, h, A: gold {h} is third; hits@2 0 by id; tie-aware: of g and h (one gold)
+    # ranking f, g, h, A: gold {h} is third; toyhits@2 0 by id; tie-aware: of g and h (one gold)
     # one is at rank 2, so h is in the first 2 with probability 1/2
-    assert per_task(run, {"1": {"m.h"}}, ["hits@2", "hits@3"]) == {"1": {"hits@2": 0.0, "hits@3": 1.0}}
-    assert per_task(run, {"1": {"m.h"}}, ["hits@2", "hits@3", "hits@1"], ties="expected") == \
-        {"1": {"hits@2": 0.5, "hits@3": 1.0, "hits@1": 0.0}}
+    assert per_task(run, {"1": {"m.h"}}, ["toyhits@2", "toyhits@3"]) == {"1": {"toyhits@2": 0.0, "toyhits@3": 1.0}}
+    assert per_task(run, {"1": {"m.h"}}, ["toyhits@2", "toyhits@3", "toyhits@1"], ties="expected") == \
+        {"1": {"toyhits@2": 0.5, "toyhits@3": 1.0, "toyhits@1": 0.0}}
     with pytest.raises(ValueError, match="needs a cut-off"):
-        parse_metric("hits")
-    assert "hits@k" in str(pytest.raises(ValueError, parse_metric, "bogus@1").value)
+        parse_metric("toyhits")
+    assert "toyhits@k" in str(pytest.raises(ValueError, parse_metric, "bogus@1").value)
 
 
-def test_a_metric_listed_in_an_experiment_is_recorded_everywhere_and_gets_a_column(hits, tmp_path):
-    cfg = parse_config({"name": "exp", "folds": 2, "retriever": "test_tied", "k": 1, "metrics": ["hits@2"]},
+def test_a_metric_listed_in_an_experiment_is_recorded_everywhere_and_gets_a_column(toyhits, tmp_path):
+    cfg = parse_config({"name": "exp", "folds": 2, "retriever": "test_tied", "k": 1, "metrics": ["toyhits@2"]},
                        where="exp.toml")
     (cell,) = run_experiment(cfg, tmp_path, tasks=TASKS, library=LIBRARY, progress=False, use_cache=False).cells
     d = tmp_path / "exp" / cell.id
     report = json.loads((d / "report.json").read_text())
-    # task 1 (gold {f, A}): f first, hits@2 1; task 2 (gold {h}): f, g first, 0 by id, 1/2 tie-aware
-    assert report["hits@2"] == 0.5 and report["tie_aware_hits@2"] == 0.75
+    # task 1 (gold {f, A}): f first, toyhits@2 1; task 2 (gold {h}): f, g first, 0 by id, 1/2 tie-aware
+    assert report["toyhits@2"] == 0.5 and report["tie_aware_toyhits@2"] == 0.75
     rows = [json.loads(line) for line in (d / "tasks.jsonl").read_text().splitlines()]
-    assert [(row["task_id"], row["metrics"]["hits@2"]) for row in rows] == [("1", 1.0), ("2", 0.0)]
+    assert [(row["task_id"], row["metrics"]["toyhits@2"]) for row in rows] == [("1", 1.0), ("2", 0.0)]
 
     text = write_report(tmp_path / "exp", n_resamples=10).read_text()
     header = next(line for line in text.splitlines() if line.startswith("| configuration |"))
     columns = [c.strip() for c in header.strip("|").split("|")]
     row = next(line for line in text.splitlines() if line.endswith(f"`{cell.id}` |"))
-    assert [c.strip() for c in row.strip("|").split("|")][columns.index("hits@2")] == "0.500"
+    assert [c.strip() for c in row.strip("|").split("|")][columns.index("toyhits@2")] == "0.500"
 
 
 def test_the_toy_metric_is_gone_after_its_test():
-    assert "hits" not in metrics.METRICS
-    with pytest.raises(ValueError, match="unknown metric 'hits@2'"):
-        parse_metric("hits@2")
+    assert "toyhits" not in metrics.METRICS
+    with pytest.raises(ValueError, match="unknown metric 'toyhits@2'"):
+        parse_metric("toyhits@2")
