@@ -218,7 +218,8 @@ def _style_handles() -> list[Any]:
 def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette | None = None) -> bool:
     """Selection recall (macro) against documentation tokens selected per task: one line per
     shown ranking over k (solid without closure, dashed with), its selector cells as points,
-    the whole library as a vertical reference line; 95% bootstrap intervals on recall."""
+    the whole library as a vertical reference line; 95% bootstrap intervals on recall. Returns
+    False (nothing drawn) when no cell has a ranking or selector to draw besides the whole library."""
     cells = _token_cells(experiment)
     if not cells:
         return False
@@ -233,9 +234,10 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette |
             continue
         _closure_lines(ax, group, palette.colour(best), palette.line(best))
         handles.append(Line2D([], [], color=palette.colour(best), **palette.line(best), label=_legend_label(label, best)))
-    handles += _selector_points(ax, cells, palette, shown) + _all_line(ax, cells, palette)
-    if not handles:
+    handles += _selector_points(ax, cells, palette, shown)
+    if not handles:  # the whole library alone compares nothing: no figure
         return False
+    handles += _all_line(ax, cells, palette)
     _token_axis(ax, [c.record.docs_tokens for c in cells])
     ax.set_ylim(0, 1.02)
     save(fig, ax, path, title(experiment, "recall against documentation size"),
@@ -295,7 +297,8 @@ def plot_frontier(experiment: Experiment, path: Path,
                   palette: Palette | None = None) -> bool:
     """Recall against documentation tokens: one line per shown ranking (its top k for every k,
     with a 95% bootstrap band over tasks), the oracle and random as grey references, the whole
-    library as a vertical line, and the selector cells as points."""
+    library as a vertical line, and the selector cells as points. Returns False (nothing drawn)
+    when no ranking or selector is drawn besides the whole library."""
     cells = _token_cells(experiment)
     if not frontiers:
         return False
@@ -317,6 +320,8 @@ def plot_frontier(experiment: Experiment, path: Path,
         handles.append(Line2D([], [], color=colour, **palette.line(c), label=_legend_label(label, c)))
         right = max(right, next((t for t, r in zip(found.tokens, mean) if r >= 0.995), found.tokens[-1]))
     handles += _selector_points(ax, cells, palette, shown)
+    if not handles:  # the whole library alone compares nothing: no figure
+        return False
     handles += _all_line(ax, cells, palette)
     right = max([right, *(c.record.docs_tokens for c in cells if c.settings.get("selector"))])
     ax.set_xlim(0, right * 1.05 if right else None)

@@ -88,3 +88,13 @@ def test_recall_at_k_has_intervals_at_the_kept_cut_offs(make_run, saved_figures)
     # per-task recall@15 (0, 0.5, 1): resample means run from 0 to 1, the 95% interval is inside
     low, high = spans[1][1], spans[1][2]
     assert 0.0 <= low < 0.5 < high <= 1.0
+
+
+def test_the_whole_library_alone_gets_no_recall_figures(make_run, saved_figures):
+    # a run of the `all` cell only (the CCK setting): nothing to compare against the library's line
+    run = make_run([{"cid": "c_all", "retriever": "all", "k": 65, "recall15": (0.2, 0.2, 0.2),
+                     "report": {"docs_tokens": 11352.0, "set_recall_macro": 1.0}}], baseline="all", name="cck")
+    text = write_report(run).read_text()
+    assert "recall against tokens" not in text and "recall/tokens frontier" not in text
+    assert not list(run.glob("*recall_vs_tokens*")) and not list(run.glob("*frontier*.png"))
+    assert all("recall against documentation size" not in f.axes[0].get_title(loc="left") for f in saved_figures)
