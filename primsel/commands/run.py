@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "reused by the full run): a quick look before a long run")
     which.add_argument("--tasks", default=None, metavar="ID,ID,...",
                        help="run every cell on these tasks only (as --sample)")
+    which.add_argument("--fold", type=int, default=None, metavar="K",
+                       help="run every cell on the tasks of cross-validation fold K (0 .. folds - 1 of the "
+                            "experiment's folds and seed; as --sample): a random part of the tasks, and the "
+                            "one a local model answers fastest, its prompts sharing their worked example")
     parser.add_argument("--address", default=None, metavar="ADDR",
                         help="with --backend ray: the Ray cluster to connect to (default: a local Ray "
                              "started for the run)")
@@ -64,6 +68,8 @@ def main(args: argparse.Namespace) -> int:
     task_ids = [t for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None
     if task_ids is not None and not task_ids:
         raise UsageError("--tasks needs at least one task id (ID,ID,...)")
+    if args.fold is not None and args.fold < 0:
+        raise UsageError(f"--fold must be >= 0, got {args.fold}")
     if args.address is not None and args.backend != "ray":
         raise UsageError("--address needs --backend ray")
     if args.backend == "ray":
@@ -82,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
                                 progress=not args.quiet, use_cache=not args.no_cache,
                                 on_cell=lambda cell, report: finished.append(cell.id),
                                 backend=args.backend, address=args.address, sample=args.sample,
-                                task_ids=task_ids)
+                                task_ids=task_ids, fold=args.fold)
     except (ConfigError, DatasetError, OutputError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from primsel.datasets import DatasetError, is_retrieval_data, load_retrieval_data, load_tasks, resolve_dataset
 from primsel.files import canonical_json
 from primsel.library import Library, with_gold
+from primsel.retrieval.cv import fold_assignment
 from primsel.types import Task
 
 
@@ -78,7 +79,7 @@ class Dataset:
 
 
 def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] | None = None,
-           seed: int = 0) -> Dataset:
+           seed: int = 0, fold: int | None = None, folds: int = 5) -> Dataset:
     """The dataset restricted to some of its tasks, for a quick look before a long run.
 
     Parameters
@@ -89,6 +90,10 @@ def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] 
         seed); more than there are: all of them.
     task_ids : take exactly these tasks (dataset order kept).
     seed : the draw's seed (the experiment's ``seed``).
+    fold, folds : take the tasks of cross-validation fold ``fold`` (0 .. folds - 1) of the
+        experiment's ``folds`` folds and ``seed`` (:func:`primsel.retrieval.cv.fold_assignment`):
+        a random part of the tasks, and the one a run answers together, since the prompts of a
+        fold share their worked example.
 
     Returns
     -------
@@ -98,17 +103,25 @@ def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] 
 
     Raises
     ------
-    primsel.datasets.DatasetError : both or neither of ``sample`` and ``task_ids``, a sample
-        size below 1, or task ids the dataset does not have (named).
+    primsel.datasets.DatasetError : not exactly one of ``sample``, ``task_ids`` and ``fold``, a
+        sample size below 1, a fold outside 0 .. folds - 1, or task ids the dataset does not
+        have (named).
     """
-    if (sample is None) == (task_ids is None):
-        raise DatasetError("give either a sample size or a list of task ids")
+    if sum(x is not None for x in (sample, task_ids, fold)) != 1:
+        raise DatasetError("give one of a sample size, a list of task ids or a fold")
     ids = [t.id for t in dataset.tasks]
-    if sample is not None:
+    if fold is not None:
+        if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < folds:
+            raise DatasetError(f"the fold must be an integer from 0 to {folds - 1} (the experiment has "
+                               f"{folds} folds), got {fold!r}")
+        assignment = fold_assignment(ids, folds, seed)
+        chosen = {t for t in ids if assignment[t] == fold}
+        how: dict[str, Any] = {"fold": fold, "folds": folds, "seed": seed}
+    elif sample is not None:
         if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
             raise DatasetError(f"the sample size must be an integer >= 1, got {sample!r}")
         chosen = set(random.Random(seed).sample(ids, min(sample, len(ids))))
-        how: dict[str, Any] = {"sample": sample, "seed": seed}
+        how = {"sample": sample, "seed": seed}
     else:
         wanted = list(dict.fromkeys(str(t).strip() for t in task_ids or () if str(t).strip()))
         unknown = [t for t in wanted if t not in set(ids)]

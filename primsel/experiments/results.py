@@ -199,7 +199,9 @@ def data_text(data: Mapping[str, Any]) -> str:
     documents = f", {data['n_documents']} documents" if "n_documents" in data else ""
     subset = data.get("subset")
     if isinstance(subset, Mapping):
-        how = (f"a sample drawn with seed {subset.get('seed')}" if "sample" in subset else "the tasks listed")
+        how = (f"a sample drawn with seed {subset.get('seed')}" if "sample" in subset
+               else f"cross-validation fold {subset.get('fold')} of {subset.get('folds')}, seed {subset.get('seed')}"
+               if "fold" in subset else "the tasks listed")
         return f"{name} ({data.get('n_tasks', '?')} of {subset.get('of', '?')} tasks: {how}{documents})"
     return f"{name} ({data.get('n_tasks', '?')} tasks{documents})"
 

@@ -229,14 +229,17 @@ def _prepare_local_models(cells: Sequence[Cell], base_dir: Path | None, log: Tex
 
 
 def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids: Sequence[str] | None,
-             seed: int, log: TextIO) -> list[tuple[Any, Dataset]]:
-    """The datasets cut to ``sample`` tasks drawn with ``seed``, or to ``task_ids``
-    (:func:`primsel.experiments.dataset.subset`), said on ``log``. Raises
-    :class:`primsel.datasets.DatasetError` on retrieval-only data (and what ``subset`` raises)."""
+             fold: int | None, seed: int, folds: int, log: TextIO) -> list[tuple[Any, Dataset]]:
+    """The datasets cut to ``sample`` tasks drawn with ``seed``, to ``task_ids``, or to the
+    tasks of cross-validation fold ``fold`` (:func:`primsel.experiments.dataset.subset`), said on
+    ``log``. Raises :class:`primsel.datasets.DatasetError` on retrieval-only data (and what
+    ``subset`` raises)."""
     if not all(d.executable for _, d in loaded):
-        raise DatasetError("a sample or a list of tasks needs executable tasks (Asper-Bench or the built-in tasks)")
-    out = [(path, subset(d, sample, task_ids, seed)) for path, d in loaded]
-    how = f"a sample drawn with seed {seed}" if sample is not None else "as listed"
+        raise DatasetError("a sample, a list of tasks or a fold needs executable tasks (Asper-Bench or the "
+                           "built-in tasks)")
+    out = [(path, subset(d, sample, task_ids, seed, fold, folds)) for path, d in loaded]
+    how = (f"a sample drawn with seed {seed}" if sample is not None
+           else f"fold {fold} of {folds}, seed {seed}" if fold is not None else "as listed")
     for _, d in out:
         print(f"primsel run: {len(d.tasks)} of {len(d.population)} tasks ({how})", file=log)
     return out
@@ -305,6 +308,7 @@ def run_experiment(
     address: str | None = None,
     sample: int | None = None,
     task_ids: Sequence[str] | None = None,
+    fold: int | None = None,
 ) -> ExperimentResult:
     """Run every unfinished cell of an experiment and write its outputs.
 
@@ -328,7 +332,9 @@ def run_experiment(
     address : the Ray cluster to connect to (``ray`` backend; default: start a local Ray).
     sample, task_ids : run the cells on a subset of the tasks of executable data
         (:func:`primsel.experiments.dataset.subset`: ``sample`` tasks drawn with the
-        experiment's seed, or the tasks ``task_ids``); retrieval is still cross-validated over
+        experiment's seed, or the tasks ``task_ids``); fold : the tasks of this
+        cross-validation fold of the experiment's folds and seed, as a subset the same way;
+        retrieval is still cross-validated over
         every task, so the subset's prompts are those of the full run and its LLM answers are
         reused by it. Local model servers the run started are stopped when it returns.
 
@@ -353,8 +359,9 @@ def run_experiment(
     directory = Path(out) / config.name
     check_output(directory)
     loaded = _load(config, data, tasks, library, log)
-    if sample is not None or task_ids is not None:
-        loaded = _subsets(loaded, sample, task_ids, int(config.base.get("seed", 0)), log)
+    if sample is not None or task_ids is not None or fold is not None:
+        loaded = _subsets(loaded, sample, task_ids, fold, int(config.base.get("seed", 0)),
+                          int(config.base.get("folds", 5)), log)
     datasets = [d for _, d in loaded]
     per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
     cells = [c for _, group in per_dataset for c in group]

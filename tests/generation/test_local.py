@@ -777,8 +777,10 @@ def test_subset_draws_a_seeded_sample_or_takes_the_listed_tasks():
     assert [t.id for t in listed.tasks] == ["builtin-02", "builtin-07"]
     with pytest.raises(DatasetError, match=r"no such task in builtin: nope, nah \(see `primsel tasks`"):
         subset(whole, task_ids=["builtin-01", "nope", "nah"])
-    with pytest.raises(DatasetError, match="either a sample size or a list"):
+    with pytest.raises(DatasetError, match="one of a sample size, a list of task ids or a fold"):
         subset(whole)
+    with pytest.raises(DatasetError, match="one of a sample size"):
+        subset(whole, sample=3, fold=1)
     with pytest.raises(DatasetError, match=">= 1"):
         subset(whole, sample=0)
 
@@ -799,6 +801,48 @@ def test_run_sample_picks_the_same_seeded_tasks_for_every_cell(tmp_path, capsys)
     assert manifest["data"]["n_tasks"] == 5 and len(manifest["cells"]) == 2
     for cell in manifest["cells"]:
         assert set(read_rows(exp / cell["id"])) == chosen
+
+
+def test_subset_takes_the_tasks_of_a_cross_validation_fold():
+    from primsel.datasets import DatasetError
+    from primsel.experiments.dataset import load_datasets, subset
+    from primsel.retrieval import fold_assignment
+
+    (whole,) = load_datasets(None)
+    ids = [t.id for t in whole.tasks]
+    assignment = fold_assignment(ids, 5, 0)
+    parts = [subset(whole, fold=f, folds=5, seed=0) for f in range(5)]
+    # KFold over 32 tasks: the first 32 % 5 = 2 folds hold 7 tasks, the other three 6
+    assert [len(p.tasks) for p in parts] == [7, 7, 6, 6, 6]
+    assert sorted(t.id for p in parts for t in p.tasks) == sorted(ids)  # a partition
+    assert [t.id for t in parts[2].tasks] == [i for i in ids if assignment[i] == 2]
+    assert parts[2].summary()["subset"] == {"fold": 2, "folds": 5, "seed": 0,
+                                            "task_ids": [t.id for t in parts[2].tasks], "of": 32}
+    assert {t.id for t in subset(whole, fold=0, folds=4, seed=7).tasks} == {
+        i for i, f in fold_assignment(ids, 4, 7).items() if f == 0}
+    with pytest.raises(DatasetError, match=r"from 0 to 4 \(the experiment has 5 folds\), got 5"):
+        subset(whole, fold=5, folds=5)
+
+
+def test_run_fold_scores_the_tasks_of_one_fold_and_says_so(tmp_path, capsys):
+    from primsel.datasets import load_builtin_tasks
+    from primsel.experiments.results import data_text, load_experiment
+    from primsel.retrieval import fold_assignment
+
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('name = "s"\nseed = 7\nfolds = 4\nk = 3\n[grid]\nretriever = ["bm25", "oracle"]\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--no-report", "--fold", "1"]) == 0
+    assert "primsel run: 8 of 32 tasks (fold 1 of 4, seed 7)" in capsys.readouterr().err
+    ids = [t.id for t in load_builtin_tasks()]
+    chosen = {i for i, f in fold_assignment(ids, 4, 7).items() if f == 1}
+    exp = tmp_path / "runs" / "s"
+    for cell in json.loads((exp / "experiment.json").read_text())["cells"]:
+        assert set(read_rows(exp / cell["id"])) == chosen
+    assert data_text(load_experiment(exp).data) == "the built-in tasks (8 of 32 tasks: cross-validation fold 1 of 4, seed 7)"
+    assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--fold", "-1"]) == 2
+    assert "--fold must be >= 0" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--out", str(tmp_path / "other"), "--quiet", "--fold", "4"]) == 2
+    assert "the fold must be an integer from 0 to 3 (the experiment has 4 folds), got 4" in capsys.readouterr().err
 
 
 def test_run_tasks_with_an_unknown_id_exits_2_naming_it(tmp_path, capsys):
