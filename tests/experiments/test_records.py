@@ -13,16 +13,20 @@ import pytest
 
 import primsel
 from primsel.experiments.config import parse_config
-from primsel.experiments.records import (
+from primsel.experiments.results import (
     Aspera,
     CellReport,
     FrontierFigures,
     Generation,
     Learning,
+    ReportError,
     Round,
+    frontier_figures,
+    learning_retrievers,
+    load_experiment,
+    ranking_frontier,
     retrieval_key,
 )
-from primsel.experiments.results import learning_retrievers, load_experiment, ranking_frontier
 from primsel.experiments.runner import run_experiment
 from primsel.files import digest
 from primsel.library import Library
@@ -146,9 +150,9 @@ def test_a_run_records_learning_the_retrieval_key_and_the_frontier(tmp_path):
     assert curve.recall == ((0.5, 0.5, 0.5, 1.0), (0.0, 1.0, 1.0, 1.0))
 
 
-def test_a_folder_written_before_the_recorded_facts_gives_the_same_report(tmp_path, monkeypatch):
-    """A real run on the built-in tasks; its copy without learns, frontier and retrieval key (as
-    report.json was written before they were recorded) reports byte for byte the same."""
+def test_a_folder_written_before_the_recorded_facts_is_an_error_saying_to_run_again(tmp_path, monkeypatch):
+    """A real run on the built-in tasks reports; its copy without learns, frontier and retrieval
+    key (as report.json was written before they were recorded) is an error naming the cell."""
     monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
     _run(tmp_path / "new", {"retriever": ["bm25", "knn"], "k": [5]}, tasks=None, library=None)
     shutil.copytree(tmp_path / "new", tmp_path / "old")
@@ -161,7 +165,18 @@ def test_a_folder_written_before_the_recorded_facts_gives_the_same_report(tmp_pa
         assert CellReport.from_json(stripped).to_json() == stripped
     new_text = write_report(tmp_path / "new" / "exp").read_text()
     assert "Retrievers that learn from tasks (knn)" in new_text and "Recall/tokens frontier" in new_text
-    assert write_report(tmp_path / "old" / "exp").read_text() == new_text
+    old = load_experiment(tmp_path / "old" / "exp")
+    first = old.cells[0]
+    message = (f"cell {first.id}: {first.directory / 'report.json'} does not record '{{}}'; delete it and run "
+               "`primsel run` on the experiment again to record it")
+    with pytest.raises(ReportError) as info:
+        learning_retrievers(old.cells)
+    assert str(info.value) == message.format("learns")
+    with pytest.raises(ReportError) as info:
+        ranking_frontier(first)
+    assert str(info.value) == message.format("frontier")
+    with pytest.raises(ReportError, match="does not record 'frontier'; delete it and run `primsel run`"):
+        write_report(tmp_path / "old" / "exp")
 
 
 PACKAGE = Path(primsel.__file__).parent
@@ -194,8 +209,6 @@ def test_reporting_and_explore_neither_build_components_nor_load_the_library_or_
 
 
 def test_the_frontier_counts_a_short_ranking_whole_at_deeper_k():
-    from primsel.experiments.results import frontier_figures
-
     run = {"1": {"a": 2.0, "b": 1.0}, "2": {"b": 1.0}, "3": {"a": 1.0}}
     gold = {"1": {"b"}, "2": {"b"}, "3": set()}
     # task 3 has no gold: left out; k = 1: tokens (3 + 5) / 2, recall (0 + 1) / 2; k = 2: task 2

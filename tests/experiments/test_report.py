@@ -33,7 +33,8 @@ def make_cell(root: Path, cid: str, retriever, k: int, closure: bool, recall_k: 
         full.update({"complete@10": 0.5, "complete@15": 0.6, "complete@20": 0.7, "ndcg@10": 0.55, "mrr": 0.6,
                      "set_precision_micro": 0.25, "set_recall_micro": 0.75, "set_f1_micro": 0.375,
                      "set_precision_macro": 0.2, "set_recall_macro": 0.7, "set_f1_macro": 0.3,
-                     "docs_tokens": 123.45, "n_tasks": 3})
+                     "docs_tokens": 123.45, "n_tasks": 3,
+                     "learns": {"retriever": False, "selector": False, "generator": False}})
         full.update(report or {})
         (d / "report.json").write_text(json.dumps(full))
     return {"id": cid, "label": cid, "settings": settings}
@@ -54,7 +55,8 @@ def experiment(tmp_path) -> Path:
     cells = [
         make_cell(root, "c_bm25_5", "bm25", 5, False, (0.0, 0.0, 0.0), {"recall@5": 0.125}),
         make_cell(root, "c_tfidf_5", "tfidf", 5, False, (0.75, 0.25, 0.25), {"recall@5": 0.4}),
-        make_cell(root, "c_prior_10", "prior", 10, True, (1.0, 1.0, 1.0)),
+        make_cell(root, "c_prior_10", "prior", 10, True, (1.0, 1.0, 1.0),
+                  {"learns": {"retriever": True, "selector": False, "generator": False}}),  # prior learns
         make_cell(root, "c_tfidf_20", "tfidf", 20, False, (1.0, 1.0, 1.0), finished=False),
     ]
     return make_experiment(tmp_path / "runs", cells)
@@ -258,7 +260,10 @@ def test_frontier_of_a_ranking_and_selector_cells_as_points(tmp_path):
     tokens = {p: estimate_tokens(library[p].text("full")) for p in (a, b, c)}
     root = tmp_path / "runs" / "demo"
     root.mkdir(parents=True)
-    cells = [make_cell(root, "c_rank", "bm25", 5, False, (1.0, 1.0, 1.0)),
+    # the mean tokens of the top k the run recorded: k=1: a (t1), c (t2); k=2: a, b and c, a; k=3: all
+    recorded = {"tokens": [(tokens[a] + tokens[c]) / 2, (tokens[a] + tokens[b] + tokens[c] + tokens[a]) / 2,
+                           sum(tokens.values())], "recall": [0.25, 1.0, 1.0]}
+    cells = [make_cell(root, "c_rank", "bm25", 5, False, (1.0, 1.0, 1.0), {"frontier": recorded}),
              make_cell(root, "c_sel", "bm25", 5, False, (1.0, 1.0, 1.0), {"docs_tokens": 50.0})]
     cells[1]["settings"]["selector"] = {"type": "calibrated", "target_recall": 0.9}
     (root / "c_rank" / "run.trec").write_text(

@@ -1,4 +1,4 @@
-"""config.json and experiment.json as typed records (primsel.experiments.run_files): the files a
+"""config.json and experiment.json as typed records (primsel.experiments.results): the files a
 run writes are the bytes the dict literals of the cell and the runner wrote before, they read
 back byte-identically, files of older versions read, and bad files are errors naming them."""
 
@@ -14,8 +14,14 @@ from primsel.experiments import cell as cell_module
 from primsel.experiments.cell import embedding_windows
 from primsel.experiments.config import expand, parse_config
 from primsel.experiments.dataset import make_dataset
-from primsel.experiments.results import ReportError, load_experiment
-from primsel.experiments.run_files import CellConfig, CellEntry, ExperimentManifest, RunFileError
+from primsel.experiments.results import (
+    CellConfig,
+    CellEntry,
+    ExperimentManifest,
+    ReportError,
+    RunFileError,
+    load_experiment,
+)
 from primsel.experiments.runner import _manifest, changed_sources, run_experiment
 from primsel.files import dumps_json
 from primsel.library import with_gold

@@ -27,7 +27,8 @@ def write_cell(root: Path, cid: str, retriever: Any, k: int, recall15: Sequence[
     (d / "config.json").write_text(json.dumps({"id": cid, "label": cid, "settings": settings}))
     full = {f"recall@{i}": min(1.0, i / 20) for i in range(1, 21)}
     full.update({"recall@15": sum(recall15) / len(recall15), "complete@20": 0.5, "ndcg@10": 0.25,
-                 "set_recall_macro": 0.5, "set_f1_macro": 0.3, "docs_tokens": 1000.0 + 10 * k, "n_tasks": 3})
+                 "set_recall_macro": 0.5, "set_f1_macro": 0.3, "docs_tokens": 1000.0 + 10 * k, "n_tasks": 3,
+                 "learns": {"retriever": False, "selector": False, "generator": False}})
     full.update(report or {})
     (d / "report.json").write_text(json.dumps(full))
     return {"id": cid, "label": cid, "settings": settings}
