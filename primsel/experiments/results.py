@@ -1,11 +1,8 @@
-"""An experiment's run folder: its files as typed records, the metric names, and its reader.
-
-``experiment.json`` is an :class:`ExperimentManifest`, a cell's ``config.json`` a
-:class:`CellConfig` and its ``report.json`` a :class:`CellReport` (one small record per stage).
-Each record's ``to_json`` is the one writer of its file and ``from_json`` its one reader:
-``from_json(x).to_json() == x``, keys a record does not know kept in ``extra``. The report and
-the explorer read a folder through :func:`load_experiment` and never build a component or the
-library. The names of the metrics every cell reports and the tables show live here only.
+"""An experiment's run folder: ``experiment.json`` (:class:`ExperimentManifest`), a cell's
+``config.json`` (:class:`CellConfig`) and ``report.json`` (:class:`CellReport`) as typed records,
+each with one writer (``to_json``) and one reader (``from_json``; ``from_json(x).to_json() == x``,
+unknown keys kept in ``extra``); :func:`load_experiment`, through which the report and the
+explorer read a folder without building a component; and the names of every metric reported.
 """
 
 from __future__ import annotations
@@ -57,24 +54,20 @@ TASK_STATUSES = tuple(dict.fromkeys((*STATUSES, "truncated", "llm_error")))
 #: Selector usage summed into report.json as ``selector_<name>`` (``cached`` as ``selector_cache_hits``).
 SELECTOR_USAGE = ("prompt_tokens", "completion_tokens", "seconds", "calls", "errors", "unknown_names", "cached")
 #: ASPERA's figures of a generator run (:func:`primsel.eval.aspera.aspera_figures`).
-ASPERA_FIGURES = (
-    "score", "parse_failures", "parser_failure_rate", "solution_error_rate", "handback_control_error_rate",
-    "handback_control_error_rate_normalise", "execution_error_count", "bad_import_error_rate",
-    "import_lenient_score", "primitives_selection_macro_f1", "primitives_selection_micro_f1",
-    "primitives_selection_micro_precision", "primitives_selection_micro_recall",
-)
+ASPERA_FIGURES = ("score", "parse_failures", "parser_failure_rate", "solution_error_rate",
+                  "handback_control_error_rate", "handback_control_error_rate_normalise", "execution_error_count",
+                  "bad_import_error_rate",
+                  "import_lenient_score", "primitives_selection_macro_f1", "primitives_selection_micro_f1",
+                  "primitives_selection_micro_precision", "primitives_selection_micro_recall")
 #: Figures of a reflection round r, written ``<figure>@r`` (:func:`primsel.experiments.reflection.round_figures`).
 ROUND_FIGURES = ("success", "calls", "cache_hits", "requests", "prompt_tokens", "completion_tokens",
                  "cumulative_tokens", "selection_recall")
 #: The report's table of cells: (metric, header).
-TABLE_COLUMNS = (
-    ("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15"), ("recall@20", "R@20"),
-    ("complete@10", "C@10"), ("complete@15", "C@15"), ("complete@20", "C@20"),
-    ("ndcg@10", "nDCG@10"), ("mrr", "MRR"),
-    ("set_precision_micro", "P mi"), ("set_recall_micro", "R mi"), ("set_f1_micro", "F1 mi"),
-    ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"), ("set_f1_macro", "F1 ma"),
-    ("docs_tokens", "tokens"),
-)
+TABLE_COLUMNS = (("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15"), ("recall@20", "R@20"),
+                 ("complete@10", "C@10"), ("complete@15", "C@15"), ("complete@20", "C@20"), ("ndcg@10", "nDCG@10"),
+                 ("mrr", "MRR"), ("set_precision_micro", "P mi"), ("set_recall_micro", "R mi"),
+                 ("set_f1_micro", "F1 mi"), ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"),
+                 ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
 #: The ranking metrics of :data:`TABLE_COLUMNS`, shown in primitive-id order and tie-aware.
 RANKED_COLUMNS = tuple(column for column in TABLE_COLUMNS if column[0] in RANKING_METRICS)
 #: Metrics of the summary tables of an experiment on several datasets: (metric, header).
@@ -86,11 +79,9 @@ SUMMARY_COLUMNS = (("recall@10", "R@10"), ("recall@15", "R@15"), ("complete@20",
 LEADER_COLUMNS = (("complete@20", "C@20", 3), ("ndcg@10", "nDCG@10", 3), ("set_recall_macro", "R sel", 3),
                   ("docs_tokens", "tokens", 1))
 #: Metrics of the explorer's table of cells: (metric, header).
-EXPLORER_COLUMNS = (
-    ("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15"), ("recall@20", "R@20"),
-    ("complete@10", "C@10"), ("complete@20", "C@20"), ("ndcg@10", "nDCG@10"), ("mrr", "MRR"),
-    ("set_f1_macro", "set F1"), ("docs_tokens", "doc tokens"), ("success", "success"),
-)
+EXPLORER_COLUMNS = (("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15"), ("recall@20", "R@20"),
+                    ("complete@10", "C@10"), ("complete@20", "C@20"), ("ndcg@10", "nDCG@10"), ("mrr", "MRR"),
+                    ("set_f1_macro", "set F1"), ("docs_tokens", "doc tokens"), ("success", "success"))
 
 #: A ranking metric's name (kept as one without a tie-aware partner).
 _RANKING_NAME = re.compile(r"(recall|complete|ndcg|precision|map|mrr|hit_rate|r_precision)@\d+|mrr|map")
@@ -98,12 +89,9 @@ _ROUND_KEY = re.compile(r"(" + "|".join(ROUND_FIGURES) + r")@(\d+)")
 
 
 def retrieval_key(dataset: str | None, retriever: Any, folds: int, seed: int, depth: int | None) -> str:
-    """The one name of a retrieval: cells with the same key rank every task the same way.
-
-    Returns the sha256 hex digest (:func:`primsel.files.digest`) of the dataset's fingerprint, the
-    retriever's specification, the folds and seed of the cross-validation and the depth kept
-    (None: the whole library).
-    """
+    """The one name of a retrieval (cells with the same key rank every task the same way): the
+    sha256 hex digest (:func:`primsel.files.digest`) of the dataset's fingerprint, the retriever's
+    specification, the folds and seed of the cross-validation and the depth kept (None: all)."""
     return digest([dataset, retriever, folds, seed, depth])
 
 
@@ -112,36 +100,16 @@ class ReportError(ValueError):
 
 
 class RunFileError(ReportError):
-    """A config.json or experiment.json that is not valid JSON, not a JSON object, lacks a
-    required key or holds a key of the wrong shape (the message names the file)."""
+    """A config.json or experiment.json not valid JSON, not an object, or lacking or misshaping a key."""
+
+
+_ALWAYS, _SET, _FILLED = (lambda r, v: True), (lambda r, v: v is not None), (lambda r, v: bool(v))
 
 
 def _keys(prefix: str = "", names: tuple[str, ...] = (), **renamed: str) -> Any:
-    """A mapping field written as one key per entry, ``prefix + name`` (or ``renamed[name]``), and
-    read from the keys of ``names`` (when empty: from every key with ``prefix``)."""
-    return field(default_factory=dict, metadata={"prefix": prefix, "names": names, "renamed": renamed})
-
-
-_ALWAYS = {"always": True}  # a field written even when None
-
-
-def _key(f: Any, name: Any) -> str:
-    return f.metadata["renamed"].get(name, f"{f.metadata['prefix']}{name}")
-
-
-class _Keys:
-    """A record written as flat report.json keys (see :func:`_keys`)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The report.json keys of this record: those it holds (a None value is not written)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if "prefix" in f.metadata:
-                out.update({_key(f, name): v for name, v in value.items()})
-            elif value is not None or f.metadata.get("always"):
-                out[f.name] = list(value) if isinstance(value, tuple) else value
-        return out
+    """A mapping field written as keys ``prefix + name`` (or ``renamed[name]``), read from ``names`` or ``prefix``."""
+    return field(default_factory=dict, metadata={"prefix": prefix, "names": names,
+                                                 "key": lambda name: renamed.get(name, f"{prefix}{name}")})
 
 
 def _pop(rest: dict[str, Any], test: Callable[[str], Any], name: Callable[[str], Any] = str) -> dict[Any, Any]:
@@ -149,32 +117,49 @@ def _pop(rest: dict[str, Any], test: Callable[[str], Any], name: Callable[[str],
     return {name(key): rest.pop(key) for key in [key for key in rest if test(key)]}
 
 
-def _take(cls: type, rest: dict[str, Any]) -> Any:
-    """A record of ``cls`` from the keys of ``rest`` it knows, taken out of ``rest``."""
-    values: dict[str, Any] = {}
-    for f in fields(cls):
-        prefix, names = f.metadata.get("prefix"), f.metadata.get("names")
-        if names:
-            values[f.name] = {n: rest.pop(_key(f, n)) for n in names if _key(f, n) in rest}
-        elif prefix is not None:
-            values[f.name] = _pop(rest, lambda k, p=prefix: k.startswith(p), lambda k, p=prefix: k[len(p):])
-        elif f.name in rest:
-            values[f.name] = rest.pop(f.name)
-    return cls(**values)
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (tuple, list)):
+        return [x.to_json() if isinstance(x, _Record) else _plain(x) for x in value]
+    return value
+
+
+class _Record:
+    """A record written as the keys of a JSON object (see :func:`_keys`, :func:`_file`)."""
+    _WHEN = _SET
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's keys (those it holds), then :attr:`extra` for a run file's record."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if "key" in f.metadata:
+                out.update({f.metadata["key"](name): v for name, v in value.items()})
+            elif f.name != "extra" and f.metadata.get("when", type(self)._WHEN)(self, value):
+                out[f.name] = _plain(value)
+        return {**out, **getattr(self, "extra", {})}
+
+    @classmethod
+    def _take(cls, rest: dict[str, Any]) -> Any:
+        """The record of the report.json keys of ``rest`` it knows, taken out of ``rest``."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            key, names, prefix = f.metadata.get("key"), f.metadata.get("names"), f.metadata.get("prefix")
+            if names:
+                values[f.name] = {n: rest.pop(key(n)) for n in names if key(n) in rest}
+            elif key is not None:
+                values[f.name] = _pop(rest, lambda k, p=prefix: k.startswith(p), lambda k, p=prefix: k[len(p):])
+            elif f.name in rest:
+                values[f.name] = rest.pop(f.name)
+        return cls(**values)
 
 
 @dataclass(frozen=True)
-class Ranking(_Keys):
-    """The ranking metrics of a cell's retrieval, means over tasks.
-
-    Parameters
-    ----------
-    values : metric name (``recall@10``, ``ndcg@10``, ``mrr``, ...) -> mean, tied scores in
-        primitive-id order.
-    tie_aware : metric name -> mean over every order of tied scores.
-    tied_tasks : cut-off k -> number of tasks whose ranking has a tie across rank k.
-    """
-
+class Ranking(_Record):
+    """The ranking metrics of a cell's retrieval, means over tasks: ``values`` (metric name ->
+    mean, tied scores in primitive-id order), ``tie_aware`` (name -> mean over every order of
+    tied scores) and ``tied_tasks`` (cut-off k -> tasks whose ranking has a tie across rank k)."""
     values: Mapping[str, float] = _keys()
     tie_aware: Mapping[str, float] = _keys(TIE_AWARE)
     tied_tasks: Mapping[int, float] = _keys("tied_tasks@")
@@ -193,17 +178,10 @@ class Ranking(_Keys):
 
 
 @dataclass(frozen=True)
-class SelectionFigures(_Keys):
-    """What the cell selected: means over tasks (``n_tasks`` excepted).
-
-    Parameters
-    ----------
-    n_tasks : the number of tasks scored.
-    selected, closure_added : mean primitives selected, and added by the type closure, per task.
-    docs_tokens : mean documentation tokens of the selection per task (characters / 4).
-    scores : set metric (:data:`SET_METRICS`) -> value.
-    """
-
+class SelectionFigures(_Record):
+    """What the cell selected, means over tasks: primitives ``selected`` and ``closure_added`` by
+    the type closure, ``docs_tokens`` of the selection (characters / 4), and ``scores``, set
+    metric (:data:`SET_METRICS`) -> value; ``n_tasks`` is the number of tasks scored."""
     n_tasks: int | None = None
     selected: float | None = None
     closure_added: float | None = None
@@ -224,31 +202,19 @@ class SelectionFigures(_Keys):
 
 
 @dataclass(frozen=True)
-class SelectorUsage(_Keys):
-    """The LLM cost of the ranking the cell selects from, summed over tasks (an LLM selector).
-
-    Parameters
-    ----------
-    values : usage name (:data:`SELECTOR_USAGE`; ``cached``: answers from the cache) -> total.
-    """
-
+class SelectorUsage(_Record):
+    """The LLM cost of the ranking an LLM selector selects from, summed over tasks: ``values``,
+    usage name (:data:`SELECTOR_USAGE`; ``cached``: answers from the cache) -> total."""
     values: Mapping[str, float] = _keys("selector_", SELECTOR_USAGE, cached="selector_cache_hits")
 
 
 @dataclass(frozen=True)
-class Generation(_Keys):
-    """Task success of a cell with a generator.
-
-    Parameters
-    ----------
-    success : fraction of tasks whose program passed.
-    status : status (:data:`TASK_STATUSES`) -> fraction of tasks.
-    failures : failure category -> number of tasks.
-    usage : the generators' usage summed (``calls``, ``prompt_tokens``, ...).
-    cache_hits : answers from the answer cache (None when the generator does not count them).
-    """
-
-    success: float = field(metadata=_ALWAYS)
+class Generation(_Record):
+    """Task success of a cell with a generator: ``success`` (fraction of tasks passed),
+    ``status`` (:data:`TASK_STATUSES` -> fraction of tasks), ``failures`` (category -> tasks),
+    ``usage`` (the generators' usage summed: ``calls``, ``prompt_tokens``, ...) and
+    ``cache_hits`` (answers from the answer cache; None when the generator does not count them)."""
+    success: float = field(metadata={"when": _ALWAYS})
     status: Mapping[str, float] = _keys("status_")
     failures: Mapping[str, float] = _keys("failures_")
     usage: Mapping[str, float] = _keys("generator_")
@@ -256,19 +222,11 @@ class Generation(_Keys):
 
 
 @dataclass(frozen=True)
-class Round(_Keys):
-    """The figures of one reflection round r (:mod:`primsel.experiments.reflection`).
-
-    Parameters
-    ----------
-    success : fraction of tasks passed by round r.
-    calls : generation requests of the round (cache hits included); ``cache_hits`` of those.
-    requests : HTTP requests the generator sent in the round (retries included).
-    prompt_tokens, completion_tokens : of the round.
-    cumulative_tokens : prompt + completion tokens of rounds 1..r (and of re-selection).
-    selection_recall : with ``reselect``, mean set recall of the round's selection; else None.
-    """
-
+class Round(_Record):
+    """The figures of reflection round r (:func:`primsel.experiments.reflection.round_figures`):
+    ``success`` by round r, generation ``calls`` (``cache_hits`` of them), HTTP ``requests``,
+    ``prompt_tokens`` and ``completion_tokens`` of the round, ``cumulative_tokens`` of rounds 1..r
+    and, with ``reselect``, the mean set recall of its selection (``selection_recall``)."""
     success: float | None = None
     calls: float | None = None
     cache_hits: float | None = None
@@ -284,16 +242,10 @@ class Round(_Keys):
 
 
 @dataclass(frozen=True)
-class Aspera(_Keys):
-    """The generator's extraction mode and ASPERA's figures (:mod:`primsel.eval.aspera`).
-
-    Parameters
-    ----------
-    extraction : how programs were taken from the answers (None: the generator's own way).
-    figures : figure name (:data:`ASPERA_FIGURES`) -> value (None when undefined).
-    """
-
-    extraction: str | None = field(default=None, metadata=_ALWAYS)
+class Aspera(_Record):
+    """How programs were taken from the answers (``extraction``; None: the generator's own way)
+    and ASPERA's ``figures`` (:data:`ASPERA_FIGURES` -> value, None when undefined)."""
+    extraction: str | None = field(default=None, metadata={"when": _ALWAYS})
     figures: Mapping[str, float | None] = _keys(names=ASPERA_FIGURES)
 
     @property
@@ -303,19 +255,10 @@ class Aspera(_Keys):
 
 
 @dataclass(frozen=True)
-class RunFacts(_Keys):
-    """How the cell ran: its cost in time and LLM answers, and whether it is complete.
-
-    Parameters
-    ----------
-    retrieval_seconds : wall time of the retrieval (s); ``retrieval_cached`` 1.0 when cached.
-    llm_answers, llm_answers_cached : LLM answers the results rest on, and of those from a
-        cache (None when the cell used no LLM).
-    incomplete_tasks : tasks whose LLM request failed after its retries.
-    complete : False when there is such a task (the next run recomputes the cell).
-    seconds : the cell's wall time (s).
-    """
-
+class RunFacts(_Record):
+    """How the cell ran: wall times (s) of the retrieval (``retrieval_cached`` 1.0 from the cache)
+    and of the cell, the LLM answers its results rest on and of those cached (None without an
+    LLM), the tasks whose LLM request failed after its retries, and ``complete`` (False then)."""
     retrieval_seconds: float | None = None
     retrieval_cached: float | None = None
     llm_answers: float | None = None
@@ -326,27 +269,20 @@ class RunFacts(_Keys):
 
 
 @dataclass(frozen=True)
-class Learning(_Keys):
+class Learning(_Record):
     """Which of the cell's components learn from tasks (fitted per fold on the other folds):
     the retriever (:class:`primsel.types.LearnsFromTasks`), the selector, the generator
     (:class:`primsel.types.FitsOnTasks`); False for a component the cell lacks."""
-
     retriever: bool
     selector: bool = False
     generator: bool = False
 
 
 @dataclass(frozen=True)
-class FrontierFigures(_Keys):
+class FrontierFigures(_Record):
     """The recall/tokens frontier of the cell's ranking: for k = 1 .. depth, the mean
-    documentation ``tokens`` of the top k and the mean ``recall`` of the top k over the tasks
-    with gold primitives (two sequences of length depth).
-
-    Raises
-    ------
-    ValueError : the two sequences differ in length.
-    """
-
+    documentation ``tokens`` of the top k and the mean ``recall`` of the top k over the tasks with
+    gold primitives (two sequences of length depth); ValueError when their lengths differ."""
     tokens: tuple[float, ...]
     recall: tuple[float, ...]
 
@@ -357,20 +293,10 @@ class FrontierFigures(_Keys):
 
 @dataclass(frozen=True)
 class CellReport:
-    """A cell's report.json, one record per stage.
-
-    Parameters
-    ----------
-    ranking, selection, run : always present (empty in an empty report).
-    selector_usage : with an LLM selector, else None.
-    generation, aspera : with a generator, else None.
-    rounds : with reflection rounds, one :class:`Round` per round (round 1 first), else empty.
-    learning : ``learns``, which components learn from tasks (None when not recorded).
-    frontier : the recall/tokens frontier (None when not recorded).
-    retrieval_key : :func:`retrieval_key` of the cell's retrieval (None when not recorded).
-    extra : the keys of the file no record knows, kept as read.
-    """
-
+    """A cell's report.json, one record per stage: ``ranking``, ``selection`` and ``run``;
+    ``selector_usage`` with an LLM selector, ``generation`` and ``aspera`` with a generator,
+    ``rounds`` with reflection rounds (else None or empty); ``learning`` (``learns``),
+    ``frontier`` and ``retrieval_key`` (None when not recorded); ``extra``, unknown keys."""
     ranking: Ranking = field(default_factory=Ranking)
     selection: SelectionFigures = field(default_factory=SelectionFigures)
     selector_usage: SelectorUsage | None = None
@@ -406,54 +332,48 @@ class CellReport:
     def metric(self, name: str) -> float | None:
         """The value of a metric of the tables (a ranking or set metric, ``docs_tokens``,
         ``success``, an ASPERA figure, or a key of :attr:`extra`), or None when the cell lacks it."""
+        for table in (self.ranking.values, self.selection.scores):
+            if name in table:
+                return table[name]
         if name in SelectionFigures.KEYS:
             return getattr(self.selection, name)
         if name == "success":
             return self.success
-        figures = self.aspera.figures if self.aspera is not None else {}
-        for table in (self.ranking.values, self.selection.scores, figures, self.extra):
-            if name in table:
-                return table[name]
-        return None
+        return (self.aspera.figures if self.aspera is not None else {}).get(name, self.extra.get(name))
 
     def to_json(self) -> dict[str, Any]:
         """report.json: every record's keys, ``learns``, ``frontier``, ``retrieval_key``, then :attr:`extra`."""
-        out: dict[str, Any] = {}
-        for part in (self.ranking, self.selection, self.selector_usage, self.generation):
-            out.update(part.to_json() if part is not None else {})
-        for r, figures in enumerate(self.rounds, start=1):
-            out.update(figures.to_json(r))
-        for part in (self.aspera, self.run):
-            out.update(part.to_json() if part is not None else {})
+        stages = (self.ranking, self.selection, self.selector_usage, self.generation)
+        parts = [p.to_json() for p in stages if p is not None]
+        parts += [figures.to_json(r) for r, figures in enumerate(self.rounds, start=1)]
+        parts += [p.to_json() for p in (self.aspera, self.run) if p is not None]
         nested = {"learns": self.learning, "frontier": self.frontier}
-        out.update({key: part.to_json() for key, part in nested.items() if part is not None})
-        if self.retrieval_key is not None:
-            out["retrieval_key"] = self.retrieval_key
-        return {**out, **self.extra}
+        parts += [{key: p.to_json()} for key, p in nested.items() if p is not None]
+        parts += [{"retrieval_key": self.retrieval_key}] if self.retrieval_key is not None else []
+        return {key: value for part in (*parts, self.extra) for key, value in part.items()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> CellReport:
-        """Read a report.json (None or empty: an empty record).
-
-        Raises
-        ------
-        ValueError : ``learns`` or ``frontier`` of the wrong shape.
-        """
+        """Read a report.json (None or empty: an empty record); ValueError when ``learns`` or
+        ``frontier`` has the wrong shape."""
         rest = dict(data or {})
-        return cls(ranking=_ranking(rest), selection=_take(SelectionFigures, rest),
-                   selector_usage=usage if (usage := _take(SelectorUsage, rest)).values else None,
-                   generation=_take(Generation, rest) if "success" in rest else None, rounds=_rounds(rest),
-                   aspera=_take(Aspera, rest) if "extraction" in rest else None, run=_take(RunFacts, rest),
-                   learning=_learning(rest.pop("learns", None)), frontier=_frontier(rest.pop("frontier", None)),
+        learns, frontier = rest.pop("learns", None), rest.pop("frontier", None)
+        if learns is not None and not (isinstance(learns, Mapping) and isinstance(learns.get("retriever"), bool)):
+            raise ValueError(f"learns must be a table with a boolean 'retriever', got {learns!r}")
+        if frontier is not None and not (isinstance(frontier, Mapping) and all(
+                isinstance(frontier.get(k), Sequence) for k in ("tokens", "recall"))):
+            raise ValueError(f"frontier must be a table of 'tokens' and 'recall' lists, got {frontier!r}")
+        values = _pop(rest, lambda k: TIE_AWARE + k in rest or _RANKING_NAME.fullmatch(k))
+        tie_aware = _pop(rest, lambda k: k.startswith(TIE_AWARE), lambda k: k[len(TIE_AWARE):])
+        tied = _pop(rest, lambda k: k.startswith("tied_tasks@") and k[11:].isdigit(), lambda k: int(k[11:]))
+        return cls(ranking=Ranking(values, tie_aware, tied), selection=SelectionFigures._take(rest),
+                   selector_usage=usage if (usage := SelectorUsage._take(rest)).values else None,
+                   generation=Generation._take(rest) if "success" in rest else None, rounds=_rounds(rest),
+                   aspera=Aspera._take(rest) if "extraction" in rest else None, run=RunFacts._take(rest),
+                   learning=learns and Learning(learns["retriever"], bool(learns.get("selector", False)),
+                                                bool(learns.get("generator", False))),
+                   frontier=frontier and FrontierFigures(tuple(frontier["tokens"]), tuple(frontier["recall"])),
                    retrieval_key=rest.pop("retrieval_key", None), extra=rest)
-
-
-def _ranking(rest: dict[str, Any]) -> Ranking:
-    """The ranking metrics of a report, taken out of it."""
-    values = _pop(rest, lambda k: TIE_AWARE + k in rest or _RANKING_NAME.fullmatch(k))
-    tie_aware = _pop(rest, lambda k: k.startswith(TIE_AWARE), lambda k: k[len(TIE_AWARE):])
-    tied = _pop(rest, lambda k: k.startswith("tied_tasks@") and k[11:].isdigit(), lambda k: int(k[11:]))
-    return Ranking(values=values, tie_aware=tie_aware, tied_tasks=tied)
 
 
 def _rounds(rest: dict[str, Any]) -> tuple[Round, ...]:
@@ -469,103 +389,28 @@ def _rounds(rest: dict[str, Any]) -> tuple[Round, ...]:
     return tuple(rounds)
 
 
-def _learning(value: Any) -> Learning | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not isinstance(value.get("retriever"), bool):
-        raise ValueError(f"learns must be a table with a boolean 'retriever', got {value!r}")
-    return Learning(value["retriever"], bool(value.get("selector", False)), bool(value.get("generator", False)))
-
-
-def _frontier(value: Any) -> FrontierFigures | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not all(isinstance(value.get(k), Sequence) for k in ("tokens", "recall")):
-        raise ValueError(f"frontier must be a table of 'tokens' and 'recall' lists, got {value!r}")
-    return FrontierFigures(tokens=tuple(value["tokens"]), recall=tuple(value["recall"]))
-
-
 #: What a run file's field must be when present: (type, type of its items or None), by name.
 _SHAPES = {"a table": (Mapping, None), "a list": (list, object), "a list of tables": (list, Mapping),
            "a list of strings": (list, str)}
 
 
-def _file(shape: str | None = None, when: Callable[[Any], bool] | None = None, default: Any = None,
+def _file(shape: str | None = None, when: Callable[[Any, Any], bool] = _ALWAYS, default: Any = None,
           kw_only: bool = False, **more: Any) -> Any:
-    """A field of a run file: its ``shape`` (:data:`_SHAPES`), when it is written (None:
-    always), its default (a table's: empty), and ``required`` or ``each`` (the record of its items)."""
+    """A field of a run file: its shape, when written, default, and ``required``, ``each`` or ``derived``."""
     given = {} if more.get("required") else {"default_factory": dict} if shape == "a table" else {"default": default}
     return field(**given, kw_only=kw_only, metadata={"shape": shape, "when": when, **more})
 
 
-class _File:
-    """A record of a run file: one field per key in the order written, then ``extra``."""
-
-    extra: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        """The file's object: every field written (see :func:`_file`), then :attr:`extra`."""
-        out = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            when, value = f.metadata.get("when"), getattr(self, f.name)
-            if f.name != "extra" and (when is None or when(self)):
-                out[f.name] = _plain(value)
-        return {**out, **self.extra}
-
-    @classmethod
-    def _read(cls, data: Mapping[str, Any], source: str, **given: Any) -> Any:
-        """The record of a file's object (``source`` names it in errors), ``given`` fields set.
-
-        Raises
-        ------
-        RunFileError : a required key is missing, or a key of the wrong shape.
-        """
-        rest, values = dict(data), dict(given)
-        for f in fields(cls):  # type: ignore[arg-type]
-            if f.name == "extra" or f.name in given:
-                continue
-            if f.metadata.get("required") and f.name not in rest:
-                raise RunFileError(f"{source}: no {f.name!r}")
-            value, shape = rest.pop(f.name, None), f.metadata.get("shape")
-            if value is not None and shape is not None:
-                kind, item = _SHAPES[shape]
-                if not isinstance(value, kind) or not all(isinstance(x, item) for x in value if item is not None):
-                    raise RunFileError(f"{source}: {f.name!r} must be {shape}, got {value!r}")
-                value = dict(value) if item is None else tuple(dict(x) if item is Mapping else x for x in value)
-                if "each" in f.metadata:
-                    value = tuple(f.metadata["each"].from_json(x, source) for x in value)
-            if value is not None:
-                values[f.name] = value
-        return cls(**values, extra=rest)
-
-
-def _plain(value: Any) -> Any:
-    """A field's value as JSON: tables as dicts, sequences as lists, records by their to_json."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, (tuple, list)):
-        return [x.to_json() if isinstance(x, _File) else _plain(x) for x in value]
-    return value
-
-
 def _read_object(path: str | Path, missing: bool = False) -> dict[str, Any] | None:
-    """The JSON object of a file (with ``missing``: None when the file does not exist).
-
-    Raises
-    ------
-    OSError : the file cannot be read (with ``missing``: ReportError instead).
-    RunFileError : not valid JSON, or not a JSON object.
-    """
+    """The JSON object of a file (``missing``: None when absent, ReportError instead of OSError)."""
     try:
         value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        if missing:
-            return None
-        raise
     except OSError as exc:
-        if missing:
-            raise ReportError(f"{path}: unreadable: {exc}") from None
-        raise
+        if not missing:
+            raise
+        if isinstance(exc, FileNotFoundError):
+            return None
+        raise ReportError(f"{path}: unreadable: {exc}") from None
     except ValueError as exc:  # invalid JSON or UTF-8
         raise RunFileError(f"{path}: unreadable: {exc}") from None
     if not isinstance(value, dict):
@@ -573,157 +418,116 @@ def _read_object(path: str | Path, missing: bool = False) -> dict[str, Any] | No
     return value
 
 
+class _File(_Record):
+    """The record of a run file: one field per key in the order written, then ``extra`` (unknown keys)."""
+    _NAME = "experiment.json"
+    _WHEN = _ALWAYS
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str | None = None) -> Any:
+        """Read the file's object (``source`` names it in errors; default: the file's name);
+        RunFileError when a required key is missing or a key has the wrong shape."""
+        source, rest, values = source or cls._NAME, dict(data), {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            meta, required = f.metadata, f.metadata.get("required")
+            if "derived" in meta:
+                values[f.name] = meta["derived"](data)
+            if "derived" in meta or f.name == "extra":
+                continue
+            if required and f.name not in rest:
+                raise RunFileError(f"{source}: no {f.name!r}")
+            value, shape = rest.pop(f.name, None), meta.get("shape")
+            if shape is not None and (value is not None or required):
+                kind, item = _SHAPES[shape]
+                if not isinstance(value, kind) or not all(isinstance(x, item) for x in value if item is not None):
+                    raise RunFileError(f"{source}: {f.name!r} must be {shape}, got {value!r}")
+                value = dict(value) if item is None else tuple(dict(x) if item is Mapping else x for x in value)
+                value = tuple(meta["each"].from_json(x, source) for x in value) if "each" in meta else value
+            if value is not None or required:
+                values[f.name] = value
+        return cls(**values, extra=rest)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Any:
+        """Read the file at ``path``: OSError when it cannot be read (FileNotFoundError when there
+        is none), RunFileError when not valid JSON, not a JSON object, or see :meth:`from_json`."""
+        return cls.from_json(_read_object(path), source=str(path))  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class CellConfig(_File):
-    """A cell's ``config.json``: what the cell was computed from.
-
-    Parameters
-    ----------
-    id : the cell id (its directory name).
-    label : its readable label (None: readers use the id).
-    experiment : the name of the experiment that computed it.
-    settings : the resolved settings (:meth:`primsel.experiments.settings.CellSettings.to_json`).
-    data : the dataset's summary (:meth:`primsel.experiments.dataset.Dataset.summary`).
-    effective_folds : the folds the cross-validation used (fewer than asked with few tasks).
-    generated : the cell ran a generator; ``extraction`` is then written (even when None).
-    extraction : with a generator, how programs were taken from the answers.
-    embedding : key of each ``dense`` specification in the retriever -> how it embeds the
-        library (:func:`primsel.experiments.cell.embedding_windows`); written when not empty.
-    library : ``{"n_primitives", "fingerprint"}`` of the library ranked.
-    sources : component kind -> name -> digest of its source (:func:`primsel.spec.sources`).
-    versions : package -> installed version (:func:`primsel.experiments.runner.package_versions`).
-    extra : the keys of the file no field knows, kept as read.
+    """A cell's ``config.json``: its ``id`` (directory name) and ``label`` (None: readers use the
+    id), the ``experiment`` that computed it, its resolved ``settings``, the ``data`` summary,
+    the ``effective_folds`` (fewer than asked with few tasks), with a generator (``generated``)
+    the ``extraction`` mode (written even when None), the ``embedding`` of each ``dense``
+    retriever (:func:`primsel.experiments.cell.embedding_windows`; written when not empty), the
+    ``library`` ranked (``n_primitives``, ``fingerprint``), the digests of the components'
+    ``sources`` (:func:`primsel.spec.sources`) and the package ``versions``. ``from_json``:
+    RunFileError without ``id`` or when ``settings``, ``data``, ... is not a table.
     """
-
+    _NAME = "config.json"
     id: str = _file(required=True)
     label: str | None = None
     experiment: str | None = None
     settings: Mapping[str, Any] = _file("a table")
     data: Mapping[str, Any] = _file("a table")
     effective_folds: int | None = None
-    generated: bool = field(default=False, metadata={"when": lambda r: False})
-    extraction: str | None = _file(when=lambda r: r.generated)
-    embedding: Mapping[str, Mapping[str, Any]] = _file("a table", when=lambda r: bool(r.embedding))
+    generated: bool = _file(when=lambda r, v: False, default=False, derived=lambda data: "extraction" in data)
+    extraction: str | None = _file(when=lambda r, v: r.generated)
+    embedding: Mapping[str, Mapping[str, Any]] = _file("a table", _FILLED)
     library: Mapping[str, Any] = _file("a table")
     sources: Mapping[str, Mapping[str, str]] = _file("a table")
     versions: Mapping[str, str | None] = _file("a table")
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str = "config.json") -> CellConfig:
-        """Read a config.json's object (``source`` names it in errors).
-
-        Raises
-        ------
-        RunFileError : no ``id``, or ``settings``, ``data``, ``embedding``, ``library``,
-            ``sources`` or ``versions`` not a table.
-        """
-        return cls._read(data, source, generated="extraction" in data)
-
-    @classmethod
-    def read(cls, path: str | Path) -> CellConfig:
-        """Read a cell's config.json.
-
-        Raises
-        ------
-        OSError : the file cannot be read (FileNotFoundError when there is none).
-        RunFileError : see :meth:`from_json`; or not valid JSON, or not a JSON object.
-        """
-        return cls.from_json(_read_object(path), source=str(path))  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
 class CellEntry(_File):
     """A cell as experiment.json lists it: its ``id``, ``label`` (None: readers use the id),
-    resolved ``settings``, and ``extra``, the keys of the entry no field knows."""
-
+    resolved ``settings`` and ``extra``; ``from_json`` raises RunFileError for an entry that is
+    not a table, has no ``id``, or whose ``settings`` is not a table."""
     id: str = _file(required=True)
     label: str | None = None
     settings: Mapping[str, Any] = _file("a table")
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "experiment.json") -> CellEntry:
-        """Read an entry of ``cells``.
-
-        Raises
-        ------
-        RunFileError : not a table, no ``id``, or ``settings`` not a table.
-        """
+    def from_json(cls, data: Any, source: str | None = None) -> CellEntry:
+        """Read an entry of ``cells`` (RunFileError: see the class)."""
         if not isinstance(data, Mapping):
-            raise RunFileError(f"{source}: a cell entry must be a table, got {data!r}")
+            raise RunFileError(f"{source or cls._NAME}: a cell entry must be a table, got {data!r}")
         if "id" not in data:
-            raise RunFileError(f"{source}: a cell entry without 'id': {data!r}")
-        return cls._read(data, source)
+            raise RunFileError(f"{source or cls._NAME}: a cell entry without 'id': {data!r}")
+        return super().from_json(data, source)
 
 
 @dataclass(frozen=True)
 class ExperimentManifest(_File):
-    """An experiment's ``experiment.json``: the experiment as declared, and its cells.
-
-    Parameters
-    ----------
-    name : the experiment's name (None: readers use the directory's).
-    description : its free text.
-    baseline : the baseline it declares (None: the first cell's retriever).
-    data : the summary of its dataset (of one), or ``{"source", "n_tasks", "fingerprint"}`` of
-        several joined by ``+``.
-    grids : its grids, each dotted key -> list of values (paths written as strings).
-    cells : the cells of the declaration, in grid order.
-    datasets : with several datasets, each one's summary and ``notes``; else empty (not written).
-    notes : with one dataset, what its loader noted (empty: not written).
-    pair_on : the settings a cell and its baseline cell must agree on (None: not written).
-    extra : the keys of the file no field knows, kept as read.
+    """An experiment's ``experiment.json``: the experiment as declared (``name``, None: readers
+    use the directory's; ``description``; ``baseline``, None: the first cell's retriever), the
+    ``data`` summary of its dataset (or of several, joined by ``+``), its ``grids`` (dotted key
+    -> values), its ``cells`` in grid order, with several datasets each one's summary and
+    ``notes`` (``datasets``), with one what its loader noted (``notes``; both written when not
+    empty), and ``pair_on`` (written when not None). ``from_json``: RunFileError without
+    ``cells``, or with a key of the wrong shape.
     """
-
     name: str | None = None
     description: str | None = None
     baseline: str | None = None
     data: Mapping[str, Any] = _file("a table")
     grids: tuple[Mapping[str, Any], ...] = _file("a list of tables", default=())
     cells: tuple[CellEntry, ...] = _file("a list", required=True, each=CellEntry, kw_only=True)
-    datasets: tuple[Mapping[str, Any], ...] = _file("a list of tables", lambda r: bool(r.datasets), ())
-    notes: tuple[str, ...] = _file("a list of strings", lambda r: bool(r.notes), ())
-    pair_on: tuple[str, ...] | None = _file("a list of strings", when=lambda r: r.pair_on is not None)
+    datasets: tuple[Mapping[str, Any], ...] = _file("a list of tables", _FILLED, ())
+    notes: tuple[str, ...] = _file("a list of strings", _FILLED, ())
+    pair_on: tuple[str, ...] | None = _file("a list of strings", _SET)
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str = "experiment.json") -> ExperimentManifest:
-        """Read an experiment.json's object (``source`` names it in errors).
-
-        Raises
-        ------
-        RunFileError : no ``cells`` or not a list of cell entries (:meth:`CellEntry.from_json`),
-            or ``data`` not a table, ``grids`` or ``datasets`` not a list of tables, ``notes`` or
-            ``pair_on`` not a list of strings.
-        """
-        return cls._read(data, source)
-
-    @classmethod
-    def read(cls, path: str | Path) -> ExperimentManifest:
-        """Read an experiment.json.
-
-        Raises
-        ------
-        OSError : the file cannot be read (FileNotFoundError when there is none).
-        RunFileError : see :meth:`from_json`; or not valid JSON, or not a JSON object.
-        """
-        return cls.from_json(_read_object(path), source=str(path))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class CellResult:
-    """One cell of an experiment as read from disk.
-
-    Parameters
-    ----------
-    id : cell id (its directory name).
-    label : readable label.
-    settings : resolved settings (``retriever``, ``k``, ``closure``, ...).
-    report : report.json (empty when the cell has none).
-    directory : the cell's directory.
-    """
-
+    """One cell of an experiment as read from disk: its ``id`` (its directory name), readable
+    ``label``, resolved ``settings``, ``report`` (report.json; empty when the cell has none) and
+    ``directory``."""
     id: str
     label: str
     settings: Mapping[str, Any]
@@ -732,12 +536,7 @@ class CellResult:
 
     @cached_property
     def record(self) -> CellReport:
-        """report.json as a typed record (empty when the cell has none).
-
-        Raises
-        ------
-        ValueError : report.json holds ``learns`` or ``frontier`` of the wrong shape.
-        """
+        """report.json as a typed record (ValueError: ``learns`` or ``frontier`` of the wrong shape)."""
         return CellReport.from_json(self.report)
 
     @property
@@ -755,22 +554,18 @@ class CellResult:
         """Readable label of the cell's retriever."""
         return specs.label(self.settings.get("retriever", "?"))
 
-    def unrecorded(self, key: str) -> ReportError:
-        """The error of a report.json that does not record ``key`` (``learns``, ``frontier``)."""
-        return ReportError(f"cell {self.id}: {self.directory / 'report.json'} does not record {key!r}; delete it and "
-                           f"run `primsel run` on the experiment again to record it")
+
+def _unrecorded(cell: CellResult, key: str) -> ReportError:
+    return ReportError(f"cell {cell.id}: {cell.directory / 'report.json'} does not record {key!r}; delete it and "
+                       "run `primsel run` on the experiment again to record it")
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """An experiment directory: its name, description, baseline, dataset summary and cells.
-
-    ``pair_on`` is the experiment's ``pair_on`` (None: every setting except the retriever);
-    ``other_data`` counts the cell directories of other data (not in ``experiment.json``),
-    ``{"<source> (<n> tasks)": cells}``; ``datasets`` lists the datasets of an experiment run on
-    several (``source``, ``n_tasks``, ``fingerprint``, ``n_documents``, ``notes``), empty for one.
-    """
-
+    """An experiment directory: its name, description, baseline, dataset summary, cells,
+    ``pair_on`` (None: every setting except the retriever), ``other_data`` (cell directories of
+    other data, not in ``experiment.json``: ``{"<source> (<n> tasks)": cells}``) and ``datasets``
+    (of an experiment run on several: summaries with ``notes``; empty for one)."""
     name: str
     directory: Path
     cells: tuple[CellResult, ...]
@@ -783,16 +578,9 @@ class Experiment:
 
 
 def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
-    """Read an experiment directory: its cells and their order from ``experiment.json``
-    (:class:`ExperimentManifest`), or without it every sub-directory holding a ``config.json``
-    (:class:`CellConfig`), sorted by label.
-
-    Raises
-    ------
-    ReportError : no such directory, or neither ``experiment.json`` nor any cell in it, or an
-        unreadable JSON file, one lacking a required key or holding one of the wrong shape (the
-        message names the file; :class:`RunFileError` is a ReportError).
-    """
+    """Read an experiment directory: its cells and their order from ``experiment.json``, or
+    without it every sub-directory holding a ``config.json``, sorted by label. ReportError: no
+    such directory, no cell, or a JSON file unreadable, lacking a key or holding a bad one."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ReportError(f"{directory}: no such experiment directory")
@@ -804,7 +592,8 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
         for sub in sorted(p for p in directory.iterdir() if (p / "config.json").is_file()):
             config = CellConfig.from_json(_read_object(sub / "config.json", missing=True) or {"id": sub.name},
                                           str(sub / "config.json"))
-            entries.append(CellEntry(id=sub.name, label=config.label or sub.name, settings=config.settings))
+            entries.append(CellEntry(id=sub.name, label=sub.name if config.label is None else config.label,
+                                     settings=config.settings))
         manifest = ExperimentManifest(cells=tuple(sorted(entries, key=lambda e: e.label)), name=directory.name)
     if not manifest.cells:
         raise ReportError(f"{directory}: not an experiment directory (no experiment.json and no cells)")
@@ -812,11 +601,17 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
                              report=_read_object(directory / e.id / "report.json", missing=True) or {},
                              directory=directory / e.id) for e in manifest.cells)
     fingerprints = {d.get("fingerprint") for d in manifest.datasets} or {manifest.data.get("fingerprint")}
+    other: dict[str, int] = {}  # cell directories not listed, of other data, per data description
+    for sub in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in {c.id for c in cells}):
+        try:
+            cell_data = CellConfig.read(sub / "config.json").data
+        except (OSError, ValueError):  # no config.json, or RunFileError
+            continue
+        if cell_data.get("fingerprint") not in fingerprints:
+            other[data_text(cell_data)] = other.get(data_text(cell_data), 0) + 1
     return Experiment(name=directory.name if manifest.name is None else manifest.name, directory=directory,
                       cells=cells, description=manifest.description or "", baseline=manifest.baseline,
-                      data=manifest.data, pair_on=manifest.pair_on,
-                      other_data=_other_data(directory, {c.id for c in cells}, fingerprints),
-                      datasets=manifest.datasets)
+                      data=manifest.data, pair_on=manifest.pair_on, other_data=other, datasets=manifest.datasets)
 
 
 def data_text(data: Mapping[str, Any]) -> str:
@@ -835,37 +630,18 @@ def data_text(data: Mapping[str, Any]) -> str:
     return f"{name} ({data.get('n_tasks', '?')} tasks{documents})"
 
 
-def _other_data(directory: Path, known: set[str], fingerprints: set[Any]) -> dict[str, int]:
-    """Cell directories the manifest does not list that ran on other data than ``fingerprints``,
-    counted per data description."""
-    counts: dict[str, int] = {}
-    for sub in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in known):
-        try:
-            cell_data = CellConfig.read(sub / "config.json").data
-        except (OSError, ValueError):  # no config.json, or RunFileError
-            continue
-        if cell_data.get("fingerprint") not in fingerprints:
-            counts[data_text(cell_data)] = counts.get(data_text(cell_data), 0) + 1
-    return counts
-
-
 def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
     """``{task_id: value}`` of a per-task metric from the cell's tasks.jsonl: a ``metrics``
     entry (``recall@10``, ``set_recall``, ...), ``docs_tokens``, or ``success`` (1.0 when the
-    task's ``status`` is ``pass``, else 0.0).
-
-    Raises
-    ------
-    ReportError : tasks.jsonl is missing or lacks the metric for a task.
-    """
+    task's ``status`` is ``pass``, else 0.0); ReportError when tasks.jsonl is missing or lacks
+    the metric for a task."""
     path = cell.directory / "tasks.jsonl"
     out: dict[str, float] = {}
     try:
         for _, row in read_jsonl(path):
-            if metric == "success":
-                out[str(row["task_id"])] = 1.0 if row.get("status") == "pass" else 0.0
-            else:
-                out[str(row["task_id"])] = float(row[metric] if metric == "docs_tokens" else row["metrics"][metric])
+            value = row.get("status") == "pass" if metric == "success" else \
+                row[metric] if metric == "docs_tokens" else row["metrics"][metric]
+            out[str(row["task_id"])] = float(value)
     except FileNotFoundError:
         raise ReportError(f"{path}: missing") from None
     except (KeyError, ValueError, TypeError) as exc:
@@ -881,25 +657,18 @@ def dataset_groups(experiment: Experiment) -> list[tuple[Mapping[str, Any], list
     groups: list[tuple[Mapping[str, Any], list[CellResult]]] = [(d, []) for d in experiment.datasets]
     index = {d.get("fingerprint"): i for i, d in enumerate(experiment.datasets)}
     for c in experiment.cells:
-        i = index.get(c.settings.get("dataset"))
-        if i is not None:
+        if (i := index.get(c.settings.get("dataset"))) is not None:
             groups[i][1].append(c)
     return groups
 
 
 def learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
     """Labels of the cells' retrievers that learn from tasks (``learns`` of their reports), in
-    order of first appearance.
-
-    Raises
-    ------
-    ReportError : a cell's report.json does not record ``learns``.
-    """
-    last = {c.retriever: c for c in cells}  # one cell per label, labels in order of first appearance
+    order of first appearance; ReportError when a report.json does not record ``learns``."""
     out = []
-    for label, c in last.items():
+    for label, c in {c.retriever: c for c in cells}.items():  # the last cell of each label
         if c.record.learning is None:
-            raise c.unrecorded("learns")
+            raise _unrecorded(c, "learns")
         if c.record.learning.retriever:
             out.append(label)
     return out
@@ -910,7 +679,6 @@ class FrontierCurve:
     """The recall/tokens frontier of one ranking: for k = 1 .. depth, the mean documentation
     ``tokens`` of the top k (length depth) and every task's ``recall`` of its top k (one row of
     length depth per task with gold primitives)."""
-
     tokens: tuple[float, ...]
     recall: tuple[tuple[float, ...], ...]
 
@@ -921,38 +689,24 @@ class FrontierCurve:
 
 
 def _orders(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Task id -> its ranking (best first), for the tasks of ``gold`` with gold primitives that
-    ``run`` ranks, in ``gold``'s order."""
+    """Task id -> its ranking, for the tasks of ``gold`` with gold primitives that ``run`` ranks."""
     return {t: ranking(run[t]) for t in gold if gold[t] and t in run}
 
 
 def frontier_figures(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any],
                      tokens: Mapping[str, int]) -> FrontierFigures | None:
-    """The recall/tokens frontier of a ranking: for k = 1 .. depth (the longest ranking), the
-    mean documentation tokens of the top k and the mean recall of the top k, over the tasks with
-    gold primitives (a ranking shorter than depth counts whole at every deeper k).
-
-    Parameters
-    ----------
-    run : task id -> {primitive id: score}.
-    gold : task id -> its gold primitive ids.
-    tokens : primitive id -> estimated documentation tokens (a whole number).
-
-    Returns
-    -------
-    :class:`FrontierFigures`, or None when no task has gold primitives or a ranked id has no
-    token count.
-    """
+    """The recall/tokens frontier of a ranking ``run`` (task id -> {primitive id: score}), over
+    the tasks with ``gold`` primitives (task id -> ids): for k = 1 .. depth (the longest ranking),
+    the mean documentation ``tokens`` (primitive id -> a whole number) and the mean recall of the
+    top k, a ranking shorter than depth counting whole at every deeper k. None when no task has
+    gold primitives or a ranked id has no token count."""
     orders = _orders(run, gold)
     if not orders or any(p not in tokens for order in orders.values() for p in order):
         return None
     depth = max(len(o) for o in orders.values())
     # running sums of whole numbers (tokens, gold primitives found) per task: exact
-    spent, found = [], []
-    for t, order in orders.items():
-        own = frozenset(gold[t])
-        spent.append(list(itertools.accumulate(tokens[p] for p in order)))
-        found.append(list(itertools.accumulate(int(p in own) for p in order)))
+    spent = [list(itertools.accumulate(tokens[p] for p in order)) for order in orders.values()]
+    found = [list(itertools.accumulate(int(p in gold[t]) for p in order)) for t, order in orders.items()]
     n, sizes = len(orders), [len(frozenset(gold[t])) for t in orders]
     mean_tokens = [math.fsum(row[min(k, len(row)) - 1] for row in spent) / n for k in range(1, depth + 1)]
     recall = [math.fsum(row[min(k, len(row)) - 1] / size for row, size in zip(found, sizes)) / n
@@ -961,19 +715,10 @@ def frontier_figures(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, 
 
 
 def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
-    """The recall/tokens frontier of a finished cell's ranking: the per-task recall from its
-    run.trec and the gold sets of its tasks.jsonl, the mean tokens per k from its report's
-    ``frontier``.
-
-    Returns
-    -------
-    :class:`FrontierCurve`, or None when run.trec or tasks.jsonl is missing or unreadable, no
-    task has gold primitives, or the report's ``frontier`` is not of the ranking's depth.
-
-    Raises
-    ------
-    ReportError : the report records neither ``frontier`` nor ``learns`` (written before both were).
-    """
+    """The recall/tokens frontier of a finished cell's ranking: per-task recall from its run.trec
+    and tasks.jsonl, mean tokens per k from its report's ``frontier``. None without run.trec,
+    tasks.jsonl, gold primitives or a ``frontier`` of the ranking's depth; ReportError when the
+    report records neither ``frontier`` nor ``learns``."""
     from primsel.retrieval.trec import read_run  # local: primsel.retrieval loads every retriever
 
     try:
@@ -986,7 +731,7 @@ def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
         return None
     recorded, ks = cell.record.frontier, range(1, max(len(o) for o in orders.values()) + 1)
     if recorded is None and cell.record.learning is None:
-        raise cell.unrecorded("frontier")
+        raise _unrecorded(cell, "frontier")
     if recorded is None or len(recorded.tokens) != len(ks):
         return None
     recall = tuple(tuple(len(gold[t] & set(order[:k])) / len(gold[t]) for k in ks) for t, order in orders.items())
