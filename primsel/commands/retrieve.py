@@ -19,7 +19,7 @@ from typing import Any
 
 from primsel import spec as specs
 from primsel.commands.common import UsageError
-from primsel.experiments.records import RANKING_METRICS, TIE_AWARE
+from primsel.experiments.results import RANKING_METRICS, TIE_AWARE
 from primsel.registry import available, build
 
 

@@ -1,9 +1,7 @@
-"""An experiment's run folder: ``experiment.json`` (:class:`ExperimentManifest`), a cell's
-``config.json`` (:class:`CellConfig`) and ``report.json`` (:class:`CellReport`) as typed records,
-each with one writer (``to_json``) and one reader (``from_json``; ``from_json(x).to_json() == x``,
-unknown keys kept in ``extra``); :func:`load_experiment`, through which the report and the
-explorer read a folder without building a component; and the names of every metric reported.
-"""
+"""An experiment's run folder: ``experiment.json``, a cell's ``config.json`` and ``report.json``
+as typed records with one writer and one reader each (``from_json(x).to_json() == x``, unknown
+keys kept in ``extra``); :func:`load_experiment`, through which the report and the explorer read a
+folder without building a component; and the names of every metric reported."""
 
 from __future__ import annotations
 
@@ -43,8 +41,7 @@ TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in 
 #: Ranking metrics ``primsel retrieve`` prints.
 RANKING_METRICS = ("recall@5", "recall@10", "recall@15", "recall@20", "ndcg@10", "mrr",
                    "complete@10", "complete@15", "complete@20")
-#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``);
-#: ``tied_tasks@k`` counts the tasks with a tie across the cut-off k.
+#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``).
 TIE_AWARE = "tie_aware_"
 #: Set metrics of a selection (:data:`primsel.eval.metrics.SET_METRIC_KEYS`).
 SET_METRICS = ("set_precision_micro", "set_recall_micro", "set_f1_micro",
@@ -118,11 +115,8 @@ def _pop(rest: dict[str, Any], test: Callable[[str], Any], name: Callable[[str],
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, (tuple, list)):
-        return [x.to_json() if isinstance(x, _Record) else _plain(x) for x in value]
-    return value
+    return dict(value) if isinstance(value, Mapping) else value if not isinstance(value, (tuple, list)) else [
+        x.to_json() if isinstance(x, _Record) else _plain(x) for x in value]
 
 
 class _Record:
@@ -157,9 +151,8 @@ class _Record:
 
 @dataclass(frozen=True)
 class Ranking(_Record):
-    """The ranking metrics of a cell's retrieval, means over tasks: ``values`` (metric name ->
-    mean, tied scores in primitive-id order), ``tie_aware`` (name -> mean over every order of
-    tied scores) and ``tied_tasks`` (cut-off k -> tasks whose ranking has a tie across rank k)."""
+    """The ranking metrics of a cell, means over tasks (tied scores in primitive-id order, and
+    ``tie_aware``: over every order), and ``tied_tasks``: k -> tasks with a tie across rank k."""
     values: Mapping[str, float] = _keys()
     tie_aware: Mapping[str, float] = _keys(TIE_AWARE)
     tied_tasks: Mapping[int, float] = _keys("tied_tasks@")
@@ -179,16 +172,13 @@ class Ranking(_Record):
 
 @dataclass(frozen=True)
 class SelectionFigures(_Record):
-    """What the cell selected, means over tasks: primitives ``selected`` and ``closure_added`` by
-    the type closure, ``docs_tokens`` of the selection (characters / 4), and ``scores``, set
-    metric (:data:`SET_METRICS`) -> value; ``n_tasks`` is the number of tasks scored."""
+    """What the cell selected, means over its ``n_tasks`` tasks: primitives selected and added by
+    the type closure, documentation tokens (characters / 4), and :data:`SET_METRICS` (``scores``)."""
     n_tasks: int | None = None
     selected: float | None = None
     closure_added: float | None = None
     docs_tokens: float | None = None
     scores: Mapping[str, float] = _keys(names=SET_METRICS)
-
-    KEYS = ("n_tasks", "selected", "closure_added", "docs_tokens")
 
     @property
     def recall_macro(self) -> float | None:
@@ -203,17 +193,15 @@ class SelectionFigures(_Record):
 
 @dataclass(frozen=True)
 class SelectorUsage(_Record):
-    """The LLM cost of the ranking an LLM selector selects from, summed over tasks: ``values``,
-    usage name (:data:`SELECTOR_USAGE`; ``cached``: answers from the cache) -> total."""
+    """An LLM selector's usage summed over tasks (:data:`SELECTOR_USAGE`; ``cached``: cache answers)."""
     values: Mapping[str, float] = _keys("selector_", SELECTOR_USAGE, cached="selector_cache_hits")
 
 
 @dataclass(frozen=True)
 class Generation(_Record):
-    """Task success of a cell with a generator: ``success`` (fraction of tasks passed),
-    ``status`` (:data:`TASK_STATUSES` -> fraction of tasks), ``failures`` (category -> tasks),
-    ``usage`` (the generators' usage summed: ``calls``, ``prompt_tokens``, ...) and
-    ``cache_hits`` (answers from the answer cache; None when the generator does not count them)."""
+    """Task success of a cell with a generator: fraction of tasks passed, per ``status``
+    (:data:`TASK_STATUSES`), tasks per failure category, the generators' ``usage`` summed, and
+    answers from the answer cache (``cache_hits``; None when the generator does not count them)."""
     success: float = field(metadata={"when": _ALWAYS})
     status: Mapping[str, float] = _keys("status_")
     failures: Mapping[str, float] = _keys("failures_")
@@ -224,9 +212,8 @@ class Generation(_Record):
 @dataclass(frozen=True)
 class Round(_Record):
     """The figures of reflection round r (:func:`primsel.experiments.reflection.round_figures`):
-    ``success`` by round r, generation ``calls`` (``cache_hits`` of them), HTTP ``requests``,
-    ``prompt_tokens`` and ``completion_tokens`` of the round, ``cumulative_tokens`` of rounds 1..r
-    and, with ``reselect``, the mean set recall of its selection (``selection_recall``)."""
+    success by round r, the round's calls, requests and tokens, the tokens of rounds 1..r, and
+    with ``reselect`` the mean set recall of the round's selection (else None)."""
     success: float | None = None
     calls: float | None = None
     cache_hits: float | None = None
@@ -270,9 +257,8 @@ class RunFacts(_Record):
 
 @dataclass(frozen=True)
 class Learning(_Record):
-    """Which of the cell's components learn from tasks (fitted per fold on the other folds):
-    the retriever (:class:`primsel.types.LearnsFromTasks`), the selector, the generator
-    (:class:`primsel.types.FitsOnTasks`); False for a component the cell lacks."""
+    """Which of the cell's components learn from tasks, fitted per fold on the other folds
+    (:class:`primsel.types.LearnsFromTasks`, :class:`primsel.types.FitsOnTasks`)."""
     retriever: bool
     selector: bool = False
     generator: bool = False
@@ -280,9 +266,8 @@ class Learning(_Record):
 
 @dataclass(frozen=True)
 class FrontierFigures(_Record):
-    """The recall/tokens frontier of the cell's ranking: for k = 1 .. depth, the mean
-    documentation ``tokens`` of the top k and the mean ``recall`` of the top k over the tasks with
-    gold primitives (two sequences of length depth); ValueError when their lengths differ."""
+    """The frontier of the cell's ranking: for k = 1 .. depth, mean documentation ``tokens`` and
+    mean ``recall`` of the top k over the tasks with gold (ValueError when lengths differ)."""
     tokens: tuple[float, ...]
     recall: tuple[float, ...]
 
@@ -332,10 +317,9 @@ class CellReport:
     def metric(self, name: str) -> float | None:
         """The value of a metric of the tables (a ranking or set metric, ``docs_tokens``,
         ``success``, an ASPERA figure, or a key of :attr:`extra`), or None when the cell lacks it."""
-        for table in (self.ranking.values, self.selection.scores):
-            if name in table:
-                return table[name]
-        if name in SelectionFigures.KEYS:
+        if name in (scores := {**self.ranking.values, **self.selection.scores}):
+            return scores[name]
+        if name in ("n_tasks", "selected", "closure_added", "docs_tokens"):
             return getattr(self.selection, name)
         if name == "success":
             return self.success
@@ -456,15 +440,11 @@ class _File(_Record):
 
 @dataclass(frozen=True)
 class CellConfig(_File):
-    """A cell's ``config.json``: its ``id`` (directory name) and ``label`` (None: readers use the
-    id), the ``experiment`` that computed it, its resolved ``settings``, the ``data`` summary,
-    the ``effective_folds`` (fewer than asked with few tasks), with a generator (``generated``)
-    the ``extraction`` mode (written even when None), the ``embedding`` of each ``dense``
-    retriever (:func:`primsel.experiments.cell.embedding_windows`; written when not empty), the
-    ``library`` ranked (``n_primitives``, ``fingerprint``), the digests of the components'
-    ``sources`` (:func:`primsel.spec.sources`) and the package ``versions``. ``from_json``:
-    RunFileError without ``id`` or when ``settings``, ``data``, ... is not a table.
-    """
+    """A cell's ``config.json``: its id, label (None: the id), experiment, resolved settings, data
+    summary, effective folds, with a generator (``generated``) the extraction mode, the
+    ``embedding`` of each dense retriever (:func:`primsel.experiments.cell.embedding_windows`),
+    the library ranked, its components' ``sources`` (:func:`primsel.spec.sources`) and package
+    versions. ``from_json``: RunFileError without ``id`` or with a table that is not one."""
     _NAME = "config.json"
     id: str = _file(required=True)
     label: str | None = None
@@ -483,9 +463,7 @@ class CellConfig(_File):
 
 @dataclass(frozen=True)
 class CellEntry(_File):
-    """A cell as experiment.json lists it: its ``id``, ``label`` (None: readers use the id),
-    resolved ``settings`` and ``extra``; ``from_json`` raises RunFileError for an entry that is
-    not a table, has no ``id``, or whose ``settings`` is not a table."""
+    """A cell as experiment.json lists it: its id, label (None: the id) and resolved settings."""
     id: str = _file(required=True)
     label: str | None = None
     settings: Mapping[str, Any] = _file("a table")
@@ -493,24 +471,19 @@ class CellEntry(_File):
 
     @classmethod
     def from_json(cls, data: Any, source: str | None = None) -> CellEntry:
-        """Read an entry of ``cells`` (RunFileError: see the class)."""
-        if not isinstance(data, Mapping):
-            raise RunFileError(f"{source or cls._NAME}: a cell entry must be a table, got {data!r}")
-        if "id" not in data:
-            raise RunFileError(f"{source or cls._NAME}: a cell entry without 'id': {data!r}")
+        """Read an entry of ``cells``: RunFileError when not a table, without ``id``, or bad ``settings``."""
+        if not isinstance(data, Mapping) or "id" not in data:
+            what = "without 'id':" if isinstance(data, Mapping) else "must be a table, got"
+            raise RunFileError(f"{source or cls._NAME}: a cell entry {what} {data!r}")
         return super().from_json(data, source)
 
 
 @dataclass(frozen=True)
 class ExperimentManifest(_File):
-    """An experiment's ``experiment.json``: the experiment as declared (``name``, None: readers
-    use the directory's; ``description``; ``baseline``, None: the first cell's retriever), the
-    ``data`` summary of its dataset (or of several, joined by ``+``), its ``grids`` (dotted key
-    -> values), its ``cells`` in grid order, with several datasets each one's summary and
-    ``notes`` (``datasets``), with one what its loader noted (``notes``; both written when not
-    empty), and ``pair_on`` (written when not None). ``from_json``: RunFileError without
-    ``cells``, or with a key of the wrong shape.
-    """
+    """An experiment's ``experiment.json``: its name (None: the directory's), description,
+    baseline, data summary (of several datasets joined by ``+``), grids, cells in grid order,
+    ``datasets`` (several: summaries with notes) or ``notes`` (one), and ``pair_on``.
+    ``from_json``: RunFileError without ``cells`` or with a key of the wrong shape."""
     name: str | None = None
     description: str | None = None
     baseline: str | None = None
@@ -525,9 +498,8 @@ class ExperimentManifest(_File):
 
 @dataclass(frozen=True)
 class CellResult:
-    """One cell of an experiment as read from disk: its ``id`` (its directory name), readable
-    ``label``, resolved ``settings``, ``report`` (report.json; empty when the cell has none) and
-    ``directory``."""
+    """One cell of an experiment as read from disk: its id (directory name), label, resolved
+    settings, ``report`` (report.json; empty when none) and directory."""
     id: str
     label: str
     settings: Mapping[str, Any]
@@ -562,10 +534,9 @@ def _unrecorded(cell: CellResult, key: str) -> ReportError:
 
 @dataclass(frozen=True)
 class Experiment:
-    """An experiment directory: its name, description, baseline, dataset summary, cells,
-    ``pair_on`` (None: every setting except the retriever), ``other_data`` (cell directories of
-    other data, not in ``experiment.json``: ``{"<source> (<n> tasks)": cells}``) and ``datasets``
-    (of an experiment run on several: summaries with ``notes``; empty for one)."""
+    """An experiment directory: its name, description, baseline, data, cells, ``pair_on`` (None:
+    all settings but the retriever), ``other_data`` (``{"<source> (<n> tasks)": cells}`` of cell
+    directories not listed) and ``datasets`` (several: summaries with ``notes``; one: empty)."""
     name: str
     directory: Path
     cells: tuple[CellResult, ...]
@@ -584,8 +555,7 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
     directory = Path(directory)
     if not directory.is_dir():
         raise ReportError(f"{directory}: no such experiment directory")
-    data = _read_object(directory / "experiment.json", missing=True)
-    if data is not None:
+    if (data := _read_object(directory / "experiment.json", missing=True)) is not None:
         manifest = ExperimentManifest.from_json(data, str(directory / "experiment.json"))
     else:
         entries = []
@@ -631,10 +601,9 @@ def data_text(data: Mapping[str, Any]) -> str:
 
 
 def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
-    """``{task_id: value}`` of a per-task metric from the cell's tasks.jsonl: a ``metrics``
-    entry (``recall@10``, ``set_recall``, ...), ``docs_tokens``, or ``success`` (1.0 when the
-    task's ``status`` is ``pass``, else 0.0); ReportError when tasks.jsonl is missing or lacks
-    the metric for a task."""
+    """``{task_id: value}`` of a per-task metric of the cell's tasks.jsonl: a ``metrics`` entry,
+    ``docs_tokens``, or ``success`` (1.0 when ``status`` is ``pass``, else 0.0); ReportError when
+    tasks.jsonl is missing or lacks the metric for a task."""
     path = cell.directory / "tasks.jsonl"
     out: dict[str, float] = {}
     try:
@@ -654,31 +623,24 @@ def dataset_groups(experiment: Experiment) -> list[tuple[Mapping[str, Any], list
     ``[(dataset summary, cells)]``; one group of every cell for an experiment on one dataset."""
     if len(experiment.datasets) <= 1:
         return [(experiment.data, list(experiment.cells))]
-    groups: list[tuple[Mapping[str, Any], list[CellResult]]] = [(d, []) for d in experiment.datasets]
     index = {d.get("fingerprint"): i for i, d in enumerate(experiment.datasets)}
-    for c in experiment.cells:
-        if (i := index.get(c.settings.get("dataset"))) is not None:
-            groups[i][1].append(c)
-    return groups
+    return [(d, [c for c in experiment.cells if index.get(c.settings.get("dataset")) == i])
+            for i, d in enumerate(experiment.datasets)]
 
 
 def learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
     """Labels of the cells' retrievers that learn from tasks (``learns`` of their reports), in
     order of first appearance; ReportError when a report.json does not record ``learns``."""
-    out = []
-    for label, c in {c.retriever: c for c in cells}.items():  # the last cell of each label
-        if c.record.learning is None:
-            raise _unrecorded(c, "learns")
-        if c.record.learning.retriever:
-            out.append(label)
-    return out
+    last = {c.retriever: c for c in cells}  # the last cell of each label
+    if unrecorded := [c for c in last.values() if c.record.learning is None]:
+        raise _unrecorded(unrecorded[0], "learns")
+    return [label for label, c in last.items() if c.record.learning.retriever]
 
 
 @dataclass(frozen=True)
 class FrontierCurve:
     """The recall/tokens frontier of one ranking: for k = 1 .. depth, the mean documentation
-    ``tokens`` of the top k (length depth) and every task's ``recall`` of its top k (one row of
-    length depth per task with gold primitives)."""
+    ``tokens`` of the top k, and per task with gold primitives its ``recall`` of the top k."""
     tokens: tuple[float, ...]
     recall: tuple[tuple[float, ...], ...]
 

@@ -33,8 +33,7 @@ from typing import Any, TextIO
 from markdown_it import MarkdownIt
 
 from primsel.datasets import DatasetError, load_builtin_tasks, load_tasks, resolve_dataset
-from primsel.experiments.records import EXPLORER_COLUMNS
-from primsel.experiments.results import CellResult, ReportError, load_experiment
+from primsel.experiments.results import EXPLORER_COLUMNS, CellResult, ReportError, load_experiment
 from primsel.files import JsonlError, read_jsonl
 from primsel.spec import label as spec_label
 

@@ -2,7 +2,7 @@
 run (docs/architecture.md, "a metric column"): a toy base, ``toyhits@k`` (1 when a gold primitive
 is in the first k), registered for one test, listed in an experiment's ``metrics``, is in every
 cell's report.json (with its tie-aware value) and tasks.jsonl, and is a column of the report's
-full table; nothing in ``primsel/experiments/records.py`` names it."""
+full table; nothing in ``primsel/experiments/results.py`` names it."""
 
 from __future__ import annotations
 
