@@ -26,23 +26,9 @@ from primsel.eval.attribution import attribute, count_categories
 from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
-from primsel.experiments.records import (
-    BASE_METRICS,
-    REPORT_KS,
-    SELECTOR_USAGE,
-    TASK_METRICS,
-    TASK_STATUSES,
-    Aspera,
-    CellReport,
-    Generation,
-    Learning,
-    Ranking,
-    Round,
-    RunFacts,
-    SelectionFigures,
-    SelectorUsage,
-    retrieval_key,
-)
+from primsel.experiments.records import (BASE_METRICS, REPORT_KS, SELECTOR_USAGE, TASK_METRICS, TASK_STATUSES,
+                                        Aspera, CellReport, Generation, Learning, Ranking, RunFacts,
+                                        SelectionFigures, SelectorUsage, retrieval_key)
 from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
 from primsel.experiments.results import frontier_figures
 from primsel.experiments.run_files import CellConfig
@@ -58,23 +44,15 @@ from primsel.retrieval.trec import format_run
 from primsel.simulator.sandbox import Sandbox
 from primsel.types import FitsOnTasks, LearnsFromTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
 
-__all__ = ["TASK_STATUSES", "CellContext", "CellOutcome", "compute_cell", "embedding_windows",
-           "learns_from_tasks", "llm_answers", "run_cell", "stage_messages", "write_cell"]
+__all__ = ["TASK_STATUSES", "CellContext", "CellOutcome", "compute_cell", "embedding_windows", "llm_answers",
+           "run_cell", "write_cell"]
 
 
 @dataclasses.dataclass(frozen=True)
 class CellOutcome:
-    """What :func:`compute_cell` computed.
-
-    Parameters
-    ----------
-    report : metric name -> value (report.json without the wall time ``seconds``).
-    rows : one row per task (tasks.jsonl), in task order.
-    run : the retrieval as a :data:`primsel.types.Run`.
-    selections : task id -> :class:`primsel.types.Selection`.
-    failures : with a generator, one attribution row per task that did not pass; else None.
-    record : the report as a :class:`primsel.experiments.records.CellReport`.
-    """
+    """What :func:`compute_cell` computed: ``report`` (report.json without ``seconds``) and its
+    ``record`` (:class:`primsel.experiments.records.CellReport`), ``rows`` (tasks.jsonl, in task
+    order), ``run``, ``selections`` (task id -> Selection) and, with a generator, ``failures``."""
 
     report: dict[str, Any]
     rows: list[dict[str, Any]]
@@ -82,16 +60,6 @@ class CellOutcome:
     selections: dict[str, Selection]
     failures: list[dict[str, Any]] | None = None
     record: CellReport | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Generated:
-    """The records of the generation stage (all empty without a generator)."""
-
-    generation: Generation | None = None
-    rounds: tuple[Round, ...] = ()
-    aspera: Aspera | None = None
-    fitted: bool = False
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -151,28 +119,27 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
         if retrieval.usage:
             rows[-1]["selection_usage"] = dict(selections[t.id].usage)
 
-    failures: list[dict[str, Any]] | None = None
-    generated = _Generated()
+    failures, generated, fitted = None, {}, False
     if settings.generator:
         reselect = None if requery is None else (
             lambda texts: _select(settings, requery(texts), library, list(texts), name, selectors))
-        gen_rows, failures, generated = _generate_and_execute(settings, dataset, library, selections,
-                                                              retrieval.folds, workers, base_dir, task_bar, reselect)
+        gen_rows, failures, generated, fitted = _generate_and_execute(
+            settings, dataset, library, selections, retrieval.folds, workers, base_dir, task_bar, reselect)
         for row in rows:
             row.update(gen_rows[row["task_id"]])
 
     incomplete = set(retrieval_errors(retrieval))
     incomplete.update(row["task_id"] for row in rows if row.get("status") == "llm_error")
-    answers = llm_answers(selector_usage, generated.generation, retrieval.cached)
+    answers = llm_answers(selector_usage, generated.get("generation"), retrieval.cached)
     record = CellReport(
-        ranking=ranking, selection=selection, selector_usage=selector_usage, generation=generated.generation,
-        rounds=generated.rounds, aspera=generated.aspera,
+        ranking=ranking, selection=selection, selector_usage=selector_usage, **generated,
         run=RunFacts(retrieval_seconds=retrieval.seconds, retrieval_cached=float(retrieval.cached),
                      llm_answers=answers[0] if answers else None, llm_answers_cached=answers[1] if answers else None,
                      incomplete_tasks=float(len(incomplete)), complete=not incomplete),
-        learning=Learning(retriever=learns_from_tasks(settings.retriever),
-                          selector=bool(selectors) and getattr(next(iter(selectors.values())), "learns_from_tasks", False),
-                          generator=generated.fitted),
+        learning=Learning(
+            retriever=isinstance(registry.build(settings.retriever, "retriever"), LearnsFromTasks),
+            selector=bool(selectors) and getattr(next(iter(selectors.values())), "learns_from_tasks", False),
+            generator=fitted),
         frontier=frontier_figures(run, gold, {p: estimate_tokens(library[p].text("full"))
                                               for scores in run.values() for p in scores if p in library}),
         retrieval_key=retrieval.key or retrieval_key(dataset.fingerprint, settings.retriever, settings.folds,
@@ -234,22 +201,13 @@ def llm_answers(selector: SelectorUsage | None, generation: Generation | None,
     return from_selector + from_generator, cached
 
 
-def learns_from_tasks(spec: Any) -> bool:
-    """True when the retriever of ``spec``, built unfitted, is a :class:`primsel.types.LearnsFromTasks`.
-
-    Raises
-    ------
-    Whatever :func:`primsel.registry.build` raises for a bad specification.
-    """
-    return isinstance(registry.build(spec, "retriever"), LearnsFromTasks)
-
-
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
                           selections: Mapping[str, Selection], folds: Mapping[str, int], workers: int | None,
                           base_dir: Path | None, task_bar: Any,
                           reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None
-                          ) -> tuple[dict[str, dict], list[dict], _Generated]:
-    """Generate, execute, reflect and attribute: (task id -> row update, failures, records)."""
+                          ) -> tuple[dict[str, dict], list[dict], dict[str, Any], bool]:
+    """Generate, execute, reflect and attribute: (task id -> row update, failures, the
+    ``generation``, ``rounds`` and ``aspera`` of the record, whether a generator was fitted)."""
     tasks = dataset.tasks
     programs, owners, generators = _generate_per_fold(generator_spec(settings.generator, base_dir), dataset,
                                                       library, selections, folds, task_bar)
@@ -299,12 +257,11 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         failures={category: float(count) for category, count in count_categories(failures).items()},
         usage=usage, cache_hits=usage.get("cache_hits"))
     figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
-    return rows, failures, _Generated(
-        generation=generation,
-        rounds=round_figures(settings.reflection, rounds.rounds, rounds.usage) if rounds is not None else (),
-        aspera=Aspera(extraction=getattr(generators[0], "extraction", None) if generators else None,
-                      figures=aspera_figures(figure_rows)),
-        fitted=any(isinstance(g, FitsOnTasks) for g in generators))
+    return rows, failures, {
+        "generation": generation,
+        "rounds": round_figures(settings.reflection, rounds.rounds, rounds.usage) if rounds is not None else (),
+        "aspera": Aspera(extraction=getattr(generators[0], "extraction", None) if generators else None,
+                         figures=aspera_figures(figure_rows))}, any(isinstance(g, FitsOnTasks) for g in generators)
 
 
 def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections: Mapping[str, Selection],
@@ -366,21 +323,8 @@ class CellContext:
     dataset: Dataset
     store: RetrievalStore
     workers: int | None = None
-    progress: bool = True
     versions: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
     base_dir: Path | None = None
-
-
-def stage_messages(bar: Any) -> Any:
-    """A ``progress(stage, i, n)`` callback showing the retrieval stage (``"fitting fold 2/5"``)
-    as the description of ``bar``; None without a bar."""
-    if bar is None:
-        return None
-
-    def show(stage: str, i: int, n: int) -> None:
-        bar.set_description_str(f"  {stage}" + (f" fold {i}/{n}" if n > 1 else ""), refresh=True)
-
-    return show
 
 
 def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
@@ -398,7 +342,9 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
     """
     start = time.perf_counter()
     s = cell.settings
-    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, s.depth, progress=stage_messages(task_bar))
+    show = None if task_bar is None else lambda stage, i, n: task_bar.set_description_str(
+        f"  {stage}" + (f" fold {i}/{n}" if n > 1 else ""), refresh=True)
+    retrieval = ctx.store.get(s.retriever, s.folds, s.seed, s.depth, progress=show)
     if task_bar is not None:
         # the task steps start now: the time spent fitting must not feed their ETA
         task_bar.set_description_str("  tasks", refresh=False)

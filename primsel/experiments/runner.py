@@ -38,10 +38,8 @@ from primsel.simulator.library import build_library
 from primsel.types import Task
 
 #: Packages whose versions are recorded in every config.json.
-VERSIONED_PACKAGES = (
-    "primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "bm25s", "faiss-cpu", "torch",
-    "sentence-transformers", "openai",
-)
+VERSIONED_PACKAGES = ("primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "bm25s", "faiss-cpu",
+                      "torch", "sentence-transformers", "openai")
 #: Backends of :func:`run_experiment`.
 BACKENDS = ("serial", "ray")
 
@@ -203,24 +201,13 @@ def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequ
         notes=() if several else tuple(datasets[0].notes), pair_on=config.pair_on)
 
 
-def run_experiment(
-    config: ExperimentConfig,
-    out: str | os.PathLike[str] = "runs",
-    *,
-    data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
-    tasks: Sequence[Task] | None = None,
-    library: Library | None = None,
-    workers: int | None = None,
-    progress: bool = True,
-    use_cache: bool = True,
-    log: TextIO | None = None,
-    on_cell: Callable[[Cell, Mapping[str, float]], None] | None = None,
-    backend: str = "serial",
-    address: str | None = None,
-    sample: int | None = None,
-    task_ids: Sequence[str] | None = None,
-    fold: int | None = None,
-) -> ExperimentResult:
+def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs", *,
+                   data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
+                   tasks: Sequence[Task] | None = None, library: Library | None = None, workers: int | None = None,
+                   progress: bool = True, use_cache: bool = True, log: TextIO | None = None,
+                   on_cell: Callable[[Cell, Mapping[str, float]], None] | None = None, backend: str = "serial",
+                   address: str | None = None, sample: int | None = None, task_ids: Sequence[str] | None = None,
+                   fold: int | None = None) -> ExperimentResult:
     """Run every unfinished cell of an experiment and write its outputs to ``<out>/<config.name>``.
 
     Parameters
@@ -281,7 +268,7 @@ def run_experiment(
         sources = _sources(cells)
         done = _finished(directory, cells, sources, log)
         todo = [c for c in cells if c.id not in set(done)]
-        contexts = _contexts(config, per_dataset, todo, workers, progress, use_cache, log)
+        contexts = _contexts(config, per_dataset, todo, workers, use_cache, log)
         computed: list[str] = []
         incomplete: list[str] = []
         answers: dict[str, tuple[int, int]] = {}
@@ -343,7 +330,7 @@ def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapp
 
 
 def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Sequence[Cell]]], todo: Sequence[Cell],
-              workers: int | None, progress: bool, use_cache: bool, log: TextIO) -> dict[str, CellContext]:
+              workers: int | None, use_cache: bool, log: TextIO) -> dict[str, CellContext]:
     """Cell id -> its context (one store per dataset, ranking the whole dataset a subset was
     drawn from); says on ``log`` which folds a dataset with few tasks caps."""
     contexts = {}
@@ -353,7 +340,7 @@ def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Seq
             d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
         store = RetrievalStore(d.library, whole, use_disk=use_cache)
         contexts.update({c.id: CellContext(experiment=config.name, library=d.library, dataset=d, store=store,
-                                           workers=workers, progress=progress, versions=versions,
+                                           workers=workers, versions=versions,
                                            base_dir=config.base_dir) for c in group})
         capped = sorted({c.settings.folds for c in group if c in todo
                          and store.effective_folds(c.settings.folds) != c.settings.folds})
