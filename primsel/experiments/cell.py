@@ -73,11 +73,9 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
                  ) -> CellOutcome:
     """Select, (generate, execute,) and score one cell over every task of ``dataset``.
 
-    ``retrieval``: the ranking of every task by the cell's retriever; ``name``: recorded as the
-    selections' retriever; ``workers``: sandbox worker processes; ``base_dir``: what a relative
-    generator ``programs`` path is resolved against; ``task_bar``: a tqdm bar advanced per task
-    and step; ``requery``: ``{task id: text}`` -> the retrieval of those tasks ranked with those
-    texts (:meth:`RetrievalStore.rerank`), for reflection's ``reselect``.
+    ``name``: the selections' retriever; ``workers``: sandbox processes; ``base_dir``: resolves a
+    relative generator ``programs`` path; ``task_bar``: a tqdm bar advanced per task and step;
+    ``requery``: :meth:`RetrievalStore.rerank` of the cell's retriever, for reflection's ``reselect``.
 
     Returns
     -------

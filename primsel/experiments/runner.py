@@ -208,23 +208,14 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                    on_cell: Callable[[Cell, Mapping[str, float]], None] | None = None, backend: str = "serial",
                    address: str | None = None, sample: int | None = None, task_ids: Sequence[str] | None = None,
                    fold: int | None = None) -> ExperimentResult:
-    """Run every unfinished cell of an experiment and write its outputs to ``<out>/<config.name>``.
+    """Run every unfinished cell of ``config`` and write its outputs to ``<out>/<config.name>``.
 
-    Parameters
-    ----------
-    config : the experiment (:func:`primsel.experiments.config.load_config`).
-    data : dataset path(s) overriding ``config.data``; without either, env
-        ``PRIMSEL_ASPER_BENCH``, else the built-in tasks.
-    tasks : these tasks (gold filled) instead of a dataset; library : their library (default
-        :func:`primsel.simulator.library.build_library`).
-    workers : sandbox worker processes when a generator runs.
-    progress : show progress on stderr; log : stream for messages (default stderr).
-    use_cache : False bypasses every on-disk cache (:func:`primsel.files.caches_disabled`).
-    on_cell : called after each computed cell with the cell and its report.
-    backend : ``"serial"`` or ``"ray"``; address : the Ray cluster (default: a local Ray).
-    sample, task_ids, fold : run on ``sample`` tasks drawn with the experiment's seed, on the
-        tasks ``task_ids``, or on one cross-validation fold (:func:`primsel.experiments.dataset.subset`);
-        retrieval stays cross-validated over every task.
+    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else
+    the built-in tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset;
+    ``workers``: sandbox processes; ``use_cache=False`` bypasses every on-disk cache;
+    ``on_cell(cell, report)``: called after each computed cell; ``backend``: ``"serial"`` or
+    ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``, ``fold``: run on a subset
+    (:func:`primsel.experiments.dataset.subset`), retrieval staying cross-validated over all tasks.
 
     Returns
     -------
