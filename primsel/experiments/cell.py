@@ -83,6 +83,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
 
     Raises
     ------
+    ValueError : reflection's ``reselect`` without ``requery``.
     Whatever the selector, a generator or the sandbox raises.
     """
     k, tasks = settings.k, dataset.tasks
