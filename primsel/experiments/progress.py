@@ -28,12 +28,11 @@ def progress_bar(*, total: int, desc: str, unit: str, file: TextIO, disable: boo
     """A tqdm bar (:data:`BAR_FORMAT`) when ``file`` is a terminal, else a :class:`PlainProgress`.
 
     ``total``/``initial``: items to do / already done; ``disable``: show nothing; ``leave``,
-    ``position``: as for tqdm (terminal only); ``lines``: one of :data:`LINE_MODES` (elsewhere).
+    ``position``: as for tqdm; ``lines``: one of :data:`LINE_MODES` (off a terminal).
 
     Returns
     -------
-    An object with tqdm's ``update``, ``reset``, ``set_description_str``, ``set_postfix_str``,
-    ``n``, ``total`` and ``close``, usable as a context manager.
+    An object with tqdm's counting interface, usable as a context manager.
 
     Raises
     ------
