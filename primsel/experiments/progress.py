@@ -1,15 +1,9 @@
-"""Progress on stderr: tqdm bars on a terminal, a few plain lines anywhere else.
+"""Progress on stderr: tqdm bars on a terminal, a few whole lines anywhere else.
 
-The bars count items (cells of a grid, folds of a fit, tasks of a cell) whose cost differs by
-orders of magnitude: a cell that fine-tunes five models beside one that ranks with BM25, a fold
-that trains beside the ranking after it. An ETA extrapolated from the items done ("96/107
-[05:03<00:15]" with minutes of fine-tuning left) misleads, so no bar shows one: a bar shows the
-items done, the elapsed time and what runs now.
-
-When the stream is not a terminal (stderr redirected to a file, a CI log), a bar redrawn with
-carriage returns would fill the log with partial lines (54 KB for one grid), so
-:func:`progress_bar` returns a :class:`PlainProgress` instead, which writes whole lines at the
-moments that matter (see its ``lines`` modes) and nothing else.
+Items (cells, folds, tasks) differ in cost by orders of magnitude, so no bar shows an ETA: only
+the items done, the elapsed time and what runs now. Off a terminal (a log file), a bar redrawn
+with carriage returns would fill the log with partial lines, so :class:`PlainProgress` writes
+whole lines instead.
 """
 
 from __future__ import annotations
@@ -21,32 +15,24 @@ from tqdm import tqdm
 
 __all__ = ["BAR_FORMAT", "LINE_MODES", "PlainProgress", "progress_bar"]
 
-#: tqdm's format of every bar: no remaining time, no rate (see the module docstring).
+#: tqdm's format of every bar: no remaining time, no rate.
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}]{postfix}"
-#: What a :class:`PlainProgress` writes: ``"updates"``, a line at every step done (the cells of
-#: a grid); ``"stages"``, a line at every new description (``fitting``, ``ranking``); ``"none"``.
+#: What a :class:`PlainProgress` writes: ``"updates"``, a line at every step done; ``"stages"``,
+#: a line at every new description; ``"none"``.
 LINE_MODES = ("updates", "stages", "none")
 
 
 def progress_bar(*, total: int, desc: str, unit: str, file: TextIO, disable: bool = False,
                  initial: int = 0, leave: bool = True, position: int | None = None,
                  lines: str = "updates") -> Any:
-    """A progress display on ``file``: a tqdm bar (:data:`BAR_FORMAT`) when ``file`` is a
-    terminal, else a :class:`PlainProgress` writing ``lines``.
+    """A tqdm bar (:data:`BAR_FORMAT`) when ``file`` is a terminal, else a :class:`PlainProgress`.
 
-    Parameters
-    ----------
-    total : items to do; initial : items already done.
-    desc : what is counted (``"retrieval_ablation"``, ``"fitting"``); unit : the item's name.
-    file : the stream (stderr).
-    disable : show nothing (``--quiet``).
-    leave, position : as for tqdm (terminal only).
-    lines : one of :data:`LINE_MODES` (elsewhere than a terminal only).
+    ``total``/``initial``: items to do / already done; ``disable``: show nothing; ``leave``,
+    ``position``: as for tqdm; ``lines``: one of :data:`LINE_MODES` (off a terminal).
 
     Returns
     -------
-    An object with tqdm's ``update``, ``reset``, ``set_description_str``, ``set_postfix_str``,
-    ``n``, ``total`` and ``close``, usable as a context manager.
+    An object with tqdm's counting interface, usable as a context manager.
 
     Raises
     ------
@@ -54,26 +40,20 @@ def progress_bar(*, total: int, desc: str, unit: str, file: TextIO, disable: boo
     """
     if lines not in LINE_MODES:
         raise ValueError(f"lines must be one of {', '.join(LINE_MODES)}, got {lines!r}")
-    if not disable and not _is_terminal(file):
+    try:
+        terminal = bool(file.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        terminal = False
+    if not disable and not terminal:
         return PlainProgress(total=total, desc=desc, unit=unit, file=file, initial=initial, lines=lines)
     return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=file, disable=disable, leave=leave,
                 position=position, dynamic_ncols=True, mininterval=0.5, bar_format=BAR_FORMAT)
 
 
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
-        return False
-
-
 class PlainProgress:
-    """tqdm's counting interface that writes whole lines (``desc: n/total unit [elapsed] what``).
+    """tqdm's counting interface writing whole lines (``desc: n/total unit [elapsed] postfix``).
 
-    Parameters
-    ----------
-    total, desc, unit, file, initial : as for :func:`progress_bar`.
-    lines : one of :data:`LINE_MODES`.
+    Parameters are those of :func:`progress_bar`.
     """
 
     def __init__(self, *, total: int, desc: str, unit: str, file: TextIO, initial: int = 0,
@@ -117,7 +97,7 @@ class PlainProgress:
             self._write()
 
     def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
-        """What the next line ends with (the cell being computed)."""
+        """Set what the next line ends with."""
         self.postfix = text
 
     def refresh(self) -> None:
@@ -127,4 +107,4 @@ class PlainProgress:
         """In ``"stages"`` mode, a last line when items were done since the last one."""
         if self.lines == "stages" and self._shown is not None and self._shown[1] != self.n:
             self._write()
-            self.lines = "none"  # closed: nothing more
+            self.lines = "none"

@@ -1,16 +1,10 @@
 """Retrievals shared between cells: computed once per process, cached on disk.
 
-Retrieval (the full ranking of every task and the fold of every task) depends only on the
-retriever specification, the dataset, the library, ``folds`` and ``seed``: it is computed once per
-process for all cells that share them (cells that differ in ``k``, ``closure`` or the
-generator), and cached on disk under ``experiments/retrieval`` of the cache directory
-(:func:`primsel.files.cache_dir`). What names a retrieval is
-:func:`primsel.experiments.records.retrieval_key` (:meth:`RetrievalStore.retrieval_key`): the
-store memoises by it, the Ray backend shares one retrieval task per key, and every cell records the
-key of the retrieval it used (:attr:`Retrieval.key`). The disk cache key also holds a hash of the retrieval package's
-source and of the source file of every class the retriever specification names, nested
-specifications included (:func:`primsel.spec.sources`), so an edit of a built-in or a plug-in
-retriever invalidates it. A retrieval with failed LLM requests is not cached on disk.
+A retrieval (every task's full ranking and fold) depends only on the retriever specification,
+the dataset, the library, ``folds``, ``seed`` and ``depth``; it is named by
+:func:`primsel.experiments.records.retrieval_key` and cached under ``experiments/retrieval`` of
+:func:`primsel.files.cache_dir`, keyed also by the source of the retrieval package and of every
+class the specification names. A retrieval with failed LLM requests is not cached on disk.
 """
 
 from __future__ import annotations
@@ -33,31 +27,18 @@ from primsel.retrieval.cv import cross_validated_run
 from primsel.types import Run, ranking
 
 
-def _source_hash(package: str) -> str:
-    module = importlib.import_module(package)
-    h = hashlib.sha256()
-    for path in sorted(Path(module.__file__).parent.rglob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 @dataclasses.dataclass(frozen=True)
 class Retrieval:
     """The full ranking of every task by one retriever, and the fold of every task.
 
     Parameters
     ----------
-    ranked : task id -> ((primitive id, score), ...), best first, the whole library (or the
-        first ``depth``).
+    ranked : task id -> ((primitive id, score), ...), best first (the whole library, or ``depth``).
     folds : task id -> fold (0-based).
-    seconds : wall time of computing the retrieval, in seconds (for a disk-cache hit, the time
-        the computing run took).
-    cached : True when it was read from the disk cache.
-    usage : task id -> LLM usage of the retriever for that task (retrievers with the
-        :class:`primsel.types.ReportsUsage` ability, else empty); for a disk-cache hit, the
-        usage of the computing run.
-    key : the retrieval's :meth:`RetrievalStore.retrieval_key` (empty when it was not made by a
-        store, e.g. by :meth:`RetrievalStore.rerank`).
+    seconds : wall time of computing it (for a disk-cache hit, that of the computing run).
+    cached : True when read from the disk cache.
+    usage : task id -> the retriever's LLM usage for that task (empty without one).
+    key : its :meth:`RetrievalStore.retrieval_key` ("" when not made by :meth:`RetrievalStore.get`).
     """
 
     ranked: Mapping[str, tuple[tuple[str, float], ...]]
@@ -73,22 +54,17 @@ class Retrieval:
 
 
 def retrieval_errors(retrieval: Retrieval) -> dict[str, int]:
-    """Task id -> failed LLM requests of the retriever for that task (``usage`` ``errors``),
-    for the tasks that had any."""
-    out = {}
-    for task_id, usage in retrieval.usage.items():
-        errors = int(float(usage.get("errors", 0) or 0))
-        if errors:
-            out[task_id] = errors
-    return out
+    """Task id -> failed LLM requests of the retriever (usage ``errors``), for tasks with any."""
+    errors = {t: int(float(u.get("errors", 0) or 0)) for t, u in retrieval.usage.items()}
+    return {t: n for t, n in errors.items() if n}
 
 
 class RetrievalStore:
-    """Computes retrievals once per process and keeps them on disk (see the module docstring).
+    """Computes retrievals once per process and keeps them on disk (``use_disk``).
 
     Parameters
     ----------
-    library : the library (:class:`primsel.library.Library`).
+    library : the :class:`primsel.library.Library`.
     dataset : the tasks.
     use_disk : read and write the disk cache.
     """
@@ -98,22 +74,23 @@ class RetrievalStore:
         self.dataset = dataset
         self.use_disk = use_disk
         self._memo: dict[str, Retrieval] = {}
-        self._code = None
+        self._code: str | None = None
         self._library_fp: str | None = None
 
     def retrieval_key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
-        """The name of a retrieval (:func:`primsel.experiments.records.retrieval_key`) over this
-        store's tasks, with ``folds`` capped (:meth:`effective_folds`) and a ``depth`` that keeps
-        the whole library taken as None, so that settings giving the same rankings give one key."""
+        """The :func:`primsel.experiments.records.retrieval_key` of a retrieval over these tasks,
+        folds capped and a depth keeping the whole library as None."""
         kept = depth if self.depth(depth) < len(self.library) else None
         return retrieval_key(self.dataset.fingerprint, spec, self.effective_folds(folds), seed, kept)
 
     def key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
-        """Disk cache key of a retrieval (sha256 hex, :func:`primsel.files.digest`): its
-        :meth:`retrieval_key` with the library's fingerprint, a hash of the retrieval package's
-        source and the sources of the classes ``spec`` names."""
+        """Disk cache key (sha256 hex): the retrieval key, the library's fingerprint, and digests
+        of the retrieval package's source and of the sources of the classes ``spec`` names."""
         if self._code is None:
-            self._code = _source_hash("primsel.retrieval")
+            h = hashlib.sha256()
+            for path in sorted(Path(importlib.import_module("primsel.retrieval").__file__).parent.rglob("*.py")):
+                h.update(path.name.encode() + b"\0" + path.read_bytes())
+            self._code = h.hexdigest()[:16]
         return digest({"retrieval": self.retrieval_key(spec, folds, seed, depth), "library": self.library_fingerprint(),
                        "code": self._code, "sources": specs.sources(spec)})
 
@@ -133,10 +110,8 @@ class RetrievalStore:
 
     def get(self, spec: Any, folds: int, seed: int, depth: int | None = None,
             progress: Callable[[str, int, int], None] | None = None) -> Retrieval:
-        """The retrieval of ``spec`` with the given folds (capped, :meth:`effective_folds`),
-        seed and ranking depth (None: the whole library) (memoised, disk-cached). ``progress``
-        is told the stages of a computation (:func:`primsel.retrieval.cv.cross_validated_run`);
-        a cached retrieval has none."""
+        """The :class:`Retrieval` of ``spec`` (folds capped, ``depth`` None: the whole library),
+        memoised and disk-cached; ``progress(stage, i, n)`` is told a computation's stages."""
         folds = self.effective_folds(folds)
         name = self.retrieval_key(spec, folds, seed, depth)
         if name in self._memo:
@@ -152,25 +127,14 @@ class RetrievalStore:
                 try:
                     write_atomic(path, json.dumps(payload), durable=False)
                 except OSError:
-                    pass  # the cache is an optimisation; an unwritable cache directory is not an error
+                    pass  # the cache is an optimisation
         result = dataclasses.replace(result, key=name)
         self._memo[name] = result
         return result
 
     def rerank(self, spec: Any, folds: int, seed: int, queries: Mapping[str, str]) -> Retrieval:
-        """Rank the library again for some tasks, each with another text (e.g. its query plus an
-        error message, reflection's ``reselect``), with the folds and training tasks of
-        :meth:`get` (same ``folds``, capped, and ``seed``). Not cached on disk (an LLM
-        selector's answers are, by its client).
-
-        Parameters
-        ----------
-        spec, folds, seed : as :meth:`get`.
-        queries : ``{task_id: text}``, task ids of the dataset.
-
-        Returns
-        -------
-        A :class:`Retrieval` of the tasks of ``queries`` only.
+        """The :class:`Retrieval` of the tasks of ``queries`` (``{task id: text}``) ranked with
+        those texts, with the folds and training tasks of :meth:`get`; not cached on disk.
 
         Raises
         ------
@@ -197,10 +161,7 @@ class RetrievalStore:
         run, fold_of = cross_validated_run(specs.with_seed(spec, seed), self.library, list(self.dataset.tasks),
                                            k=depth, folds=folds, seed=seed, usage_out=usage,
                                            queries=queries, progress=progress)
-        ranked = {}
-        for t in self.dataset.tasks:
-            if queries is None or t.id in queries:
-                scores = run.get(t.id, {})
-                ranked[t.id] = tuple((p, float(scores[p])) for p in ranking(scores))
+        ranked = {t.id: tuple((p, float(run.get(t.id, {})[p])) for p in ranking(run.get(t.id, {})))
+                  for t in self.dataset.tasks if queries is None or t.id in queries}
         return Retrieval(ranked=ranked, folds={t: fold_of[t] for t in ranked} if queries is not None else dict(fold_of),
                          seconds=time.perf_counter() - start, usage=usage)
