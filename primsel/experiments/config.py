@@ -56,20 +56,17 @@ class Cell:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """A parsed, checked experiment file.
+    """A parsed, checked experiment file (its keys: experiments/README.md).
 
     Parameters
     ----------
-    name, description : experiment name and free text.
-    path : the TOML file (None when built from a mapping).
+    path, base_dir : the TOML file and its directory, against which relative paths are resolved
+        (None when built from a mapping: the working directory).
     base : the top-level cell settings as written, with defaults filled.
     grids : each grid as dotted key -> list of values, in file order.
     data : the ``data`` path (a tuple for an array) resolved against ``base_dir``, or None.
-    baseline : retriever label, retriever type or cell id to test against; None: the first retriever.
-    base_dir : the file's directory, against which relative paths are resolved (None: the working
-        directory).
-    pair_on : the setting keys a cell and its baseline cell must agree on; None: all but the retriever.
     cells : every cell's settings (without a dataset) as (index of its grid, settings), in grid order.
+    name, description, baseline, pair_on : as the file gives them (``pair_on`` as a tuple).
     """
 
     name: str
@@ -172,15 +169,9 @@ def _grid_name(grids: Sequence[Any], index: int) -> str:
 
 def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | None = None,
                  base_dir: Path | None = None) -> ExperimentConfig:
-    """Check a parsed TOML mapping and return the experiment it declares, its grid expanded into
-    checked cell settings (each built once).
-
-    Parameters
-    ----------
-    raw : the TOML document as a mapping.
-    where : how errors name the source (the file path).
-    name : default experiment name when ``raw`` has none (None: "experiment").
-    base_dir : directory relative ``data``, ``programs`` and ``gguf`` paths are resolved against.
+    """The experiment a parsed TOML mapping ``raw`` declares, its grid expanded into checked cell
+    settings; ``where`` names the source in errors, ``name`` is the default experiment name (None:
+    "experiment"), ``base_dir`` the directory relative paths are resolved against.
 
     Raises
     ------

@@ -21,9 +21,6 @@ from primsel.eval.feedback import error_text, feedback_text
 from primsel.experiments.records import Round
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
 
-__all__ = ["FEEDBACK_LEVELS", "REFLECTION_KEYS", "Reflection", "RoundsOutcome", "execute_programs",
-           "reference_runs", "round_figures", "run_rounds"]
-
 #: The reflection settings (keys of a ``[reflection]`` table, or of the generator table).
 REFLECTION_KEYS = ("rounds", "feedback", "reselect")
 #: Feedback levels (:data:`primsel.eval.feedback.LEVELS`).
@@ -88,10 +85,8 @@ class Reflection:
 
 def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Program],
                      on_result: Callable[[], None] | None = None) -> dict[str, ExecutionResult]:
-    """Run the programs whose status is ``ok`` in ``sandbox`` (an open sandbox).
-
-    An entry point ASPERA's rules refuse gets their verdict without running
-    (:func:`primsel.generation.extract.entry_point_error`); ``on_result`` is called once per task.
+    """Run the programs whose status is ``ok`` in ``sandbox`` (an entry point ASPERA's rules refuse
+    gets their verdict without running); ``on_result`` is called once per task.
 
     Returns
     -------
@@ -127,12 +122,10 @@ class RoundsOutcome:
 
     Parameters
     ----------
-    programs, results, selections : task id -> the last round's program, execution result (for
-        the tasks that got one) and selection.
-    rounds : task id -> one entry per round the task ran (``round``, ``status``, ``error_type``,
-        ``message``, ``line``, ``program_status``, ``program``, ``tokens``, ``cached``,
-        ``category`` and ``feedback`` given to the next round; with ``reselect``, ``selection``
-        and ``set_recall``).
+    programs, results, selections : task id -> the last round's program, execution result (if
+        any) and selection.
+    rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and
+        ``feedback`` are those given to the next round).
     references : task id -> the reference program's run, for the tasks that failed a round.
     usage : per round, the generator's ``requests`` and the ``reselect_tokens``.
     """
@@ -153,20 +146,13 @@ def _entry(round_no: int, program: Program, result: ExecutionResult | None,
            selection: Selection | None = None, gold: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One round's record of a task; with ``selection``, its ids and set recall against ``gold``."""
     usage = dict(program.usage)
-    entry = {
-        "round": round_no,
-        "status": _status(program, result),
-        "error_type": result.error_type if result is not None else None,
-        "message": result.message if result is not None else (program.raw if program.status == "llm_error" else None),
-        "line": result.line if result is not None else None,
-        "program_status": program.status,
-        "program": program.code,
-        "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
-                   "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
-        "cached": bool(usage.get("cached", 0)),
-        "category": None,
-        "feedback": None,
-    }
+    ran = result is not None
+    entry = {"round": round_no, "status": _status(program, result), "error_type": result.error_type if ran else None,
+             "message": result.message if ran else (program.raw if program.status == "llm_error" else None),
+             "line": result.line if ran else None, "program_status": program.status, "program": program.code,
+             "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
+                        "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
+             "cached": bool(usage.get("cached", 0)), "category": None, "feedback": None}
     if selection is not None:
         entry.update(selection=list(selection.ids),
                      set_recall=len(set(selection.ids) & gold) / len(gold) if gold else 0.0)
@@ -204,33 +190,16 @@ def _reselect(reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]], 
     return tokens
 
 
-def run_rounds(
-    reflection: Reflection,
-    tasks: Sequence[Task],
-    owners: Mapping[str, Any],
-    selections: Mapping[str, Selection],
-    programs: Mapping[str, Program],
-    results: Mapping[str, ExecutionResult],
-    sandbox: Any,
-    library: Any,
-    *,
-    timeout: float | None = None,
-    reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None,
-    task_bar: Any = None,
-) -> RoundsOutcome:
-    """Rounds 2..R of every task whose program did not pass (see the module docstring).
-
-    Parameters
-    ----------
-    reflection : the settings.
-    tasks : the cell's tasks (gold filled).
-    owners : task id -> the generator that wrote its round-1 program and writes its later rounds.
-    selections, programs, results : round 1 (results for the programs that ran).
-    sandbox : an open sandbox (:func:`execute_programs`).
-    library : the library (ids -> primitives).
-    timeout : the task's time limit in seconds (named in the feedback on a timeout).
-    reselect : with ``reflection.reselect``, ``{task id: text}`` -> new selections of those tasks.
-    task_bar : a tqdm bar, grown by two steps per retried task and round, or None.
+def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[str, Any],
+               selections: Mapping[str, Selection], programs: Mapping[str, Program],
+               results: Mapping[str, ExecutionResult], sandbox: Any, library: Any, *, timeout: float | None = None,
+               reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None,
+               task_bar: Any = None) -> RoundsOutcome:
+    """Rounds 2..R of every task whose program did not pass, after round 1 (``selections``,
+    ``programs`` and ``results``); ``owners`` maps a task id to the generator that wrote its
+    program, ``timeout`` is named in the feedback on a timeout, ``reselect`` gives new
+    selections of ``{task id: text}`` (with ``reflection.reselect``), ``task_bar`` (a tqdm bar)
+    grows by two steps per retried task and round.
 
     Returns
     -------
@@ -295,18 +264,13 @@ def run_rounds(
 
 def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[str, Any]]],
                   usage: Sequence[Mapping[str, float]]) -> tuple[Round, ...]:
-    """The per-round figures of a cell, for rounds 1..``reflection.rounds`` (a round no task
-    reached repeats the last success and has no requests).
-
-    Parameters
-    ----------
-    reflection : the settings.
-    rounds, usage : :attr:`RoundsOutcome.rounds` and :attr:`RoundsOutcome.usage`.
+    """The figures of rounds 1..``reflection.rounds`` of a cell, from :attr:`RoundsOutcome.rounds`
+    and :attr:`RoundsOutcome.usage` (a round no task reached repeats the last success).
 
     Returns
     -------
-    One :class:`primsel.experiments.records.Round` per round; ``selection_recall`` None without
-    ``reselect``.
+    One :class:`primsel.experiments.records.Round` per round (``selection_recall`` None without
+    ``reselect``).
     """
     n = len(rounds)
     out: list[Round] = []
