@@ -159,12 +159,9 @@ def _grids(raw: Mapping[str, Any], base: Mapping[str, Any], where: str,
         raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
     for i, grid in enumerate(grids):
         if "retriever" not in base and "retriever" not in grid:
-            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{_grid_name(grids, i)}.retriever'")
+            name = "grid" if len(grids) == 1 else f"grid[{i}]"
+            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{name}.retriever'")
     return grids
-
-
-def _grid_name(grids: Sequence[Any], index: int) -> str:
-    return "grid" if len(grids) == 1 else f"grid[{index}]"
 
 
 def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | None = None,
@@ -222,7 +219,8 @@ def _grid_cells(where: str, base: Mapping[str, Any],
             try:
                 out.append((g, CellSettings.from_mapping(settings)))
             except SettingError as exc:
-                raise _fail(where, _source(exc.key, _grid_name(grids, g), chosen), exc.problem) from None
+                name = "grid" if len(grids) == 1 else f"grid[{g}]"
+                raise _fail(where, _source(exc.key, name, chosen), exc.problem) from None
     return out
 
 

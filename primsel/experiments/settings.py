@@ -17,15 +17,11 @@ from typing import Any
 
 from primsel import registry
 from primsel import spec as specs
-from primsel.checks import (DEPTH_BOUNDS, FOLDS_BOUNDS, K_BOUNDS, SEED_BOUNDS, TIMEOUT_BOUNDS, flag_problem,
-                            number_problem)
+from primsel.checks import SETTING_BOUNDS, flag_problem, number_problem
 from primsel.eval.metrics import parse_metric
 from primsel.experiments.reflection import REFLECTION_KEYS, Reflection
 from primsel.types import Revises
 
-#: The numeric settings and their bounds (:mod:`primsel.checks`); ``threshold`` is any number.
-NUMBER_BOUNDS: dict[str, dict[str, Any]] = {"k": K_BOUNDS, "folds": FOLDS_BOUNDS, "seed": SEED_BOUNDS,
-                                            "timeout": TIMEOUT_BOUNDS, "depth": DEPTH_BOUNDS, "threshold": {}}
 #: Settings that may be None (not set), and the numbers kept as floats.
 _OPTIONAL = ("generator", "selector", "depth", "threshold")
 _FLOATS = ("timeout", "threshold")
@@ -101,8 +97,8 @@ def check_setting(key: str, value: Any) -> Any:
     if key in _OPTIONAL and value is None:
         return None
     problem: str | None
-    if key in NUMBER_BOUNDS:
-        problem = number_problem(value, **NUMBER_BOUNDS[key])
+    if key in SETTING_BOUNDS:
+        problem = number_problem(value, **SETTING_BOUNDS[key])
         value = float(value) if problem is None and key in _FLOATS else value
     elif key in COMPONENT_KEYS:
         problem = _spec_problem(key, value)
@@ -129,21 +125,16 @@ class CellSettings:
 
     Parameters
     ----------
-    retriever : retriever specification (:mod:`primsel.spec`), kept in canonical form.
-    k : selection size, >= 1 (above the library size: the whole library).
-    closure : add the library types the selection depends on.
-    folds : cross-validation folds for retrievers that learn from tasks, >= 2.
-    seed : seed of the folds and of randomised components, >= 0.
-    generator : generator table or None (retrieval only); reflection keys in it are moved to
-        ``reflection``.
-    reflection : the reflection rounds (a :class:`Reflection` or a table of its keys); only with
-        a generator, and not also in the generator table.
+    retriever, selector : specifications (:mod:`primsel.spec`) in canonical form; selector None:
+        the fixed rules of :func:`primsel.retrieval.selector.select`.
+    k, threshold, closure : selection size (>= 1), minimum score (or None), add the types the
+        selection depends on.
+    folds, seed : cross-validation folds (>= 2) and seed (>= 0).
+    generator : generator table or None (retrieval only); reflection keys in it move to ``reflection``.
+    reflection : a :class:`Reflection` or a table of its keys; only with a generator.
     timeout : seconds per task in the sandbox when a generator runs, in (0, MAX_TIMEOUT].
     metrics : extra ranx metric names reported, sorted.
-    threshold : minimum retriever score of a selected primitive, or None.
-    selector : selector specification, or None for the fixed rules of
-        :func:`primsel.retrieval.selector.select`.
-    depth : primitives kept of each task's ranking, >= 20, or None for the whole library.
+    depth : primitives kept of each task's ranking (>= 20), or None for the whole library.
     dataset : fingerprint of the tasks the cell runs on.
 
     Raises
