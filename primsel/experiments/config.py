@@ -117,7 +117,7 @@ def _set_dotted(settings: dict[str, Any], key: str, value: Any, where: str) -> N
 
 
 def _check_top(raw: Mapping[str, Any], where: str, default_name: str) -> str:
-    """Check the keys that are not cell settings; returns the experiment's name."""
+    """Check the keys that are not cell settings but ``pair_on``; returns the experiment's name."""
     for key in raw:
         if key not in TOP_KEYS:
             raise _fail(where, key, f"unknown key; expected one of {', '.join(TOP_KEYS)}")
@@ -148,22 +148,6 @@ def _pair_on(raw: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(pair_on))
 
 
-def _grids(raw: Mapping[str, Any], base: Mapping[str, Any], where: str,
-           base_dir: Path | None) -> list[dict[str, list[Any]]]:
-    grid_raw = raw.get("grid", {})
-    if isinstance(grid_raw, Mapping):
-        grids = [_check_grid(where, "grid", grid_raw, base_dir)]
-    elif isinstance(grid_raw, list) and grid_raw and all(isinstance(g, Mapping) for g in grid_raw):
-        grids = [_check_grid(where, f"grid[{i}]", g, base_dir) for i, g in enumerate(grid_raw)]
-    else:
-        raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
-    for i, grid in enumerate(grids):
-        if "retriever" not in base and "retriever" not in grid:
-            name = "grid" if len(grids) == 1 else f"grid[{i}]"
-            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{name}.retriever'")
-    return grids
-
-
 def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | None = None,
                  base_dir: Path | None = None) -> ExperimentConfig:
     """The experiment a parsed TOML mapping ``raw`` declares, its grid expanded into checked cell
@@ -178,7 +162,17 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
     """
     exp_name = _check_top(raw, where, name or "experiment")
     base: dict[str, Any] = {**DEFAULTS, **{key: raw[key] for key in CELL_KEYS if key in raw}}
-    grids = _grids(raw, base, where, base_dir)
+    grid_raw = raw.get("grid", {})
+    if isinstance(grid_raw, Mapping):
+        grids = [_check_grid(where, "grid", grid_raw, base_dir)]
+    elif isinstance(grid_raw, list) and grid_raw and all(isinstance(g, Mapping) for g in grid_raw):
+        grids = [_check_grid(where, f"grid[{i}]", g, base_dir) for i, g in enumerate(grid_raw)]
+    else:
+        raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
+    for i, grid in enumerate(grids):
+        if "retriever" not in base and "retriever" not in grid:
+            grid_name = "grid" if len(grids) == 1 else f"grid[{i}]"
+            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{grid_name}.retriever'")
     data = raw.get("data")
     config = ExperimentConfig(
         name=exp_name, path=None, base=base, grids=tuple(grids),
