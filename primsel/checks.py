@@ -32,10 +32,6 @@ TIMEOUT_BOUNDS: dict[str, Any] = {"above": 0, "maximum": MAX_TIMEOUT}
 DEPTH_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 20}
 #: Reflection rounds: most programs per task, an integer >= 1.
 ROUNDS_BOUNDS: dict[str, Any] = {"integer": True, "minimum": 1}
-#: The numeric settings of a cell (:class:`primsel.experiments.settings.CellSettings`) and their
-#: bounds; a threshold is any number.
-SETTING_BOUNDS: dict[str, dict[str, Any]] = {"k": K_BOUNDS, "folds": FOLDS_BOUNDS, "seed": SEED_BOUNDS,
-                                             "timeout": TIMEOUT_BOUNDS, "depth": DEPTH_BOUNDS, "threshold": {}}
 
 
 def number_problem(value: Any, *, minimum: float | None = None, maximum: float | None = None,

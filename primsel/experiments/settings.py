@@ -17,11 +17,15 @@ from typing import Any
 
 from primsel import registry
 from primsel import spec as specs
-from primsel.checks import SETTING_BOUNDS, flag_problem, number_problem
+from primsel.checks import (DEPTH_BOUNDS, FOLDS_BOUNDS, K_BOUNDS, SEED_BOUNDS, TIMEOUT_BOUNDS, flag_problem,
+                            number_problem)
 from primsel.eval.metrics import parse_metric
 from primsel.experiments.reflection import REFLECTION_KEYS, Reflection
 from primsel.types import Revises
 
+#: The numeric settings and their bounds (:mod:`primsel.checks`); ``threshold`` is any number.
+NUMBER_BOUNDS: dict[str, dict[str, Any]] = {"k": K_BOUNDS, "folds": FOLDS_BOUNDS, "seed": SEED_BOUNDS,
+                                            "timeout": TIMEOUT_BOUNDS, "depth": DEPTH_BOUNDS, "threshold": {}}
 #: Settings that may be None (not set), and the numbers kept as floats.
 _OPTIONAL = ("generator", "selector", "depth", "threshold")
 _FLOATS = ("timeout", "threshold")
@@ -97,8 +101,8 @@ def check_setting(key: str, value: Any) -> Any:
     if key in _OPTIONAL and value is None:
         return None
     problem: str | None
-    if key in SETTING_BOUNDS:
-        problem = number_problem(value, **SETTING_BOUNDS[key])
+    if key in NUMBER_BOUNDS:
+        problem = number_problem(value, **NUMBER_BOUNDS[key])
         value = float(value) if problem is None and key in _FLOATS else value
     elif key in COMPONENT_KEYS:
         problem = _spec_problem(key, value)
