@@ -319,14 +319,9 @@ def _data_key(path: Any) -> str:
 
 
 def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> list[Cell]:
-    """The cells of an experiment on one dataset (checked by :func:`parse_config`, not again).
-
-    Parameters
-    ----------
-    config : the experiment.
-    dataset : fingerprint of the tasks the cells run on (part of every cell's settings and id).
-    data : the data path the dataset came from; a grid whose ``data`` list does not name it
-        gives no cells (None: every grid).
+    """The cells of an experiment on the tasks of fingerprint ``dataset`` (part of every cell's
+    settings and id), checked by :func:`parse_config` and not again; a grid whose ``data`` list
+    does not name ``data`` (the dataset's path; None: every grid) gives no cells.
 
     Returns
     -------
