@@ -1,12 +1,6 @@
 """Experiments: grids of retrieval (and generation) pipelines declared in TOML, run resumably,
-and their reports.
-
-:mod:`primsel.experiments.config` reads a file and expands its grid into cells, each with
-:class:`primsel.experiments.settings.CellSettings`; :mod:`primsel.experiments.cell` computes one
-cell (the pipeline ``primsel retrieve`` uses too); :mod:`primsel.experiments.store` shares
-retrievals between cells; :mod:`primsel.experiments.runner` runs the grid and
-:mod:`primsel.experiments.report` writes the report. The names below are loaded on first use:
-importing the settings alone loads no runner, retriever or sandbox.
+and their reports. The names below are loaded on first use: importing the settings alone loads
+no runner, retriever or sandbox.
 """
 
 from __future__ import annotations

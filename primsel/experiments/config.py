@@ -1,65 +1,10 @@
 """Experiment declarations: read a TOML file, check it, expand its grid into cells.
 
-An experiment file holds base settings and a ``[grid]`` of lists; the cells are the Cartesian
-product of the grid lists (in file order, the last key varying fastest), applied to the base
-settings. Keys (experiments/README.md explains each with examples):
-
-==============  ==========================================================================
-``name``        experiment name (default: the file stem); the output directory ``<out>/<name>``
-``description`` free text shown at the top of the report
-``data``        path of the Asper-Bench archive or of retrieval-only data (a string, or an
-                array of them: the grid runs on each dataset), relative to the TOML file
-                (default: the ``--data`` flag, else env ``PRIMSEL_ASPER_BENCH``, else the
-                built-in tasks)
-``retriever``   registered name, ``"package.module:Class"``, or a table with ``type``
-``k``           selection size (int >= 1, default 10)
-``threshold``   minimum retriever score of a selected primitive (number; default none). With
-                ``k`` too, both limits apply: the primitives scoring >= threshold, at most the
-                first k of them (k wins when more pass). The LLM selector scores its picks 1
-                and the rest 0, so ``threshold = 0.5`` with ``k = 65`` selects exactly its picks
-``closure``     add the library types the selection depends on (bool, default false)
-``selector``    selector class: ``"topk"`` or a table such as ``{type = "calibrated",
-                target_recall = 0.95}`` (k per task from calibrated scores, fitted on the
-                training folds); ``k`` is then its cap (default: the fixed rules above)
-``folds``       cross-validation folds for anything learned from tasks (int >= 2, default 5)
-``seed``        seed of the folds and of randomised components (int, default 0)
-``[generator]`` table with ``type`` = openai | local | reference | replay and its parameters;
-                a relative ``programs`` path (replay) or ``gguf`` path (local) is relative
-                to the TOML file, like ``data``;
-                ``extraction`` = ``"primsel"`` (default) or ``"aspera"`` (openai, replay);
-                ``rounds``, ``feedback``, ``reselect``: reflection rounds
-                (:mod:`primsel.experiments.reflection`; rounds > 1 needs a generator that
-                can revise, e.g. openai), here or in a ``[reflection]`` table
-``[reflection]`` the reflection rounds (``rounds``, ``feedback``, ``reselect``), as an
-                alternative to writing them in ``[generator]`` (not both); the cell ids are
-                the same either way, and the grid reaches in with ``"reflection.rounds"``
-``timeout``     seconds per task in the sandbox when a generator runs (default 10; at most
-                the sandbox's cap, one day)
-``metrics``     extra ranx metric names added to every cell's report.json
-``depth``       primitives kept of each task's ranking (int >= 20; default: the whole library)
-``baseline``    the retriever every cell is tested against: its label (``hybrid(bm25+dense)``),
-                its type when one retriever of the grid has it (``llm_selector``), or a cell
-                id (default: the first retriever of the grid); see
-                :func:`primsel.experiments.report.write_report`
-``pair_on``     the settings (top-level or dotted keys, e.g. ``["generator.seed"]``) that must
-                be equal between a cell and the baseline cell it is tested against (default:
-                every setting except the retriever). Each cell must then find at most one
-                baseline cell
-``[grid]``      lists of values (and optionally ``data``, the paths of the datasets, among the
-                experiment's, that the grid's cells run on); a key is a top-level key above (``k``, ``retriever``, ...) or
-                a dotted key into a table (``"generator.model"``, ``"retriever.weights"``).
-                Several grids (``[[grid]]``, an array of tables) give the union of their cells,
-                e.g. one grid over k and another with ``retriever = ["all"]`` and ``k = [65]``
-==============  ==========================================================================
-
-:func:`parse_config` checks the file's shape (keys, grid lists, ``data``, ``baseline``,
-``pair_on``) and expands the grid once: each cell's settings are a
-:class:`primsel.experiments.settings.CellSettings` (defaults filled, the retriever
-specification in canonical form), which checks every value of the cell; its errors are named
-after the key of the file that set the value (``k``, ``grid.k[1]``, ``grid.retriever.k1``).
-:func:`expand` gives the cells on one dataset (its fingerprint is part of their settings);
-their JSON hashes to a stable cell id: :func:`cell_id`. Labels of cells are
-:mod:`primsel.experiments.labels`.
+An experiment file holds base settings and one grid (``[grid]``) or several (``[[grid]]``) of
+lists (keys: experiments/README.md); the cells are the union of each grid's Cartesian product
+(in file order, the last key varying fastest) over the base settings. Each cell's settings are a
+:class:`primsel.experiments.settings.CellSettings`, which checks them; errors name the key of
+the file that set the value (``k``, ``grid.k[1]``, ``grid.retriever.k1``).
 """
 
 from __future__ import annotations
@@ -99,9 +44,8 @@ class Cell:
 
     Parameters
     ----------
-    id : stable id, :func:`cell_id` of ``settings``.
-    settings : the cell's checked settings (:class:`CellSettings`; ``settings.to_json()`` is
-        what ``config.json`` holds).
+    id : :func:`cell_id` of ``settings``.
+    settings : the cell's checked settings (``settings.to_json()`` is what ``config.json`` holds).
     label : short readable label (:func:`primsel.experiments.labels.cell_label`).
     """
 
@@ -112,25 +56,17 @@ class Cell:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """A parsed, checked experiment file.
+    """A parsed, checked experiment file (its keys: experiments/README.md).
 
     Parameters
     ----------
-    name : experiment name.
-    path : the TOML file (None when built from a mapping).
+    path, base_dir : the TOML file and its directory, against which relative paths are resolved
+        (None when built from a mapping: the working directory).
     base : the top-level cell settings as written, with defaults filled.
-    grids : one or more grids (``[grid]`` or ``[[grid]]``), each dotted key -> list of values,
-        in file order; the cells are the union of each grid's product.
-    cells : the checked settings of every cell (without a dataset), as (index of its grid,
-        settings), in grid order; cells that coincide are kept once by :func:`expand`.
-    data : the ``data`` path resolved against the file's directory (a tuple of them for an
-        array), or None.
-    description : free text.
-    baseline : retriever label, retriever type or cell id to test against, or None (first retriever).
-    base_dir : the file's directory, against which the runner resolves a relative generator
-        ``programs`` path (None: the working directory).
-    pair_on : the setting keys a cell and its baseline cell must agree on, or None (every
-        setting except the retriever).
+    grids : each grid as dotted key -> list of values, in file order.
+    data : the ``data`` path (a tuple for an array) resolved against ``base_dir``, or None.
+    cells : every cell's settings (without a dataset) as (index of its grid, settings), in grid order.
+    name, description, baseline, pair_on : as the file gives them (``pair_on`` as a tuple).
     """
 
     name: str
@@ -147,16 +83,18 @@ class ExperimentConfig:
 
 def cell_id(settings: CellSettings | Mapping[str, Any]) -> str:
     """Stable id of a cell's settings: the first 12 hex characters of the sha256 of the canonical
-    JSON of their resolved form (:meth:`CellSettings.to_json`; :func:`primsel.files.digest`)."""
+    JSON of :meth:`CellSettings.to_json` (or of the mapping given)."""
     data = settings.to_json() if isinstance(settings, CellSettings) else settings
     return digest(data)[:CELL_ID_LENGTH]
 
 
-# ---------------------------------------------------------------------------------------------
-# Checking
-# ---------------------------------------------------------------------------------------------
 def _fail(where: str, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{where}: {key}: {problem}")
+
+
+def _is_setting(key: str) -> bool:
+    """A top-level cell key, or a dotted key into one of the tables."""
+    return key in CELL_KEYS or (key.split(".", 1)[0] in TABLE_KEYS and "." in key)
 
 
 def _set_dotted(settings: dict[str, Any], key: str, value: Any, where: str) -> None:
@@ -169,21 +107,17 @@ def _set_dotted(settings: dict[str, Any], key: str, value: Any, where: str) -> N
             check_setting(top, table)  # raises: not a table
         except SettingError as exc:
             raise _fail(where, top, exc.problem) from None
-    table = {"type": table} if isinstance(table, str) else dict(table)
-    node = table
+    node = settings[top] = {"type": table} if isinstance(table, str) else dict(table)
     parts = rest.split(".")
     for part in parts[:-1]:
         child = node.get(part)
-        child = dict(child) if isinstance(child, Mapping) else {}
-        node[part] = child
+        node[part] = child = dict(child) if isinstance(child, Mapping) else {}
         node = child
     node[parts[-1]] = value
-    settings[top] = table
 
 
 def _check_top(raw: Mapping[str, Any], where: str, default_name: str) -> str:
-    """Check the keys of the file that are not cell settings (``name``, ``data``,
-    ``description``, ``baseline``) and that every key is known; returns the experiment's name."""
+    """Check the keys that are not cell settings but ``pair_on``; returns the experiment's name."""
     for key in raw:
         if key not in TOP_KEYS:
             raise _fail(where, key, f"unknown key; expected one of {', '.join(TOP_KEYS)}")
@@ -207,16 +141,27 @@ def _pair_on(raw: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
     if not isinstance(pair_on, list) or not all(isinstance(k, str) and k for k in pair_on):
         raise _fail(where, "pair_on", f"expected an array of setting keys, got {pair_on!r}")
     for k in pair_on:
-        top = k.split(".", 1)[0]
-        if k == "retriever" or not (k in CELL_KEYS or (top in TABLE_KEYS and "." in k)):
+        if k == "retriever" or not _is_setting(k):
             raise _fail(where, "pair_on", f"{k!r} is not a setting a cell shares with its baseline; "
                                           f"expected keys among {', '.join(c for c in CELL_KEYS if c != 'retriever')} "
                                           "or dotted keys such as 'generator.seed'")
     return tuple(dict.fromkeys(pair_on))
 
 
-def _grids(raw: Mapping[str, Any], base: Mapping[str, Any], where: str,
-           base_dir: Path | None) -> list[dict[str, list[Any]]]:
+def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | None = None,
+                 base_dir: Path | None = None) -> ExperimentConfig:
+    """The experiment a parsed TOML mapping ``raw`` declares, its grid expanded into checked cell
+    settings; ``where`` names the source in errors, ``name`` is the default experiment name (None:
+    "experiment"), ``base_dir`` the directory relative paths are resolved against.
+
+    Raises
+    ------
+    ConfigError : an unknown key, a bad value (:class:`CellSettings`), an empty or non-list grid
+        entry, no retriever, a missing ``programs`` file, a ``baseline`` or ``pair_on`` that finds
+        no single baseline cell; the message names ``where`` and the key.
+    """
+    exp_name = _check_top(raw, where, name or "experiment")
+    base: dict[str, Any] = {**DEFAULTS, **{key: raw[key] for key in CELL_KEYS if key in raw}}
     grid_raw = raw.get("grid", {})
     if isinstance(grid_raw, Mapping):
         grids = [_check_grid(where, "grid", grid_raw, base_dir)]
@@ -226,51 +171,21 @@ def _grids(raw: Mapping[str, Any], base: Mapping[str, Any], where: str,
         raise _fail(where, "grid", f"expected a table or a non-empty array of tables, got {grid_raw!r}")
     for i, grid in enumerate(grids):
         if "retriever" not in base and "retriever" not in grid:
-            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{_grid_name(grids, i)}.retriever'")
-    return grids
-
-
-def _grid_name(grids: Sequence[Any], index: int) -> str:
-    return "grid" if len(grids) == 1 else f"grid[{index}]"
-
-
-def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | None = None,
-                 base_dir: Path | None = None) -> ExperimentConfig:
-    """Check a parsed TOML mapping and return the experiment it declares, its grid expanded
-    into checked cell settings (:class:`CellSettings`, each built once).
-
-    Parameters
-    ----------
-    raw : the TOML document as a mapping.
-    where : how errors name the source (the file path).
-    name : default experiment name (the file stem) when ``raw`` has none; else "experiment".
-    base_dir : directory a relative ``data`` path is resolved against.
-
-    Raises
-    ------
-    ConfigError : unknown key (top level, in [grid], or a parameter a retriever or generator
-        class does not accept), unknown retriever or generator, empty or non-list grid entry,
-        wrong type or range, no retriever; the message names ``where`` and the key.
-    """
-    exp_name = _check_top(raw, where, name or "experiment")
-    base: dict[str, Any] = {**DEFAULTS, **{key: raw[key] for key in CELL_KEYS if key in raw}}
-    grids = _grids(raw, base, where, base_dir)
+            grid_name = "grid" if len(grids) == 1 else f"grid[{i}]"
+            raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{grid_name}.retriever'")
     data = raw.get("data")
     config = ExperimentConfig(
-        name=exp_name,
-        path=None,
-        base=base,
-        grids=tuple(grids),
+        name=exp_name, path=None, base=base, grids=tuple(grids),
         data=(tuple(_data_path(d, base_dir) for d in data) if isinstance(data, list)
               else _data_path(data, base_dir)),
-        description=raw.get("description", ""),
-        baseline=raw.get("baseline"),
-        base_dir=base_dir,
-        pair_on=_pair_on(raw, where),
-        cells=tuple(_grid_cells(where, base, grids)),
+        description=raw.get("description", ""), baseline=raw.get("baseline"), base_dir=base_dir,
+        pair_on=_pair_on(raw, where), cells=tuple(_grid_cells(where, base, grids)),
     )
     cells = expand(config)
-    _check_programs(where, config, cells)
+    for cell in cells:
+        spec = generator_spec(cell.settings.generator, base_dir)
+        if isinstance(spec, Mapping) and isinstance(spec.get("programs"), str) and not Path(spec["programs"]).is_file():
+            raise _fail(where, "generator.programs", f"no such file: {spec['programs']}")
     is_cell_id = config.baseline is not None and len(config.baseline) == CELL_ID_LENGTH and \
         all(ch in "0123456789abcdef" for ch in config.baseline)
     if not is_cell_id:  # a cell id depends on the dataset: the report checks it
@@ -278,37 +193,33 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
             wanted = baseline_label(config.baseline, [(c.id, c.settings.retriever) for c in cells])
         except ValueError as exc:
             raise _fail(where, "baseline", str(exc)) from None
-        _check_pairs(where, config, cells, wanted)
+        _check_pairs(where, config.pair_on, cells, wanted)
     return config
 
 
 def _grid_cells(where: str, base: Mapping[str, Any],
                 grids: Sequence[Mapping[str, Sequence[Any]]]) -> list[tuple[int, CellSettings]]:
-    """Every grid's cells as (grid index, settings), in grid order (the last key varying
-    fastest); a bad value is named after the key that set it (:func:`_source`)."""
     out: list[tuple[int, CellSettings]] = []
     for g, grid in enumerate(grids):
         keys = [k for k in grid if k != "data"]
         for combo in itertools.product(*(range(len(grid[k])) for k in keys)):
             settings = dict(base)
             chosen = dict(zip(keys, combo))
-            for key in keys:
-                if "." not in key:
-                    settings[key] = grid[key][chosen[key]]
-            for key in keys:
+            for key in sorted(keys, key=lambda k: "." in k):  # whole values first, then dotted keys
                 if "." in key:
                     _set_dotted(settings, key, grid[key][chosen[key]], where)
+                else:
+                    settings[key] = grid[key][chosen[key]]
             try:
                 out.append((g, CellSettings.from_mapping(settings)))
             except SettingError as exc:
-                raise _fail(where, _source(exc.key, _grid_name(grids, g), chosen), exc.problem) from None
+                name = "grid" if len(grids) == 1 else f"grid[{g}]"
+                raise _fail(where, _source(exc.key, name, chosen), exc.problem) from None
     return out
 
 
 def _source(key: str, grid_name: str, chosen: Mapping[str, int]) -> str:
-    """The key of the experiment file that set the setting ``key`` (``"k"``,
-    ``"retriever.members[1]"``) of a cell: the grid's dotted keys into its table
-    (``grid.retriever.k1``), the grid's list value (``grid.k[1]``), else the top-level key."""
+    """The file's key that set the setting ``key``: ``grid.retriever.k1``, ``grid.k[1]`` or ``k``."""
     top, dot, rest = key.partition(".")
     if any(k.startswith(top + ".") for k in chosen):
         return f"{grid_name}.{key}"
@@ -317,16 +228,16 @@ def _source(key: str, grid_name: str, chosen: Mapping[str, int]) -> str:
     return key
 
 
-def _check_pairs(where: str, config: ExperimentConfig, cells: Sequence[Cell], wanted: str) -> None:
+def _check_pairs(where: str, pair_on: tuple[str, ...] | None, cells: Sequence[Cell], wanted: str) -> None:
     """Every cell must find at most one baseline cell (with ``pair_on``, several could agree)."""
-    if config.pair_on is None:
+    if pair_on is None:
         return  # cells are unique, so at most one baseline cell has all their other settings
     bases: dict[str, list[Cell]] = {}
     for c in cells:
         if specs.label(c.settings.retriever) == wanted:
-            bases.setdefault(pair_key(c.settings.to_json(), config.pair_on), []).append(c)
+            bases.setdefault(pair_key(c.settings.to_json(), pair_on), []).append(c)
     for c in cells:
-        found = bases.get(pair_key(c.settings.to_json(), config.pair_on), [])
+        found = bases.get(pair_key(c.settings.to_json(), pair_on), [])
         if len(found) > 1 and c not in found:
             raise _fail(where, "pair_on", f"cell {c.label!r} matches {len(found)} baseline cells "
                                           f"({'; '.join(b.label for b in found)}); add the settings "
@@ -334,27 +245,16 @@ def _check_pairs(where: str, config: ExperimentConfig, cells: Sequence[Cell], wa
 
 
 def generator_spec(spec: Any, base_dir: Path | None) -> Any:
-    """A generator specification with a relative ``programs`` path (the replay generator's file)
-    or ``gguf`` path (the local generator's model) joined to ``base_dir`` (the experiment file's
-    directory); other specifications unchanged."""
+    """A generator specification with a relative ``programs`` (replay) or ``gguf`` (local) path
+    joined to ``base_dir``; other specifications unchanged."""
     if not isinstance(spec, Mapping):
         return spec
     paths = {key: str(_data_path(spec[key], base_dir)) for key in ("programs", "gguf") if isinstance(spec.get(key), str)}
     return {**spec, **paths} if paths else spec
 
 
-def _check_programs(where: str, config: ExperimentConfig, cells: Sequence[Cell]) -> None:
-    """A generator's ``programs`` file must exist (relative to the experiment file)."""
-    for cell in cells:
-        spec = generator_spec(cell.settings.generator, config.base_dir)
-        if isinstance(spec, Mapping) and isinstance(spec.get("programs"), str) and not Path(spec["programs"]).is_file():
-            raise _fail(where, "generator.programs", f"no such file: {spec['programs']}")
-
-
 def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, list[Any]]:
-    """The grid as dotted key -> list of values (checked in form: the cells check the values);
-    errors name ``<name>.<key>``. A ``data`` list (the datasets the grid's cells run on) is kept
-    as resolved paths."""
+    """The grid as dotted key -> list of values (the cells check the values); ``data`` as paths."""
     grid: dict[str, list[Any]] = {}
     for key, values in _flatten_grid(grid_raw):
         gkey = f"{name}.{key}"
@@ -363,8 +263,7 @@ def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Pa
                 raise _fail(where, gkey, f"expected a non-empty array of paths, got {values!r}")
             grid[key] = [_data_path(v, base_dir) for v in values]
             continue
-        top = key.split(".", 1)[0]
-        if key not in CELL_KEYS and not (top in TABLE_KEYS and "." in key):
+        if not _is_setting(key):
             raise _fail(where, gkey, f"unknown grid key; expected one of {', '.join(CELL_KEYS)} "
                                      "or a dotted key into 'retriever', 'generator' or 'selector'")
         if not isinstance(values, list):
@@ -397,12 +296,11 @@ def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> list[tuple[str, 
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and check an experiment TOML file (see the module docstring for its keys).
+    """Read and check an experiment TOML file (:func:`parse_config`).
 
     Raises
     ------
-    ConfigError : unreadable file, TOML syntax error, or any problem of :func:`parse_config`;
-        the message names the file and the key.
+    ConfigError : unreadable file, TOML syntax error, or any problem of :func:`parse_config`.
     """
     path = Path(path)
     try:
@@ -412,51 +310,31 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    config = parse_config(raw, where=str(path), name=path.stem, base_dir=path.parent)
-    return dataclasses.replace(config, path=path)
+    return dataclasses.replace(parse_config(raw, where=str(path), name=path.stem, base_dir=path.parent), path=path)
 
 
-# ---------------------------------------------------------------------------------------------
-# Grid expansion
-# ---------------------------------------------------------------------------------------------
-def same_data(path: Any, paths: Sequence[Any]) -> bool:
-    """True when ``path`` names the same data as one of ``paths`` (files compared resolved)."""
-    def key(p: Any) -> str:
-        text = str(p)
-        return text if text.startswith("pydoc") else str(Path(text).expanduser().resolve())
-
-    return key(path) in {key(p) for p in paths}
+def _data_key(path: Any) -> str:
+    text = str(path)
+    return text if text.startswith("pydoc") else str(Path(text).expanduser().resolve())
 
 
 def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> list[Cell]:
-    """The cells of an experiment on one dataset: the Cartesian product of its grid lists over
-    the base settings, as checked by :func:`parse_config` (nothing is checked again).
-
-    Parameters
-    ----------
-    config : the experiment.
-    dataset : fingerprint of the tasks the cells run on (part of every cell's settings, so of
-        its id; the runner passes :func:`primsel.experiments.dataset.dataset_fingerprint`).
-    data : the data path the dataset came from; a grid with a ``data`` list that does not name
-        it gives no cells (None: every grid).
+    """The cells of an experiment on the tasks of fingerprint ``dataset`` (part of every cell's
+    settings and id), checked by :func:`parse_config` and not again; a grid whose ``data`` list
+    does not name ``data`` (the dataset's path; None: every grid) gives no cells.
 
     Returns
     -------
-    Cells in grid order (the last grid key varies fastest; with several grids, the first
-    grid's cells first); cells whose resolved settings coincide are kept once.
+    Cells in grid order; cells whose resolved settings coincide are kept once.
     """
-    resolved: list[CellSettings] = []
-    seen: set[str] = set()
+    resolved: dict[str, CellSettings] = {}
     for g, settings in config.cells:
         grid = config.grids[g]
-        if data is not None and "data" in grid and not same_data(data, grid["data"]):
+        if data is not None and "data" in grid and _data_key(data) not in {_data_key(p) for p in grid["data"]}:
             continue
         cell_settings = settings.for_dataset(dataset)
-        cid = cell_id(cell_settings)
-        if cid not in seen:
-            seen.add(cid)
-            resolved.append(cell_settings)
+        resolved.setdefault(cell_id(cell_settings), cell_settings)
     keys = list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
-    data = [s.to_json() for s in resolved]
-    varied = varied_keys(data, keys)
-    return [Cell(id=cell_id(s), settings=s, label=cell_label(d, varied)) for s, d in zip(resolved, data)]
+    jsons = [s.to_json() for s in resolved.values()]
+    varied = varied_keys(jsons, keys)
+    return [Cell(id=cid, settings=s, label=cell_label(d, varied)) for (cid, s), d in zip(resolved.items(), jsons)]

@@ -1,11 +1,8 @@
 """The tasks of an experiment: loaded, gold primitives filled, fingerprinted, with their library.
 
-A cell's identity holds the fingerprint of the tasks it ran on (:func:`dataset_fingerprint`),
-so a cell id changes when (and only when) its tasks change. Executable tasks (Asper-Bench, the
-built-in tasks) are ranked against the assistant library; a retrieval-only dataset
-(:mod:`primsel.datasets.retrieval_only`) brings its own corpus as the library, and its
-fingerprint covers that corpus too. One data path may name several retrieval-only datasets
-(:func:`load_datasets`).
+A cell's identity holds the fingerprint of its tasks, so a cell id changes when (and only when)
+its tasks change. Executable tasks are ranked against the assistant library; retrieval-only data
+(:mod:`primsel.datasets.retrieval_only`) brings its own corpus, which its fingerprint covers.
 """
 
 from __future__ import annotations
@@ -30,20 +27,15 @@ class Dataset:
 
     Parameters
     ----------
-    tasks : the tasks, gold primitives filled.
-    source : ``"asper-bench"``, ``"builtin"`` or the tasks' ``source`` otherwise (the dataset
-        name of retrieval-only data, ``"metatool-single"``).
+    tasks : the tasks.
+    source : ``"asper-bench"``, ``"builtin"`` or the tasks' ``source`` (``"metatool-single"``).
     fingerprint : ``"<source>/<n tasks>/<sha256 prefix of the task contents>"``.
-    library : the library the tasks are ranked against (a :class:`primsel.library.Library`);
-        None means the assistant library.
+    library : the library the tasks are ranked against; None: the assistant library.
     notes : what the loader merged or dropped (retrieval-only data).
     info : facts recorded beside results (``pydoc``: Python and package versions).
-    population : for a subset (:func:`subset`), every task of the dataset it was taken from:
-        retrieval is cross-validated, and generators take their worked examples, over the
-        whole population, so a task gets the same prompt in a subset as in the full run.
-        Empty for a whole dataset.
-    subset : for a subset, how it was chosen (``{"sample": N, "seed": S}`` or ``{"tasks":
-        [...]}``) and its task ids, recorded in experiment.json and the report.
+    population : for a subset, every task of the whole dataset (folds and worked examples are
+        drawn from it, so a task gets the same prompt as in the full run); else empty.
+    subset : for a subset, how it was chosen and its ``task_ids``.
     """
 
     tasks: tuple[Task, ...]
@@ -62,12 +54,12 @@ class Dataset:
 
     @property
     def executable(self) -> bool:
-        """True when every task has programs to generate and execute (False for retrieval-only data)."""
+        """True when every task has programs to generate and execute."""
         return all(t.executable for t in self.tasks)
 
     def summary(self) -> dict[str, Any]:
         """``{"source", "n_tasks", "fingerprint"}``, plus ``n_documents`` and ``info`` for
-        retrieval-only data: what config.json and experiment.json record of the data."""
+        retrieval-only data and ``subset`` for a subset: what config.json records of the data."""
         out: dict[str, Any] = {"source": self.source, "n_tasks": len(self.tasks), "fingerprint": self.fingerprint}
         if not self.executable and self.library is not None:
             out["n_documents"] = len(self.library)
@@ -80,32 +72,19 @@ class Dataset:
 
 def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] | None = None,
            seed: int = 0, fold: int | None = None, folds: int = 5) -> Dataset:
-    """The dataset restricted to some of its tasks, for a quick look before a long run.
-
-    Parameters
-    ----------
-    dataset : the whole dataset.
-    sample : take this many tasks, drawn with ``random.Random(seed)`` from the task ids in
-        dataset order (the same tasks for every cell of a run, and for every run with the same
-        seed); more than there are: all of them.
-    task_ids : take exactly these tasks (dataset order kept).
-    seed : the draw's seed (the experiment's ``seed``).
-    fold, folds : take the tasks of cross-validation fold ``fold`` (0 .. folds - 1) of the
-        experiment's ``folds`` folds and ``seed`` (:func:`primsel.retrieval.cv.fold_assignment`):
-        a random part of the tasks, and the one a run answers together, since the prompts of a
-        fold share their worked example.
+    """The dataset restricted to some of its tasks: ``sample`` tasks drawn with
+    ``random.Random(seed)``, the tasks ``task_ids``, or those of cross-validation fold ``fold`` of
+    ``folds`` with ``seed`` (:func:`primsel.retrieval.cv.fold_assignment`).
 
     Returns
     -------
-    A :class:`Dataset` of the chosen tasks, its fingerprint the whole dataset's followed by
-    ``/subset-<hash of the ids>`` (so its cells never pass for the whole run's), its
-    ``population`` the whole dataset's tasks.
+    A :class:`Dataset` of the chosen tasks in dataset order, its fingerprint the whole one's
+    followed by ``/subset-<hash of the ids>``, its ``population`` the whole dataset's tasks.
 
     Raises
     ------
     primsel.datasets.DatasetError : not exactly one of ``sample``, ``task_ids`` and ``fold``, a
-        sample size below 1, a fold outside 0 .. folds - 1, or task ids the dataset does not
-        have (named).
+        sample size below 1, a fold outside 0 .. folds - 1, or unknown task ids (named).
     """
     if sum(x is not None for x in (sample, task_ids, fold)) != 1:
         raise DatasetError("give one of a sample size, a list of task ids or a fold")
@@ -138,33 +117,14 @@ def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] 
                                population=dataset.tasks, subset={**how, "task_ids": [t.id for t in tasks]})
 
 
-def dataset_fingerprint(tasks: Sequence[Task], corpus: str = "") -> str:
-    """``"<source>/<n>/<hash>"``: the hash covers every task's id, query, programs and gold set
-    (and ``corpus``, the library fingerprint of retrieval-only data), so a cell id changes when
-    (and only when) the tasks it runs on change."""
-    h = hashlib.sha256(corpus.encode())
-    for t in tasks:
-        h.update(canonical_json([t.id, t.query, t.program, list(t.setup_programs),
-                                 list(t.evaluation_programs), sorted(t.gold)]).encode("utf-8"))
-    sources = sorted({t.source or "custom" for t in tasks}) or ["empty"]
-    return f"{'+'.join(sources)}/{len(tasks)}/{h.hexdigest()[:12]}"
-
-
 def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str] = (),
                  info: Mapping[str, Any] | None = None) -> Dataset:
-    """A :class:`Dataset` of tasks whose gold sets are already filled.
-
-    Parameters
-    ----------
-    tasks : the tasks.
-    library : their library (None: the assistant library); for retrieval-only tasks its
-        fingerprint joins the dataset's.
-    notes, info : see :class:`Dataset`.
+    """A :class:`Dataset` of tasks whose gold sets are filled; ``library`` None is the assistant
+    library, else (retrieval-only tasks) its fingerprint joins the tasks'.
 
     Raises
     ------
-    primsel.datasets.DatasetError : no tasks, duplicate task ids, or a task without gold
-        primitives (ranking metrics are undefined for it).
+    primsel.datasets.DatasetError : no tasks, duplicate task ids, or a task without gold primitives.
     """
     if not tasks:
         raise DatasetError("no tasks to run")
@@ -175,24 +135,35 @@ def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str
         raise DatasetError(f"tasks without gold primitives (their reference programs use no library "
                            f"primitive): {', '.join(empty[:10])}")
     retrieval_only = not all(t.executable for t in tasks)
-    corpus = library.fingerprint() if retrieval_only and library is not None else ""
-    fp = dataset_fingerprint(tasks, corpus)
-    return Dataset(tasks=tuple(tasks), source=fp.split("/", 1)[0], fingerprint=fp, library=library,
-                   notes=tuple(notes), info=dict(info or {}))
+    h = hashlib.sha256((library.fingerprint() if retrieval_only and library is not None else "").encode())
+    for t in tasks:
+        h.update(canonical_json([t.id, t.query, t.program, list(t.setup_programs),
+                                 list(t.evaluation_programs), sorted(t.gold)]).encode("utf-8"))
+    source = "+".join(sorted({t.source or "custom" for t in tasks}))
+    return Dataset(tasks=tuple(tasks), source=source, fingerprint=f"{source}/{len(tasks)}/{h.hexdigest()[:12]}",
+                   library=library, notes=tuple(notes), info=dict(info or {}))
 
 
-def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any],
-                 log: TextIO | None = None, origin: str = "--data") -> Dataset:
-    """Load the tasks of ``path`` (else ``$PRIMSEL_ASPER_BENCH``, else the built-in tasks, which
-    is said on ``log``) and fill their gold primitives. ``origin`` says where ``path`` came from
-    in messages (:func:`primsel.datasets.resolve_dataset`).
+def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None,
+                  library: Any = None, origin: str = "--data") -> list[Dataset]:
+    """The datasets a data path names, each with its library: retrieval-only data
+    (:func:`primsel.datasets.load_retrieval_data`, each against its own corpus), else the
+    executable tasks of ``path`` (else ``$PRIMSEL_ASPER_BENCH``, else the built-in tasks, said on
+    ``log``) against ``library`` (default: the assistant library). ``origin`` names ``path`` in
+    messages (:func:`primsel.datasets.resolve_dataset`).
 
     Raises
     ------
-    primsel.datasets.DatasetError : missing or malformed archive, a reference program that does
-        not parse, or a task whose reference program uses no library primitive (ranking
-        metrics are undefined for it).
+    primsel.datasets.DatasetError : a missing or malformed archive or dataset, a reference program
+        that does not parse, or a task whose reference program uses no library primitive.
     """
+    # local: the assistant library (pydantic and the simulated apps) only for executable tasks
+    from primsel.simulator.library import build_library
+
+    if is_retrieval_data(path):
+        return [make_dataset(data.tasks, Library(data.documents, unique_names=False), data.notes, data.info)
+                for data in load_retrieval_data(path)]  # type: ignore[arg-type]
+    library = build_library() if library is None else library
     archive = resolve_dataset(path, origin)
     if archive is None and log is not None:
         print("primsel run: no Asper-Bench archive (no 'data' key, --data or $PRIMSEL_ASPER_BENCH): "
@@ -203,30 +174,4 @@ def load_dataset(path: str | os.PathLike[str] | None, library: Mapping[str, Any]
         if isinstance(exc, DatasetError):
             raise
         raise DatasetError(str(exc)) from None
-    return make_dataset(tasks)
-
-
-def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None,
-                  library: Any = None, origin: str = "--data") -> list[Dataset]:
-    """The datasets a data path names, each with its library: retrieval-only data
-    (:func:`primsel.datasets.load_retrieval_data`: one or several datasets, each ranked against
-    its own corpus), else the executable tasks of :func:`load_dataset` against ``library``
-    (default: the assistant library). ``origin``: as :func:`load_dataset`.
-
-    Raises
-    ------
-    primsel.datasets.DatasetError : see :func:`load_dataset` and
-        :func:`primsel.datasets.load_retrieval_data`.
-    """
-    # local: the assistant library (pydantic and the simulated apps) only for executable tasks
-    from primsel.simulator.library import build_library
-
-    if not is_retrieval_data(path):
-        library = build_library() if library is None else library
-        dataset = load_dataset(path, library, log, origin)
-        return [dataclasses.replace(dataset, library=library)]
-    out = []
-    for data in load_retrieval_data(path):  # type: ignore[arg-type]
-        library = Library(data.documents, unique_names=False)
-        out.append(make_dataset(data.tasks, library, data.notes, data.info))
-    return out
+    return [dataclasses.replace(make_dataset(tasks), library=library)]

@@ -1,8 +1,7 @@
 """Names of cells and of their settings, as the runner and the report show them.
 
-Every function here reads settings as JSON data (:meth:`CellSettings.to_json`, or the
-``settings`` of ``experiment.json`` / ``config.json``), addressed by top-level or dotted keys
-(``"k"``, ``"generator.seed"``).
+Every function reads settings as JSON data (:meth:`CellSettings.to_json` or ``config.json``),
+addressed by top-level or dotted keys (``"k"``, ``"generator.seed"``).
 """
 
 from __future__ import annotations
@@ -16,9 +15,8 @@ from primsel.files import canonical_json
 
 
 def get_dotted(settings: Mapping[str, Any], key: str) -> Any:
-    """A setting by top-level or dotted key (``"generator.seed"``); None when absent. The
-    reflection settings are read where the JSON data holds them, in the generator table:
-    ``"reflection.rounds"`` is ``"generator.rounds"``, ``"reflection"`` the table of those set."""
+    """A setting by top-level or dotted key, None when absent; ``"reflection.rounds"`` is read
+    as ``"generator.rounds"``, ``"reflection"`` is the table of the reflection keys set."""
     top, _, rest = key.partition(".")
     if top == "reflection":
         generator = settings.get("generator")
@@ -39,9 +37,8 @@ def generator_label(gen: Mapping[str, Any] | str | None) -> str:
 
 
 def cell_label(settings: Mapping[str, Any], varied: Sequence[str] = ()) -> str:
-    """Readable label of a cell: retriever (with all its parameters), ``k=..``, ``+closure``
-    when on, the generator (type and model), then ``key=value`` for every other key in
-    ``varied`` (top-level keys, or dotted keys such as ``generator.seed``) that the cell sets."""
+    """Readable label of a cell: retriever, ``k=..``, ``+closure`` when on, the generator, then
+    ``key=value`` for every other key in ``varied`` that the cell sets."""
     parts = [specs.label(settings["retriever"]), f"k={settings['k']}"]
     if settings.get("closure"):
         parts.append("+closure")
@@ -59,9 +56,8 @@ def cell_label(settings: Mapping[str, Any], varied: Sequence[str] = ()) -> str:
 
 
 def varied_keys(settings: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[str]:
-    """The keys among ``keys`` (top-level or dotted) whose values differ between ``settings``;
-    when the whole ``generator`` table varies, also ``generator.<parameter>`` for each of its
-    parameters that differs, so that a label or a table column can show it."""
+    """The keys among ``keys`` whose values differ between ``settings``; a varying ``generator``
+    is followed by ``generator.<parameter>`` for each of its parameters that differs."""
     def differs(key: str) -> bool:
         return len({canonical_json(get_dotted(s, key)) for s in settings}) > 1
 
@@ -69,7 +65,7 @@ def varied_keys(settings: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> l
     for key in keys:
         if differs(key):
             out.append(key)
-            if key == "generator":  # its varying parameters follow it
+            if key == "generator":
                 params = sorted({p for s in settings if isinstance(s.get(key), Mapping) for p in s[key]})
                 out += [f"{key}.{p}" for p in params if f"{key}.{p}" not in keys and differs(f"{key}.{p}")]
     return out
@@ -81,14 +77,12 @@ def baseline_label(wanted: str | None, cells: Sequence[tuple[str, Any]]) -> str:
     Parameters
     ----------
     wanted : the ``baseline`` setting: a retriever label, a cell id, or a retriever type that
-        exactly one retriever label of the cells has (``"llm_selector"``); None: the first
-        cell's retriever.
+        exactly one retriever label has; None: the first cell's retriever.
     cells : (cell id, retriever specification) of every cell, in grid order; non-empty.
 
     Raises
     ------
-    ValueError : ``wanted`` matches nothing, or names a type several retrievers have; the
-        message lists the labels.
+    ValueError : ``wanted`` matches nothing, or names a type several retrievers have.
     """
     labels = list(dict.fromkeys(specs.label(spec) for _, spec in cells))
     if wanted is None:
@@ -109,8 +103,8 @@ def baseline_label(wanted: str | None, cells: Sequence[tuple[str, Any]]) -> str:
 
 
 def pair_key(settings: Mapping[str, Any], pair_on: Sequence[str] | None) -> str:
-    """What a cell and its baseline cell must share: every setting except the retriever
-    (``pair_on`` None), else the dataset and the ``pair_on`` settings (missing ones as null)."""
+    """What a cell and its baseline cell must share: every setting except the retriever (``pair_on``
+    None), else the dataset and the ``pair_on`` settings (missing ones as null)."""
     if pair_on is None:
         return canonical_json({k: v for k, v in settings.items() if k != "retriever"})
     return canonical_json({"dataset": settings.get("dataset"), **{k: get_dotted(settings, k) for k in pair_on}})

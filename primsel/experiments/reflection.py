@@ -1,47 +1,11 @@
 """Reflection rounds: after a program that did not pass, the model gets feedback and tries again.
 
-Three settings belong to this loop, not to the generator. An experiment file writes them in the
-``[generator]`` table (or, equally, in a ``[reflection]`` table of their own); a cell's settings
-hold them apart, as a :class:`Reflection` (``CellSettings.reflection``), and the generator is
-built without them:
-
-==============  ===================================================================  ==========
-key             meaning                                                              default
-==============  ===================================================================  ==========
-``rounds``      most programs per task (>= 1); a task that passes stops              1
-``feedback``    what the model is told about a failed program: ``"verdict"``,        ``"error"``
-                ``"error"`` or ``"trace"`` (:mod:`primsel.eval.feedback`)
-``reselect``    re-rank the library for the next round with the query plus the       false
-                error message (:func:`primsel.eval.feedback.error_text`)
-==============  ===================================================================  ==========
-
-Round 1 is the cell's ordinary generation. In each later round every task whose program did not
-pass (and got an answer: a task whose request failed, ``llm_error``, is not retried) is sent the
-conversation so far: the round-1 request (with the documentation of the round's selection),
-then for each earlier round the model's answer and the feedback on its program
-(:meth:`primsel.generation.generators.OpenAIGenerator.revise_many`, the
-:class:`primsel.types.Revises` ability). The new program runs in the sandbox like the first.
-Every round's request goes through the generator's answer cache, so a run that is interrupted
-and started again sends no request twice. A task's final status is that of its last round.
-
-Feedback at every level comes from the execution result alone; it never holds the evaluation
-program's text or expected values, nor anything of the reference program, nor a comparison
-with it (the rule: :mod:`primsel.eval.feedback`). The failure diagnosis
-(:func:`primsel.eval.attribution.attribute`, with the reference program's run on the same
-initial state) is recorded in the round records (``category``) for the researcher only.
-
-With ``reselect``, a retried task whose feedback names an error is ranked again by the cell's
-retriever (same folds and training tasks) with ``query + "\\n" + error``; the selection of the
-next round is taken from that ranking with the cell's ``k``, ``threshold`` and ``closure``, and
-the conversation's opening request shows its documentation. With ``feedback = "verdict"`` no
-error is told, so the selection never changes.
-
-Figures (:func:`round_figures`): ``success@r`` (fraction of tasks passed by round r), per round
-``calls@r`` (generation requests of the round, cache hits included), ``cache_hits@r``,
-``requests@r`` (HTTP requests the generator sent in the round, retries included),
-``prompt_tokens@r``, ``completion_tokens@r`` and ``cumulative_tokens@r`` (prompt + completion
-tokens of rounds 1..r, plus those of re-selection by an LLM selector), and with ``reselect``
-``selection_recall@r`` (mean set recall of the selection each task had in round r).
+Round 1 is the cell's ordinary generation; in each later round every task whose program did not
+pass (and got an answer) is sent the conversation so far (:class:`primsel.types.Revises`) with
+feedback drawn from the execution result alone (:mod:`primsel.eval.feedback`), and the new
+program runs in the sandbox. A task's final status is that of its last round. With ``reselect``
+the library is ranked again with the query plus the error. The settings and figures are
+described in docs/user-guide.md ("Reflection rounds").
 """
 
 from __future__ import annotations
@@ -57,11 +21,6 @@ from primsel.eval.feedback import error_text, feedback_text
 from primsel.experiments.records import Round
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
 
-__all__ = [
-    "FEEDBACK_LEVELS", "REFLECTION_KEYS", "Reflection", "RoundsOutcome", "execute_programs",
-    "reflection_problem", "round_figures", "run_rounds",
-]
-
 #: The reflection settings (keys of a ``[reflection]`` table, or of the generator table).
 REFLECTION_KEYS = ("rounds", "feedback", "reselect")
 #: Feedback levels (:data:`primsel.eval.feedback.LEVELS`).
@@ -70,23 +29,19 @@ FEEDBACK_LEVELS = ("verdict", "error", "trace")
 
 @dataclass(frozen=True)
 class Reflection:
-    """The reflection settings of a cell (the ``reflection`` field of
-    :class:`primsel.experiments.settings.CellSettings`).
+    """The reflection settings of a cell (``CellSettings.reflection``).
 
     Parameters
     ----------
-    rounds : most programs per task, >= 1 (:data:`primsel.checks.ROUNDS_BOUNDS`).
-    feedback : ``"verdict"``, ``"error"`` or ``"trace"``.
+    rounds : most programs per task, >= 1.
+    feedback : ``"verdict"``, ``"error"`` or ``"trace"``: what the model is told of a failure.
     reselect : re-rank with the query plus the error message before each later round.
-    given : the keys the experiment set, in :data:`REFLECTION_KEYS` order; when there is at
-        least one (:attr:`configured`), rows and reports carry the per-round figures, even with
-        ``rounds = 1``. Only these keys are written back into the cell's settings
-        (:meth:`to_table`), so a cell's id does not depend on where they were written.
+    given : the keys the experiment set (:data:`REFLECTION_KEYS` order); only these are written
+        back into the cell's settings (:meth:`to_table`), and with any, reports show rounds.
 
     Raises
     ------
-    ValueError : a value out of its range (:func:`reflection_problem`), or ``given`` naming a
-        key that is not one of :data:`REFLECTION_KEYS`.
+    ValueError : a value out of its range (``"<key> <problem>"``), or ``given`` naming another key.
     """
 
     rounds: int = 1
@@ -95,9 +50,13 @@ class Reflection:
     given: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        problem = reflection_problem({"rounds": self.rounds, "feedback": self.feedback, "reselect": self.reselect})
-        if problem is not None:
-            raise ValueError(f"{problem[0]} {problem[1]}")
+        feedback = None if self.feedback in FEEDBACK_LEVELS else \
+            f"must be one of {', '.join(repr(v) for v in FEEDBACK_LEVELS)}, got {self.feedback!r}"
+        problems = {"rounds": number_problem(self.rounds, **ROUNDS_BOUNDS), "feedback": feedback,
+                    "reselect": flag_problem(self.reselect)}
+        for key, problem in problems.items():
+            if problem is not None:
+                raise ValueError(f"{key} {problem}")
         unknown = [key for key in self.given if key not in REFLECTION_KEYS]
         if unknown:
             raise ValueError(f"given must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}")
@@ -110,8 +69,7 @@ class Reflection:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> Reflection:
-        """The reflection settings a table sets (its other keys are ignored); ``given`` lists
-        the reflection keys it holds.
+        """The reflection keys a table sets (other keys ignored).
 
         Raises
         ------
@@ -125,36 +83,10 @@ class Reflection:
         return {key: getattr(self, key) for key in self.given}
 
 
-def reflection_problem(table: Mapping[str, Any]) -> tuple[str, str] | None:
-    """What is wrong with the reflection keys of a table, as ``(key, problem)``, or None. Keys it
-    does not hold are not checked."""
-    if "rounds" in table:
-        problem = number_problem(table["rounds"], **ROUNDS_BOUNDS)
-        if problem is not None:
-            return "rounds", problem
-    if "feedback" in table and table["feedback"] not in FEEDBACK_LEVELS:
-        return "feedback", f"must be one of {', '.join(repr(v) for v in FEEDBACK_LEVELS)}, got {table['feedback']!r}"
-    if "reselect" in table:
-        problem = flag_problem(table["reselect"])
-        if problem is not None:
-            return "reselect", problem
-    return None
-
-
 def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Program],
                      on_result: Callable[[], None] | None = None) -> dict[str, ExecutionResult]:
-    """Run the programs whose status is ``ok`` in the sandbox.
-
-    A program that is not ``ok`` (``truncated``, ``llm_error``, ``no_program``) gets no result;
-    under ASPERA's rules an entry point that is not a top-level function gets ASPERA's verdict
-    without running (:func:`primsel.generation.extract.entry_point_error`).
-
-    Parameters
-    ----------
-    sandbox : an open :class:`primsel.simulator.sandbox.Sandbox`.
-    tasks : the tasks whose programs run (each must be in ``programs``).
-    programs : task id -> program.
-    on_result : called once per task (run or not), e.g. to advance a progress bar.
+    """Run the programs whose status is ``ok`` in ``sandbox`` (an entry point ASPERA's rules refuse
+    gets their verdict without running); ``on_result`` is called once per task.
 
     Returns
     -------
@@ -178,8 +110,7 @@ def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str,
 
 
 def reference_runs(sandbox: Any, tasks: Sequence[Task], known: dict[str, ExecutionResult]) -> None:
-    """Run the reference program of each task not in ``known`` (on the same initial state as the
-    task's program: the comparison of :mod:`primsel.eval.localise`) and add its result there."""
+    """Run the reference program of each task not in ``known`` and add its result there."""
     todo = [t for t in tasks if t.id not in known]
     if todo:
         known.update((r.task_id, r) for r in sandbox.execute_many((t, t.program, None) for t in todo))
@@ -187,20 +118,16 @@ def reference_runs(sandbox: Any, tasks: Sequence[Task], known: dict[str, Executi
 
 @dataclass
 class RoundsOutcome:
-    """What :func:`run_rounds` leaves: the final round of every task and the record of all rounds.
+    """What :func:`run_rounds` leaves.
 
     Parameters
     ----------
-    programs, results, selections : task id -> the last round's program, execution result (for
-        the tasks that got one) and selection.
-    rounds : task id -> one entry per round the task ran (``round``, ``status``, ``error_type``,
-        ``message``, ``line``, ``program_status``, ``program``, ``tokens``, ``cached``,
-        ``category`` and ``feedback``: the diagnosis category of a failed round and the feedback
-        the next round was given (None when the task passed or had no next round); with
-        ``reselect``, ``selection`` and ``set_recall``).
+    programs, results, selections : task id -> the last round's program, execution result (if
+        any) and selection.
+    rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and
+        ``feedback`` are those given to the next round).
     references : task id -> the reference program's run, for the tasks that failed a round.
-    usage : per round (index 0 = round 1), the generator's ``requests`` sent and the tokens of
-        re-selection (``reselect_tokens``).
+    usage : per round, the generator's ``requests`` and the ``reselect_tokens``.
     """
 
     programs: dict[str, Program]
@@ -215,22 +142,21 @@ def _status(program: Program, result: ExecutionResult | None) -> str:
     return result.status if result is not None else program.status
 
 
-def _entry(round_no: int, program: Program, result: ExecutionResult | None) -> dict[str, Any]:
+def _entry(round_no: int, program: Program, result: ExecutionResult | None,
+           selection: Selection | None = None, gold: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """One round's record of a task; with ``selection``, its ids and set recall against ``gold``."""
     usage = dict(program.usage)
-    return {
-        "round": round_no,
-        "status": _status(program, result),
-        "error_type": result.error_type if result is not None else None,
-        "message": result.message if result is not None else (program.raw if program.status == "llm_error" else None),
-        "line": result.line if result is not None else None,
-        "program_status": program.status,
-        "program": program.code,
-        "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
-                   "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
-        "cached": bool(usage.get("cached", 0)),
-        "category": None,
-        "feedback": None,
-    }
+    ran = result is not None
+    entry = {"round": round_no, "status": _status(program, result), "error_type": result.error_type if ran else None,
+             "message": result.message if ran else (program.raw if program.status == "llm_error" else None),
+             "line": result.line if ran else None, "program_status": program.status, "program": program.code,
+             "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
+                        "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
+             "cached": bool(usage.get("cached", 0)), "category": None, "feedback": None}
+    if selection is not None:
+        entry.update(selection=list(selection.ids),
+                     set_recall=len(set(selection.ids) & gold) / len(gold) if gold else 0.0)
+    return entry
 
 
 def _sent(generators: Sequence[Any]) -> float:
@@ -239,42 +165,41 @@ def _sent(generators: Sequence[Any]) -> float:
                      if isinstance(g, SummarisesUsage))
 
 
-def _set_recall(selection: Selection, gold: frozenset[str]) -> float:
-    return len(set(selection.ids) & gold) / len(gold) if gold else 0.0
+def _tell(reflection: Reflection, retry: Sequence[Task], out: RoundsOutcome, library: Any,
+          turns: dict[str, list[tuple[Program, str]]], timeout: float | None) -> dict[str, str]:
+    """Diagnose each retried task's last round and add its feedback turn; returns its error texts."""
+    errors: dict[str, str] = {}
+    for t in retry:
+        program, result = out.programs[t.id], out.results.get(t.id)
+        diagnosis = attribute(t, out.selections[t.id], program, result, library, out.references.get(t.id))
+        text = feedback_text(reflection.feedback, program, result, timeout)
+        turns[t.id].append((program, text))
+        out.rounds[t.id][-1].update(category=diagnosis["category"] if diagnosis else None, feedback=text)
+        errors[t.id] = error_text(program, result, reflection.feedback)
+    return errors
 
 
-def run_rounds(
-    reflection: Reflection,
-    tasks: Sequence[Task],
-    owners: Mapping[str, Any],
-    selections: Mapping[str, Selection],
-    programs: Mapping[str, Program],
-    results: Mapping[str, ExecutionResult],
-    sandbox: Any,
-    library: Any,
-    *,
-    timeout: float | None = None,
-    reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None,
-    task_bar: Any = None,
-) -> RoundsOutcome:
-    """Rounds 2..R of every task whose program did not pass (see the module docstring).
+def _reselect(reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]], texts: Mapping[str, str],
+              out: RoundsOutcome, docs: dict[str, list[Any]], library: Any) -> float:
+    """Rank the tasks of ``texts`` again; returns the tokens the re-selection used."""
+    tokens = 0.0
+    for task_id, selection in (reselect(texts) if texts else {}).items():
+        out.selections[task_id] = selection
+        docs[task_id] = [library[p] for p in selection.ids]
+        tokens += float(selection.usage.get("prompt_tokens", 0.0)) + float(selection.usage.get("completion_tokens", 0.0))
+    return tokens
 
-    Parameters
-    ----------
-    reflection : the settings (``rounds``, ``feedback``, ``reselect``).
-    tasks : the cell's tasks (gold filled).
-    owners : task id -> the generator that wrote its round-1 program (the one fitted on its
-        fold); it writes the task's later rounds too. It must have the
-        :class:`primsel.types.Revises` ability when ``rounds`` > 1.
-    selections : task id -> round-1 selection.
-    programs, results : round 1 (results for the programs that ran).
-    sandbox : an open sandbox (:func:`execute_programs`).
-    library : the library (ids -> primitives).
-    timeout : the task's time limit in seconds (named in the feedback on a timeout).
-    reselect : with ``reflection.reselect``: ``{task id: text}`` -> new selections of those
-        tasks (the cell's retriever, folds and selector).
-    task_bar : a tqdm bar: its total grows by two steps per retried task and round (generation,
-        execution), advanced as they are done; or None.
+
+def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[str, Any],
+               selections: Mapping[str, Selection], programs: Mapping[str, Program],
+               results: Mapping[str, ExecutionResult], sandbox: Any, library: Any, *, timeout: float | None = None,
+               reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None,
+               task_bar: Any = None) -> RoundsOutcome:
+    """Rounds 2..R of every task whose program did not pass, after round 1 (``selections``,
+    ``programs`` and ``results``); ``owners`` maps a task id to the generator that wrote its
+    program, ``timeout`` is named in the feedback on a timeout, ``reselect`` gives new
+    selections of ``{task id: text}`` (with ``reflection.reselect``), ``task_bar`` (a tqdm bar)
+    grows by two steps per retried task and round.
 
     Returns
     -------
@@ -283,20 +208,17 @@ def run_rounds(
     Raises
     ------
     ValueError : a retried task's generator cannot revise, or ``reflection.reselect`` without
-        ``reselect``.
-    Whatever the generator or the sandbox raises (fatal LLM errors stop the run).
+        ``reselect``; and whatever the generator or the sandbox raises.
     """
     if reflection.reselect and reselect is None:
         raise ValueError("reselect needs the cell's retriever to rank again")
     generators = list({id(g): g for g in owners.values()}.values())
     gold = {t.id: frozenset(t.gold) for t in tasks}
+    chosen = selections if reflection.reselect else {}
     out = RoundsOutcome(programs=dict(programs), results=dict(results), selections=dict(selections),
-                        rounds={t.id: [_entry(1, programs[t.id], results.get(t.id))] for t in tasks})
+                        rounds={t.id: [_entry(1, programs[t.id], results.get(t.id), chosen.get(t.id), gold[t.id])]
+                                for t in tasks})
     out.usage.append({"requests": _sent(generators), "reselect_tokens": 0.0})
-    if reflection.reselect:
-        for t in tasks:
-            out.rounds[t.id][0].update(selection=list(selections[t.id].ids),
-                                       set_recall=_set_recall(selections[t.id], gold[t.id]))
     turns: dict[str, list[tuple[Program, str]]] = {t.id: [] for t in tasks}
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     for round_no in range(2, reflection.rounds + 1):
@@ -312,24 +234,11 @@ def run_rounds(
             task_bar.total += 2 * len(retry)
             task_bar.refresh()
         reference_runs(sandbox, [t for t in retry if t.id in out.results], out.references)
-        errors: dict[str, str] = {}
-        for t in retry:
-            program, result = out.programs[t.id], out.results.get(t.id)
-            diagnosis = attribute(t, out.selections[t.id], program, result, library, out.references.get(t.id))
-            text = feedback_text(reflection.feedback, program, result, timeout)
-            turns[t.id].append((program, text))
-            out.rounds[t.id][-1].update(category=diagnosis["category"] if diagnosis else None, feedback=text)
-            errors[t.id] = error_text(program, result, reflection.feedback)
+        errors = _tell(reflection, retry, out, library, turns, timeout)
         reselect_tokens = 0.0
         if reflection.reselect and reselect is not None:
             texts = {t.id: f"{t.query}\n{errors[t.id]}" for t in retry if errors[t.id]}
-            if texts:
-                chosen = reselect(texts)
-                for task_id, selection in chosen.items():
-                    out.selections[task_id] = selection
-                    docs[task_id] = [library[p] for p in selection.ids]
-                    reselect_tokens += float(selection.usage.get("prompt_tokens", 0.0)) + \
-                        float(selection.usage.get("completion_tokens", 0.0))
+            reselect_tokens = _reselect(reselect, texts, out, docs, library)
         revised: dict[str, Program] = {}
         for generator in generators:
             mine = [t for t in retry if owners[t.id] is generator]
@@ -343,16 +252,11 @@ def run_rounds(
                                        (lambda: task_bar.update(1)) if task_bar is not None else None)
         for t in retry:
             out.results.pop(t.id, None)
+            out.rounds[t.id].append(_entry(round_no, revised[t.id], new_results.get(t.id),
+                                           out.selections[t.id] if reflection.reselect else None, gold[t.id]))
         out.results.update(new_results)
-        for t in retry:
-            entry = _entry(round_no, revised[t.id], new_results.get(t.id))
-            if reflection.reselect:
-                entry.update(selection=list(out.selections[t.id].ids),
-                             set_recall=_set_recall(out.selections[t.id], gold[t.id]))
-            out.rounds[t.id].append(entry)
         out.usage.append({"requests": _sent(generators), "reselect_tokens": reselect_tokens})
-    # requests per round, from the running totals
-    totals = [u["requests"] for u in out.usage]
+    totals = [u["requests"] for u in out.usage]  # running totals -> requests per round
     for i, usage in enumerate(out.usage):
         usage["requests"] = totals[i] - (totals[i - 1] if i else 0.0)
     return out
@@ -360,19 +264,13 @@ def run_rounds(
 
 def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[str, Any]]],
                   usage: Sequence[Mapping[str, float]]) -> tuple[Round, ...]:
-    """The per-round figures of a cell (see the module docstring), for rounds 1..``rounds``.
-
-    Parameters
-    ----------
-    reflection : the settings (``rounds`` gives the number of figures; a round no task reached
-        repeats the success of the last and has no requests).
-    rounds : task id -> its round entries (:class:`RoundsOutcome`).
-    usage : per round run, ``requests`` and ``reselect_tokens`` (:class:`RoundsOutcome`).
+    """The figures of rounds 1..``reflection.rounds`` of a cell, from :attr:`RoundsOutcome.rounds`
+    and :attr:`RoundsOutcome.usage` (a round no task reached repeats the last success).
 
     Returns
     -------
-    One :class:`primsel.experiments.records.Round` per round (written ``success@1``,
-    ``calls@1``, ... in report.json); ``selection_recall`` None without ``reselect``.
+    One :class:`primsel.experiments.records.Round` per round (``selection_recall`` None without
+    ``reselect``).
     """
     n = len(rounds)
     out: list[Round] = []

@@ -1,22 +1,10 @@
 """The settings of one cell: a frozen, typed object, and the only checker of a cell's values.
 
-A cell is one pipeline over every task: a retriever ranks the library, the selector keeps the
-first ``k`` (with ``threshold`` and type ``closure``; or a ``selector`` class decides), learned
-retrievers are cross-validated over ``folds`` with ``seed``, and an optional generator writes
-programs that the sandbox runs within ``timeout`` seconds per task, with ``reflection`` rounds
-after a failed program. ``primsel run`` builds one :class:`CellSettings` per grid cell,
-``primsel retrieve`` one from its flags.
-
-Everything about a cell is checked on construction, once: the values against their bounds (all
-in :mod:`primsel.checks`: ``K_BOUNDS``, ``FOLDS_BOUNDS``, ``SEED_BOUNDS``, ``TIMEOUT_BOUNDS``,
-``DEPTH_BOUNDS``, ``ROUNDS_BOUNDS``), ``metrics`` (:func:`primsel.eval.metrics.parse_metric`),
-the specifications in depth (:func:`primsel.spec.check`), and that the generator can revise
-when ``rounds`` > 1. A :class:`SettingError` names the setting (``"k"``,
-``"retriever.members[1]"``, ``"generator.rounds"``); callers name it their way (an
-experiment file's key, a flag).
-
-:meth:`CellSettings.to_json` gives the resolved settings written to ``config.json``; their
-canonical JSON hashes to the cell id (:func:`primsel.experiments.config.cell_id`).
+:class:`CellSettings` checks everything about a cell once, on construction: the values against
+their bounds (:mod:`primsel.checks`), the metric names, the component specifications in depth
+(:func:`primsel.spec.check`), and that the generator can revise when ``rounds`` > 1. A
+:class:`SettingError` names the setting (``"k"``, ``"retriever.members[1]"``); callers name it
+their way (an experiment file's key, a flag).
 """
 
 from __future__ import annotations
@@ -32,13 +20,9 @@ from primsel import spec as specs
 from primsel.checks import (DEPTH_BOUNDS, FOLDS_BOUNDS, K_BOUNDS, SEED_BOUNDS, TIMEOUT_BOUNDS, flag_problem,
                             number_problem)
 from primsel.eval.metrics import parse_metric
-from primsel.experiments.reflection import REFLECTION_KEYS, Reflection, reflection_problem
+from primsel.experiments.reflection import REFLECTION_KEYS, Reflection
 from primsel.types import Revises
 
-#: Default selection size, folds and sandbox seconds per task.
-DEFAULT_K = 10
-DEFAULT_FOLDS = 5
-DEFAULT_TIMEOUT = 10.0
 #: The numeric settings and their bounds (:mod:`primsel.checks`); ``threshold`` is any number.
 NUMBER_BOUNDS: dict[str, dict[str, Any]] = {"k": K_BOUNDS, "folds": FOLDS_BOUNDS, "seed": SEED_BOUNDS,
                                             "timeout": TIMEOUT_BOUNDS, "depth": DEPTH_BOUNDS, "threshold": {}}
@@ -64,23 +48,31 @@ class SettingError(ValueError):
         self.problem = problem
 
 
-def _spec_form(value: Any) -> str | None:
+def _spec_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a specification's form (and a generator table's reflection keys)."""
     if isinstance(value, str):
         return "must not be an empty name" if not value else None
-    if isinstance(value, Mapping):
-        return None if isinstance(value.get("type"), str) and value.get("type") else "needs a 'type' string"
-    return f"must be a name or a table, got {specs.toml_type(value)} {value!r}"
+    if not isinstance(value, Mapping):
+        return f"must be a name or a table, got {specs.toml_type(value)} {value!r}"
+    if not (isinstance(value.get("type"), str) and value.get("type")):
+        return "needs a 'type' string"
+    if key == "generator":
+        try:
+            Reflection.from_table(value)
+        except ValueError as exc:  # "rounds must be an integer >= 1, got 0"
+            return str(exc)
+    return None
 
 
-def _metrics(value: Any) -> tuple[str | None, Any]:
+def _metrics_problem(value: Any) -> str | None:
     if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) and m for m in value):
-        return f"must be an array of metric names, got {value!r}", value
+        return f"must be an array of metric names, got {value!r}"
     for metric in value:
         try:
             parse_metric(metric)
         except ValueError as exc:
-            return str(exc), value
-    return None, sorted(dict.fromkeys(value))
+            return str(exc)
+    return None
 
 
 def _reflection(value: Any) -> tuple[str | None, Any]:
@@ -93,23 +85,14 @@ def _reflection(value: Any) -> tuple[str | None, Any]:
         return f"{unknown[0]!r} is not a reflection setting; expected one of {', '.join(REFLECTION_KEYS)}", value
     try:
         return None, Reflection.from_table(value)
-    except ValueError as exc:  # "rounds must be an integer >= 1, got 0"
+    except ValueError as exc:
         return str(exc), value
 
 
-def _spec_problem(key: str, value: Any) -> str | None:
-    problem = _spec_form(value)
-    if problem is None and key == "generator" and isinstance(value, Mapping):
-        found = reflection_problem(value)  # the reflection keys a generator table may hold
-        problem = f"{found[0]} {found[1]}" if found is not None else None
-    return problem
-
-
 def check_setting(key: str, value: Any) -> Any:
-    """Check the value of one cell setting on its own (the specifications in form only: the
-    whole cell is checked by :class:`CellSettings`); returns it normalised (numbers of seconds
-    and thresholds as floats, metric names sorted without repeats, tables as plain dicts, a
-    ``reflection`` table as a :class:`primsel.experiments.reflection.Reflection`).
+    """Check the value of one cell setting on its own (specifications in form only); returns it
+    normalised (seconds and thresholds as floats, metric names sorted without repeats, tables as
+    plain dicts, a ``reflection`` table as a :class:`Reflection`).
 
     Raises
     ------
@@ -129,7 +112,8 @@ def check_setting(key: str, value: Any) -> Any:
     elif key == "reflection":
         problem, value = _reflection(value)
     elif key == "metrics":
-        problem, value = _metrics(value)
+        problem = _metrics_problem(value)
+        value = value if problem else sorted(dict.fromkeys(value))
     elif key == "dataset":
         problem = None if isinstance(value, str) else f"must be a string, got {value!r}"
     else:
@@ -139,67 +123,38 @@ def check_setting(key: str, value: Any) -> Any:
     return value
 
 
-def _check_components(settings: CellSettings, reflection_key: str) -> None:
-    """Check the cell's specifications in depth and that its generator can revise when it has
-    more than one round (``reflection_key``: where the rounds were set, for the message)."""
-    for key in COMPONENT_KEYS:
-        spec = getattr(settings, key)
-        if spec is None:
-            continue
-        try:
-            specs.check(spec, key)
-        except specs.SpecError as exc:
-            raise SettingError(".".join(k for k in (key, exc.key) if k), exc.problem) from None
-    if settings.reflection.rounds > 1 and not isinstance(registry.build(settings.generator, "generator"), Revises):
-        raise SettingError(f"{reflection_key}.rounds",
-                           f"generator {specs.type_name(settings.generator)!r} cannot revise a program; "
-                           "rounds > 1 needs a generator that can (e.g. openai)")
-
-
 @dataclass(frozen=True)
 class CellSettings:
-    """The resolved settings of one cell, all checked on construction (see the module docstring).
+    """The resolved settings of one cell, all checked on construction.
 
     Parameters
     ----------
-    retriever : retriever specification (:mod:`primsel.spec`), kept in canonical form.
-    k : selection size, >= 1 (above the library size: the whole library).
-    closure : add the library types the selection depends on.
-    folds : cross-validation folds for retrievers that learn from tasks, >= 2 (capped at the
-        number of tasks).
-    seed : seed of the folds and of randomised components, >= 0.
-    generator : generator table (``{"type": ..., ...}``) or None (retrieval only). The
-        reflection keys ``rounds``, ``feedback`` and ``reselect`` may be given in it: they are
-        taken out into ``reflection``.
-    reflection : the reflection rounds (:class:`primsel.experiments.reflection.Reflection`, or
-        a table of its keys); set only with a generator, and not also in the generator table.
+    retriever, selector : specifications (:mod:`primsel.spec`) in canonical form; selector None:
+        the fixed rules of :func:`primsel.retrieval.selector.select`.
+    k, threshold, closure : selection size (>= 1), minimum score (or None), add the types the
+        selection depends on.
+    folds, seed : cross-validation folds (>= 2) and seed (>= 0).
+    generator : generator table or None (retrieval only); reflection keys in it move to ``reflection``.
+    reflection : a :class:`Reflection` or a table of its keys; only with a generator.
     timeout : seconds per task in the sandbox when a generator runs, in (0, MAX_TIMEOUT].
     metrics : extra ranx metric names reported, sorted.
-    threshold : minimum retriever score of a selected primitive, or None.
-    selector : selector specification (kind ``"selector"``: ``"topk"``, ``{"type":
-        "calibrated", "target_recall": 0.95}``, ...), or None for the fixed rules (threshold,
-        top-k, closure) of :func:`primsel.retrieval.selector.select`.
-    depth : how many primitives of each task's ranking are kept (run.trec, the retrieval
-        cache, the metrics: ``mrr`` is then MRR at that depth), >= 20, or None for the whole
-        library. For large corpora with many queries (20k MetaTool queries, a library of
-        tens of thousands of callables), where whole rankings would take gigabytes.
-    dataset : fingerprint of the tasks the cell runs on (part of its identity).
+    depth : primitives kept of each task's ranking (>= 20), or None for the whole library.
+    dataset : fingerprint of the tasks the cell runs on.
 
     Raises
     ------
-    SettingError : a value of the wrong type or out of its bounds, a specification that names
-        an unknown class or parameter or cannot be built, reflection without a generator or
-        set twice, rounds > 1 for a generator that cannot revise (the message names the key).
+    SettingError : a bad value or specification, reflection without a generator or set twice,
+        rounds > 1 for a generator that cannot revise (the message names the key).
     """
 
     retriever: Any
-    k: int = DEFAULT_K
+    k: int = 10
     closure: bool = False
-    folds: int = DEFAULT_FOLDS
+    folds: int = 5
     seed: int = 0
     generator: Mapping[str, Any] | None = None
     reflection: Reflection = Reflection()
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = 10.0
     metrics: tuple[str, ...] = ()
     threshold: float | None = None
     selector: Any = None
@@ -207,12 +162,15 @@ class CellSettings:
     dataset: str = ""
 
     def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
         for field in dataclasses.fields(self):
-            object.__setattr__(self, field.name, check_setting(field.name, getattr(self, field.name)))
-        object.__setattr__(self, "retriever", specs.canonical(self.retriever))
+            put(field.name, check_setting(field.name, getattr(self, field.name)))
+        put("retriever", specs.canonical(self.retriever))
         if self.selector is not None:
-            object.__setattr__(self, "selector", specs.canonical(self.selector))
-        object.__setattr__(self, "metrics", tuple(self.metrics))
+            put("selector", specs.canonical(self.selector))
+        put("metrics", tuple(self.metrics))
         reflection_key = "reflection"
         if self.generator is not None:
             generator = specs.canonical(self.generator, table=True)
@@ -221,13 +179,22 @@ class CellSettings:
                 raise SettingError("generator", f"sets {', '.join(inside)}, and so does reflection; "
                                                 "set the reflection rounds in one place")
             if inside:
-                object.__setattr__(self, "reflection", Reflection.from_table(generator))
+                put("reflection", Reflection.from_table(generator))
                 generator = {key: value for key, value in generator.items() if key not in REFLECTION_KEYS}
                 reflection_key = "generator"
-            object.__setattr__(self, "generator", generator)
+            put("generator", generator)
         elif self.reflection.configured:
             raise SettingError("reflection", "needs a generator: the rounds revise generated programs")
-        _check_components(self, reflection_key)
+        for key in COMPONENT_KEYS:
+            if getattr(self, key) is not None:
+                try:
+                    specs.check(getattr(self, key), key)
+                except specs.SpecError as exc:
+                    raise SettingError(".".join(k for k in (key, exc.key) if k), exc.problem) from None
+        if self.reflection.rounds > 1 and not isinstance(registry.build(self.generator, "generator"), Revises):
+            raise SettingError(f"{reflection_key}.rounds",
+                               f"generator {specs.type_name(self.generator)!r} cannot revise a program; "
+                               "rounds > 1 needs a generator that can (e.g. openai)")
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> CellSettings:
@@ -245,21 +212,18 @@ class CellSettings:
         return cls(**dict(settings))
 
     def sources(self) -> dict[str, dict[str, str]]:
-        """Digests of the source of every component class the settings name, nested
-        specifications included (:func:`primsel.spec.sources`): ``{"retriever": {name: digest},
-        "generator": {name: digest}}`` (no ``generator`` key without one). Together with the
-        cell id they identify what a cell computed: a finished cell whose recorded sources differ
-        is stale (an edited plug-in retriever, say)."""
+        """Digests of the source of every component class the settings name
+        (:func:`primsel.spec.sources`): ``{"retriever": {name: digest}, "generator": {...}}`` (no
+        ``generator`` key without one); a finished cell whose recorded sources differ is stale."""
         out = {"retriever": specs.sources(self.retriever, "retriever")}
         if self.generator is not None:
             out["generator"] = specs.sources(self.generator, "generator")
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The resolved settings as JSON data: ``timeout`` only with a generator, ``metrics``
-        only when non-empty, ``threshold``, ``selector`` and ``depth`` only when set (so cells
-        without them keep their ids); the reflection keys that were set, in the generator
-        table (so the cell's id is the same wherever the experiment file wrote them)."""
+        """The resolved settings as JSON data (``config.json``; its hash is the cell id):
+        ``timeout`` only with a generator, ``metrics``, ``threshold``, ``selector`` and ``depth``
+        only when set, the reflection keys that were set inside the generator table."""
         out: dict[str, Any] = {"retriever": self.retriever, "k": self.k, "closure": self.closure,
                                "folds": self.folds, "seed": self.seed, "generator": None}
         if self.generator is not None:
@@ -267,18 +231,13 @@ class CellSettings:
             out["timeout"] = self.timeout
         if self.metrics:
             out["metrics"] = list(self.metrics)
-        if self.threshold is not None:
-            out["threshold"] = self.threshold
-        if self.selector is not None:
-            out["selector"] = self.selector
-        if self.depth is not None:
-            out["depth"] = self.depth
+        out.update((key, getattr(self, key)) for key in ("threshold", "selector", "depth")
+                   if getattr(self, key) is not None)
         out["dataset"] = self.dataset
         return out
 
     def for_dataset(self, dataset: str) -> CellSettings:
-        """The same settings on the tasks of fingerprint ``dataset`` (the other values are not
-        checked again).
+        """The same settings on the tasks of fingerprint ``dataset`` (the others not checked again).
 
         Raises
         ------
@@ -292,5 +251,5 @@ class CellSettings:
 #: Every setting a cell has (the keys of :class:`CellSettings`).
 SETTING_KEYS = tuple(f.name for f in dataclasses.fields(CellSettings))
 #: Default values of the settings an experiment file may leave out.
-DEFAULTS: dict[str, Any] = {"k": DEFAULT_K, "closure": False, "folds": DEFAULT_FOLDS, "seed": 0,
-                            "timeout": DEFAULT_TIMEOUT}
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(CellSettings)
+                            if f.name in ("k", "closure", "folds", "seed", "timeout")}
