@@ -26,12 +26,10 @@ from primsel.eval.attribution import attribute, count_categories
 from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
-from primsel.experiments.records import (BASE_METRICS, REPORT_KS, SELECTOR_USAGE, TASK_METRICS, TASK_STATUSES,
-                                        Aspera, CellReport, Generation, Learning, Ranking, RunFacts,
-                                        SelectionFigures, SelectorUsage, retrieval_key)
 from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
-from primsel.experiments.results import frontier_figures
-from primsel.experiments.run_files import CellConfig
+from primsel.experiments.results import (BASE_METRICS, REPORT_KS, SELECTOR_USAGE, TASK_METRICS, TASK_STATUSES,
+                                        Aspera, CellConfig, CellReport, Generation, Learning, Ranking, RunFacts,
+                                        SelectionFigures, SelectorUsage, frontier_figures, retrieval_key)
 from primsel.experiments.settings import CellSettings
 from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
@@ -51,7 +49,7 @@ __all__ = ["TASK_STATUSES", "CellContext", "CellOutcome", "compute_cell", "embed
 @dataclasses.dataclass(frozen=True)
 class CellOutcome:
     """What :func:`compute_cell` computed: ``report`` (report.json without ``seconds``) and its
-    ``record`` (:class:`primsel.experiments.records.CellReport`), ``rows`` (tasks.jsonl, in task
+    ``record`` (:class:`primsel.experiments.results.CellReport`), ``rows`` (tasks.jsonl, in task
     order), ``run``, ``selections`` (task id -> Selection) and, with a generator, ``failures``."""
 
     report: dict[str, Any]

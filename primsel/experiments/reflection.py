@@ -18,7 +18,7 @@ from typing import Any
 from primsel.checks import ROUNDS_BOUNDS, flag_problem, number_problem
 from primsel.eval.attribution import attribute
 from primsel.eval.feedback import error_text, feedback_text
-from primsel.experiments.records import Round
+from primsel.experiments.results import Round
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
 
 #: The reflection settings (keys of a ``[reflection]`` table, or of the generator table).
@@ -269,7 +269,7 @@ def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[
 
     Returns
     -------
-    One :class:`primsel.experiments.records.Round` per round (``selection_recall`` None without
+    One :class:`primsel.experiments.results.Round` per round (``selection_recall`` None without
     ``reselect``).
     """
     n = len(rounds)

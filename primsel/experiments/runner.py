@@ -28,8 +28,7 @@ from primsel.experiments.config import Cell, ExperimentConfig, expand, generator
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, subset
 from primsel.experiments.progress import progress_bar
 from primsel.experiments.ray_backend import run_cells
-from primsel.experiments.records import CellReport
-from primsel.experiments.run_files import CellConfig, CellEntry, ExperimentManifest
+from primsel.experiments.results import CellConfig, CellEntry, CellReport, ExperimentManifest
 from primsel.experiments.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library

@@ -2,7 +2,7 @@
 
 A retrieval (every task's full ranking and fold) depends only on the retriever specification,
 the dataset, the library, ``folds``, ``seed`` and ``depth``; it is named by
-:func:`primsel.experiments.records.retrieval_key` and cached under ``experiments/retrieval`` of
+:func:`primsel.experiments.results.retrieval_key` and cached under ``experiments/retrieval`` of
 :func:`primsel.files.cache_dir`, keyed also by the source of the retrieval package and of every
 class the specification names. A retrieval with failed LLM requests is not cached on disk.
 """
@@ -21,7 +21,7 @@ from typing import Any
 from primsel import spec as specs
 from primsel.checks import FOLDS_BOUNDS
 from primsel.experiments.dataset import Dataset
-from primsel.experiments.records import retrieval_key
+from primsel.experiments.results import retrieval_key
 from primsel.files import cache_dir, digest, write_atomic
 from primsel.retrieval.cv import cross_validated_run
 from primsel.types import Run, ranking
@@ -78,7 +78,7 @@ class RetrievalStore:
         self._library_fp: str | None = None
 
     def retrieval_key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
-        """The :func:`primsel.experiments.records.retrieval_key` of a retrieval over these tasks,
+        """The :func:`primsel.experiments.results.retrieval_key` of a retrieval over these tasks,
         folds capped and a depth keeping the whole library as None."""
         kept = depth if self.depth(depth) < len(self.library) else None
         return retrieval_key(self.dataset.fingerprint, spec, self.effective_folds(folds), seed, kept)
