@@ -4,12 +4,12 @@ other.
 
 The layers, bottom up (docs/architecture.md, "Layers"):
 
-1. core: ``types``, ``checks``, ``registry``, ``spec``, ``files``, ``processes`` (and the package
-   itself);
+1. core: ``types``, ``checks``, ``registry``, ``spec``, ``files``, ``processes``, ``progress`` (and
+   the package itself);
 2. data and shared services: ``datasets``, ``library``, ``llm``;
 3. stages: ``simulator``, ``retrieval``, ``generation``;
 4. evaluation: ``eval`` (metrics, significance, failure attribution);
-5. ``experiments``: settings, config, cells, store, runner, results;
+5. ``experiments``: settings, config, cells, reflection, runner, results;
 6. views: what reads run folders or shows tasks: ``reporting``, ``explore``, ``tasks``;
 7. the command line: ``commands`` (the dispatcher and every subcommand), ``cli`` and
    ``__main__`` (its entry points), ``testing``, and ``experiments.report`` (the report's
@@ -48,7 +48,7 @@ import primsel
 ROOT = Path(primsel.__file__).parent
 LAYERS = (
     ("primsel", "primsel.types", "primsel.checks", "primsel.registry", "primsel.spec", "primsel.files",
-     "primsel.processes"),
+     "primsel.processes", "primsel.progress"),
     ("primsel.datasets", "primsel.library", "primsel.llm"),
     ("primsel.simulator", "primsel.retrieval", "primsel.generation"),
     ("primsel.eval",),
@@ -207,7 +207,7 @@ def test_an_import_up_or_across_a_layer_is_found(module, source, problem):
 
 def test_imports_down_and_within_a_unit_pass():
     assert violations("primsel.experiments.cell", "from primsel.retrieval import selector\n"
-                                                  "from primsel.experiments.store import Retrieval\n") == []
+                                                  "from primsel.retrieval.store import Retrieval\n") == []
     assert violations("primsel.commands.verify", "from primsel.commands.common import UsageError\n"
                                                  "from primsel.simulator.verify import ROW_KEYS\n") == []
     assert violations("primsel.simulator.program",

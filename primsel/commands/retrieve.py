@@ -212,7 +212,7 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     ``--json`` nothing is printed on stdout here."""
     from primsel.eval.metrics import SET_METRIC_KEYS
     from primsel.experiments.cell import compute_cell, embedding_windows
-    from primsel.experiments.store import RetrievalStore
+    from primsel.retrieval.store import RetrievalStore
     from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError
     from primsel.retrieval.trec import write_run
@@ -234,7 +234,7 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    from primsel.experiments.progress import progress_bar
+    from primsel.progress import progress_bar
 
     # a bar over the fits (one per fold for a retriever that learns from tasks), its description
     # naming the stage, so a long fit is not silence (a line per stage when stderr is a file)

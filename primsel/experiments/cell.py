@@ -1,7 +1,7 @@
 """One cell: select from a ranking, (generate, execute,) score, and write the cell's files.
 
 The pipeline of ``primsel run`` (every cell of a grid) and ``primsel retrieve`` (one cell): the
-retrieval (:class:`primsel.experiments.store.Retrieval`), every task's selection (the fixed rules
+retrieval (:class:`primsel.retrieval.store.Retrieval`), every task's selection (the fixed rules
 of :func:`primsel.retrieval.selector.select`, or the cell's ``selector``, fitted per fold when it
 learns), with a generator a program per task run in the sandbox (a program whose status is not
 ``ok`` is not executed), and the metrics. A cell is incomplete (``"complete": false``) when an
@@ -31,7 +31,7 @@ from primsel.experiments.results import (BASE_METRICS, REPORT_KS, SELECTOR_USAGE
                                         Aspera, CellConfig, CellReport, Generation, Learning, Ranking, RunFacts,
                                         SelectionFigures, SelectorUsage, frontier_figures, retrieval_key)
 from primsel.experiments.settings import CellSettings
-from primsel.experiments.store import Retrieval, RetrievalStore, retrieval_errors
+from primsel.retrieval.store import Retrieval, RetrievalStore, retrieval_errors
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
 from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library

@@ -1,7 +1,7 @@
 """The ``ray`` backend of ``primsel run``: retrievals and cells computed as Ray tasks.
 
 Each distinct retrieval is one Ray task, computed through a
-:class:`primsel.experiments.store.RetrievalStore` as in a serial run; each cell is one Ray task
+:class:`primsel.retrieval.store.RetrievalStore` as in a serial run; each cell is one Ray task
 running :func:`primsel.experiments.cell.compute_cell` on it. This process writes every file
 through :func:`primsel.experiments.cell.write_cell` as the cells finish, so the files are those
 of the serial backend. Ray is an optional extra (``pip install 'primsel[ray]'``); ``address``
@@ -18,8 +18,8 @@ from typing import Any, TextIO
 
 from primsel.experiments.cell import CellContext, compute_cell, write_cell
 from primsel.experiments.config import Cell
-from primsel.experiments.progress import progress_bar
-from primsel.experiments.store import RetrievalStore
+from primsel.progress import progress_bar
+from primsel.retrieval.store import RetrievalStore
 from primsel.files import caches_disabled
 
 

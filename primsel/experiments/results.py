@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from primsel import spec as specs
-from primsel.files import digest, read_jsonl
+from primsel.files import read_jsonl
+from primsel.retrieval.store import retrieval_key
 from primsel.types import STATUSES, ranking
 
 __all__ = [
@@ -83,13 +84,6 @@ EXPLORER_COLUMNS = (("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R
 #: A ranking metric's name (kept as one without a tie-aware partner).
 _RANKING_NAME = re.compile(r"(recall|complete|ndcg|precision|map|mrr|hit_rate|r_precision)@\d+|mrr|map")
 _ROUND_KEY = re.compile(r"(" + "|".join(ROUND_FIGURES) + r")@(\d+)")
-
-
-def retrieval_key(dataset: str | None, retriever: Any, folds: int, seed: int, depth: int | None) -> str:
-    """The one name of a retrieval (cells with the same key rank every task the same way): the
-    sha256 hex digest (:func:`primsel.files.digest`) of the dataset's fingerprint, the retriever's
-    specification, the folds and seed of the cross-validation and the depth kept (None: all)."""
-    return digest([dataset, retriever, folds, seed, depth])
 
 
 class ReportError(ValueError):

@@ -26,10 +26,10 @@ from primsel.datasets import DatasetError
 from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand, generator_spec
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, subset
-from primsel.experiments.progress import progress_bar
+from primsel.progress import progress_bar
 from primsel.experiments.ray_backend import run_cells
 from primsel.experiments.results import CellConfig, CellEntry, CellReport, ExperimentManifest
-from primsel.experiments.store import RetrievalStore
+from primsel.retrieval.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
 from primsel.llm.local import resolve_gguf, stop_shared_servers

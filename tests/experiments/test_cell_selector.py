@@ -6,7 +6,7 @@ from primsel import registry
 from primsel.experiments.cell import compute_cell
 from primsel.experiments.dataset import make_dataset
 from primsel.experiments.settings import CellSettings
-from primsel.experiments.store import Retrieval
+from primsel.retrieval.store import Retrieval
 from primsel.retrieval.selector import BaseSelector, select
 from tests.retrieval.conftest import make_task, small_library as _small_library
 

@@ -408,7 +408,7 @@ def test_the_retrieval_cache_key_follows_the_source_of_plug_in_retrievers(tmp_pa
     import sys
 
     from primsel.experiments.dataset import make_dataset
-    from primsel.experiments.store import RetrievalStore
+    from primsel.retrieval.store import RetrievalStore
 
     (tmp_path / "plug_mod_key.py").write_text(PLUGIN.format(first="g"))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -519,7 +519,7 @@ def test_fitting_shows_its_stage_and_the_task_steps_start_their_clock_after_it(t
     from primsel.experiments.cell import CellContext, run_cell
     from primsel.experiments.config import expand
     from primsel.experiments.dataset import make_dataset
-    from primsel.experiments.store import RetrievalStore
+    from primsel.retrieval.store import RetrievalStore
 
     register("test_learner")(LearnerRetriever)
     dataset = make_dataset(TASKS)
@@ -554,7 +554,7 @@ def test_one_name_per_retrieval_for_the_store_the_cell_record_and_the_report(tmp
     the report to draw one series."""
     from primsel.experiments.dataset import make_dataset
     from primsel.experiments.results import load_experiment, retrieval_key
-    from primsel.experiments.store import RetrievalStore
+    from primsel.retrieval.store import RetrievalStore
     from primsel.reporting.style import ranking_key
 
     dataset = make_dataset(TASKS)

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from primsel.experiments.progress import BAR_FORMAT, PlainProgress, progress_bar
+from primsel.progress import BAR_FORMAT, PlainProgress, progress_bar
 
 
 class Terminal(io.StringIO):

@@ -2,7 +2,7 @@
 
 A retrieval (every task's full ranking and fold) depends only on the retriever specification,
 the dataset, the library, ``folds``, ``seed`` and ``depth``; it is named by
-:func:`primsel.experiments.results.retrieval_key` and cached under ``experiments/retrieval`` of
+:func:`retrieval_key` and cached under ``experiments/retrieval`` of
 :func:`primsel.files.cache_dir`, keyed also by the source of the retrieval package and of every
 class the specification names. A retrieval with failed LLM requests is not cached on disk.
 """
@@ -20,11 +20,16 @@ from typing import Any
 
 from primsel import spec as specs
 from primsel.checks import FOLDS_BOUNDS
-from primsel.experiments.dataset import Dataset
-from primsel.experiments.results import retrieval_key
 from primsel.files import cache_dir, digest, write_atomic
 from primsel.retrieval.cv import cross_validated_run
 from primsel.types import Run, ranking
+
+
+def retrieval_key(dataset: str | None, retriever: Any, folds: int, seed: int, depth: int | None) -> str:
+    """The one name of a retrieval (cells with the same key rank every task the same way): the
+    sha256 hex digest (:func:`primsel.files.digest`) of the dataset's fingerprint, the retriever's
+    specification, the folds and seed of the cross-validation and the depth kept (None: all)."""
+    return digest([dataset, retriever, folds, seed, depth])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,11 +70,12 @@ class RetrievalStore:
     Parameters
     ----------
     library : the :class:`primsel.library.Library`.
-    dataset : the tasks.
+    dataset : the tasks: an object with ``tasks`` (a sequence of :class:`primsel.types.Task`) and
+        ``fingerprint`` (str).
     use_disk : read and write the disk cache.
     """
 
-    def __init__(self, library: Any, dataset: Dataset, use_disk: bool = True) -> None:
+    def __init__(self, library: Any, dataset: Any, use_disk: bool = True) -> None:
         self.library = library
         self.dataset = dataset
         self.use_disk = use_disk
@@ -78,7 +84,7 @@ class RetrievalStore:
         self._library_fp: str | None = None
 
     def retrieval_key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
-        """The :func:`primsel.experiments.results.retrieval_key` of a retrieval over these tasks,
+        """The :func:`retrieval_key` of a retrieval over these tasks,
         folds capped and a depth keeping the whole library as None."""
         kept = depth if self.depth(depth) < len(self.library) else None
         return retrieval_key(self.dataset.fingerprint, spec, self.effective_folds(folds), seed, kept)
