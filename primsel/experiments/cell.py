@@ -29,9 +29,9 @@ from primsel.experiments.dataset import Dataset
 from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
 from primsel.experiments.results import (BASE_METRICS, REPORT_KS, SELECTOR_USAGE, TASK_METRICS, TASK_STATUSES,
                                         Aspera, CellConfig, CellReport, Generation, Learning, Ranking, RunFacts,
-                                        SelectionFigures, SelectorUsage, frontier_figures, retrieval_key)
+                                        SelectionFigures, SelectorUsage, frontier_figures)
 from primsel.experiments.settings import CellSettings
-from primsel.retrieval.store import Retrieval, RetrievalStore, retrieval_errors
+from primsel.retrieval.store import Retrieval, RetrievalStore, retrieval_errors, retrieval_key
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
 from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library

@@ -28,5 +28,5 @@ from primsel.experiments.results import (  # noqa: F401
     RunFacts,
     SelectionFigures,
     SelectorUsage,
-    retrieval_key,
 )
+from primsel.retrieval.store import retrieval_key  # noqa: E402,F401

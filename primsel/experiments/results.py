@@ -18,7 +18,6 @@ from typing import Any
 
 from primsel import spec as specs
 from primsel.files import read_jsonl
-from primsel.retrieval.store import retrieval_key
 from primsel.types import STATUSES, ranking
 
 __all__ = [
@@ -28,7 +27,7 @@ __all__ = [
     "CellEntry", "CellReport", "CellResult", "Experiment", "ExperimentManifest", "FrontierCurve",
     "FrontierFigures", "Generation", "Learning", "Ranking", "ReportError", "Round", "RunFacts", "RunFileError",
     "SelectionFigures", "SelectorUsage", "data_text", "dataset_groups", "frontier_figures",
-    "learning_retrievers", "load_experiment", "per_task_values", "ranking_frontier", "retrieval_key",
+    "learning_retrievers", "load_experiment", "per_task_values", "ranking_frontier",
 ]
 
 #: Cut-offs of the recall@k curve every cell reports.

@@ -25,7 +25,6 @@ from primsel.experiments.results import (
     learning_retrievers,
     load_experiment,
     ranking_frontier,
-    retrieval_key,
 )
 from primsel.experiments.runner import run_experiment
 from primsel.files import digest
@@ -33,6 +32,7 @@ from primsel.library import Library
 from primsel.registry import register
 from primsel.reporting import write_report
 from primsel.retrieval.base import BaseRetriever
+from primsel.retrieval.store import retrieval_key
 from primsel.types import Primitive, Task
 
 LIBRARY = Library([

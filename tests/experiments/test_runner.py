@@ -553,7 +553,8 @@ def test_one_name_per_retrieval_for_the_store_the_cell_record_and_the_report(tmp
     retrieval of the plain settings: one computation, one key, recorded by each cell and used by
     the report to draw one series."""
     from primsel.experiments.dataset import make_dataset
-    from primsel.experiments.results import load_experiment, retrieval_key
+    from primsel.experiments.results import load_experiment
+    from primsel.retrieval.store import retrieval_key
     from primsel.retrieval.store import RetrievalStore
     from primsel.reporting.style import ranking_key
 
