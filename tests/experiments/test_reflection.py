@@ -152,13 +152,16 @@ def test_an_interrupted_run_resends_only_the_unanswered_rounds(tmp_path, monkeyp
 def test_reselect_ranks_again_with_the_query_and_the_error(tmp_path, monkeypatch):
     tasks = TASKS[:12]
     scripted = pipeline_responder(tasks, "reflect")
-    broken = "```python\ndef {name}():\n    return schedule_meeting_room()\n```\n"
+    # entry points parsed here, not in the server's threads (CPython 3.11's ast.parse is not
+    # thread-safe: gh-106905)
+    broken = {t.query.strip(): f"```python\ndef {t.entry_point}():\n    return schedule_meeting_room()\n```\n"
+              for t in tasks}
 
     def responder(request):
         if len(request["messages"]) > 2:
             return scripted(request)
-        task = next(t for t in tasks if f"Request: {t.query.strip()}" in request["messages"][-1]["content"])
-        return Reply(content=broken.format(name=task.entry_point))
+        query = next(q for q in broken if f"Request: {q}" in request["messages"][-1]["content"])
+        return Reply(content=broken[query])
 
     error = "NameError: name 'schedule_meeting_room' is not defined"
     ranked, _ = cross_validated_run("bm25", LIBRARY, tasks, k=len(LIBRARY), folds=5, seed=0,
