@@ -1,15 +1,6 @@
-"""The reflection part of an experiment's report: success by round, its cost, and the gain of
-each round with its significance.
-
-For every finished cell with reflection rounds (its ``report.json`` holds ``success@1``,
-:mod:`primsel.experiments.reflection`), :func:`rounds_table` gives one row per round: success by
-that round, the gain over the round before with the p-values of two paired tests on per-task
-success (by round r against by round r - 1, read from the ``rounds`` of ``tasks.jsonl``;
-:func:`primsel.eval.significance.compare`), the generation requests of the round (asked, sent
-to the endpoint, answered from the cache), its tokens and the cumulative tokens, and with
-``reselect`` the recall of the round's selection. :func:`plot_success_by_round` draws success
-against round, one line per cell. Aggregates only, like the rest of the report.
-"""
+"""The reflection rounds of a report: a table of success by round with the gain of each round
+over the one before (paired tests on per-task success), its requests and tokens, and a figure of
+success against round."""
 
 from __future__ import annotations
 
@@ -20,19 +11,11 @@ from typing import Any
 from matplotlib.ticker import MaxNLocator
 
 from primsel.eval.significance import N_RESAMPLES, compare
-from primsel.experiments.records import CellReport
 from primsel.experiments.labels import get_dotted, varied_keys
 from primsel.files import read_jsonl
 from primsel.reporting.compare import bootstrap_interval
 from primsel.reporting.plots import new_figure, save
-from primsel.reporting.style import Palette, num, p_value, short_value, title
-
-__all__ = ["plot_success_by_round", "round_count", "round_gains", "rounds_table", "short_labels"]
-
-
-def round_count(record: CellReport) -> int:
-    """The number of rounds a cell's report covers (0: no reflection)."""
-    return len(record.rounds)
+from primsel.reporting.style import Palette, num, p_value, short_value, table, title
 
 
 def _passed_by_round(directory: Path, rounds: int) -> list[dict[str, float]]:
@@ -47,110 +30,58 @@ def _passed_by_round(directory: Path, rounds: int) -> list[dict[str, float]]:
 
 
 def short_labels(cells: Sequence[Any]) -> dict[str, str]:
-    """Cell id -> what tells the cell apart from the others: the settings that vary between
-    them (``generator.feedback=trace``), the cell's label when none does."""
+    """Cell id -> the settings that vary between the cells (``generator.feedback=trace``), or the
+    cell's label when none does."""
     settings = [dict(c.settings) for c in cells]
-    keys = sorted({k for s in settings for k in s} - {"dataset"})
-    varied = [k for k in varied_keys(settings, keys) if k != "generator"]
-    out = {}
-    for c in cells:
-        parts = [f"{k}={short_value(get_dotted(c.settings, k))}" for k in varied]
-        out[c.id] = " ".join(parts) or c.label
-    return out
-
-
-def round_gains(cell: Any, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[int, dict[str, Any]]:
-    """The gain of each round over the one before, for rounds 2..R of a cell.
-
-    Parameters
-    ----------
-    cell : a finished cell (``directory``, ``record``), e.g. a
-        :class:`primsel.experiments.results.CellResult`.
-    n_resamples, seed : of the randomisation test.
-
-    Returns
-    -------
-    round -> :func:`primsel.eval.significance.compare` of per-task success by that round
-    against by the round before (``mean_diff``, ``p_t``, ``p_randomisation``, ...).
-
-    Raises
-    ------
-    FileNotFoundError : the cell has no tasks.jsonl.
-    """
-    rounds = round_count(cell.record)
-    if rounds < 2:
-        return {}
-    passed = _passed_by_round(Path(cell.directory), rounds)
-    return {r: compare(passed[r - 1], passed[r - 2], n_resamples=n_resamples, seed=seed)
-            for r in range(2, rounds + 1)}
+    varied = [k for k in varied_keys(settings, sorted({k for s in settings for k in s} - {"dataset"})) if k != "generator"]
+    return {c.id: " ".join(f"{k}={short_value(get_dotted(c.settings, k))}" for k in varied) or c.label for c in cells}
 
 
 def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
-    """Markdown lines of the reflection table (empty when no cell has rounds).
-
-    Parameters
-    ----------
-    cells : finished cells (``label``, ``directory``, ``record``).
-    n_resamples, seed : of the randomisation test.
-    """
-    cells = [c for c in cells if round_count(c.record)]
+    """Markdown lines of the reflection table of finished cells (``label``, ``directory``,
+    ``record``), a row per round; empty when no cell has rounds. ``n_resamples``, ``seed``: of
+    the randomisation test."""
+    cells = [c for c in cells if c.record.rounds]
     if not cells:
         return []
     reselect = any(c.record.rounds[0].selection_recall is not None for c in cells)
     header = ["configuration", "round", "success", "Δ", "p t", "p rand", "requests", "sent", "cached",
-              "prompt tokens", "completion tokens", "cumulative tokens"]
-    if reselect:
-        header.append("selection recall")
-    lines = ["## Reflection rounds", "",
-             "Configurations are named by the settings that differ between them (the cell ids are in the "
-             "first table).", "",
-             "| " + " | ".join(header) + " |",
-             "|---|" + "|".join("--:" for _ in header[1:]) + "|"]
-    labels = short_labels(cells)
+              "prompt tokens", "completion tokens", "cumulative tokens", *(["selection recall"] if reselect else [])]
+    labels, rows = short_labels(cells), []
     for c in cells:
-        gains = round_gains(c, n_resamples, seed)
+        passed = _passed_by_round(Path(c.directory), len(c.record.rounds)) if len(c.record.rounds) >= 2 else []
         for r, rep in enumerate(c.record.rounds, start=1):
-            g = gains.get(r)
-            row = [labels[c.id] if r == 1 else "", str(r), num(rep.success),
-                   f"{g['mean_diff']:+.3f}" if g else "–", p_value(g["p_t"]) if g else "–",
-                   p_value(g["p_randomisation"]) if g else "–",
-                   num(rep.calls, 0), num(rep.requests, 0), num(rep.cache_hits, 0), num(rep.prompt_tokens, 0),
-                   num(rep.completion_tokens, 0), num(rep.cumulative_tokens, 0)]
-            if reselect:
-                row.append(num(rep.selection_recall))
-            lines.append("| " + " | ".join(row) + " |")
-    lines += ["",
-              "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
-              "the round before; p t: two-sided paired t-test and p rand: paired randomisation "
-              f"(sign-flip) test, {n_resamples} resamples, seed {seed}, on per-task success by the round "
-              "against by the round before. requests: generation requests of the round (failed tasks of "
-              "the round before; answered from the cache or not); sent: HTTP requests the generator sent "
-              "(retries included); cached: answered from the cache. Tokens as the endpoint reported them; "
-              "cumulative: rounds 1 to this one (plus the LLM selector's tokens when it selects again)."
-              + (" selection recall: mean set recall of the selection each task had in that round "
-                 "(reselect: ranked again with the query plus the error)." if reselect else ""),
-              ""]
-    return lines
+            g = compare(passed[r - 1], passed[r - 2], n_resamples=n_resamples, seed=seed) if r >= 2 else None
+            rows.append([labels[c.id] if r == 1 else "", str(r), num(rep.success),
+                         *([f"{g['mean_diff']:+.3f}", p_value(g["p_t"]), p_value(g["p_randomisation"])] if g else ["–"] * 3),
+                         *(num(v, 0) for v in (rep.calls, rep.requests, rep.cache_hits, rep.prompt_tokens,
+                                               rep.completion_tokens, rep.cumulative_tokens)),
+                         *([num(rep.selection_recall)] if reselect else [])])
+    return ["## Reflection rounds", "", "Configurations are named by the settings that differ between them (the cell "
+            "ids are in the first table).", "", *table(header, rows), "",
+            "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
+            "the round before; p t: two-sided paired t-test and p rand: paired randomisation "
+            f"(sign-flip) test, {n_resamples} resamples, seed {seed}, on per-task success by the round "
+            "against by the round before. requests: generation requests of the round (failed tasks of "
+            "the round before; answered from the cache or not); sent: HTTP requests the generator sent "
+            "(retries included); cached: answered from the cache. Tokens as the endpoint reported them; "
+            "cumulative: rounds 1 to this one (plus the LLM selector's tokens when it selects again)."
+            + (" selection recall: mean set recall of the selection each task had in that round "
+               "(reselect: ranked again with the query plus the error)." if reselect else ""), ""]
 
 
 def plot_success_by_round(experiment: Any, path: Path) -> bool:
     """Success against round, one line per finished cell with reflection rounds, with 95%
-    bootstrap intervals over tasks.
-
-    Returns
-    -------
-    False (and no file) when no finished cell has rounds.
-    """
-    cells = [c for c in experiment.cells if c.finished and round_count(c.record)]
+    bootstrap bands over tasks; False (and no file) when no finished cell has rounds."""
+    cells = [c for c in experiment.cells if c.finished and c.record.rounds]
     if not cells:
         return False
     labels, palette = short_labels(cells), Palette(experiment.cells)
     fig, ax = new_figure(8.0, 4.6)
     for c in cells:
-        rounds = list(range(1, round_count(c.record) + 1))
+        rounds = list(range(1, len(c.record.rounds) + 1))
         colour = palette.colour(c)
-        ax.plot(rounds, [float(figures.success or 0.0) for figures in c.record.rounds], marker="o", label=labels[c.id],
-                color=colour)
+        ax.plot(rounds, [float(f.success or 0.0) for f in c.record.rounds], marker="o", label=labels[c.id], color=colour)
         passed = _passed_by_round(Path(c.directory), len(rounds))
         if passed[0]:
             low, high = bootstrap_interval([[p[t] for p in passed] for t in passed[0]])
