@@ -115,7 +115,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metric: str | None = None
     pairs = []
     for label, cell_a, cell_b in matched:
         name = metric or f"recall@{cell_a.settings.get('k')}"
-        pairs.append(_pair(label, name, per_task_values(cell_a, name), per_task_values(cell_b, name), n_resamples, seed))
+        values_a, values_b = per_task_values(cell_a, name), per_task_values(cell_b, name)
+        pairs.append(_pair(label, name, values_a, values_b, n_resamples, seed))
     return {"a": str(run_a), "b": str(run_b), "pairs": pairs,
             "only_a": [label for label in cells_a if label not in {m[0] for m in matched}],
             "only_b": [label for label in cells_b if label not in {m[2].label for m in matched}]}
@@ -135,10 +136,12 @@ def format_text(result: Mapping[str, Any]) -> str:
     lines = [f"A: {result['a']}", f"B: {result['b']}",
              "up/down: tasks whose value is higher/lower in B; p: paired tests of B - A"]
     for row in [header, *rows]:
-        lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip())
+        lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths)))
+                     .rstrip())
     for side in ("a", "b"):
         if result[f"only_{side}"]:
-            lines.append(f"only in {side.upper()} ({len(result[f'only_{side}'])}): " + ", ".join(result[f"only_{side}"]))
+            only = result[f"only_{side}"]
+            lines.append(f"only in {side.upper()} ({len(only)}): " + ", ".join(only))
     return "\n".join(lines) + "\n"
 
 

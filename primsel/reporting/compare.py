@@ -1,9 +1,6 @@
-"""Comparisons of an experiment's cells: each cell's baseline cell, paired tests against it,
-bootstrap intervals and the leaderboard of configurations.
-
-A cell's baseline is the cell of the baseline retriever (the experiment's ``baseline``, else the
-first cell's) that agrees with it on every other setting, or on ``pair_on`` when set.
-"""
+"""Comparisons of an experiment's cells: paired tests of each cell against its baseline cell (the
+cell of the baseline retriever with the same other settings, or ``pair_on`` ones), bootstrap
+intervals and the leaderboard of configurations."""
 
 from __future__ import annotations
 
@@ -39,12 +36,8 @@ def baseline_retriever(experiment: Experiment) -> str:
 
 
 def baseline_pairs(experiment: Experiment) -> dict[str, str | None]:
-    """Finished cell id -> its baseline cell id (the first in grid order; None without one).
-
-    Raises
-    ------
-    ReportError : see :func:`baseline_retriever`.
-    """
+    """Finished cell id -> its baseline cell id (the first in grid order; None without one);
+    ReportError as :func:`baseline_retriever`."""
     finished = [c for c in experiment.cells if c.finished]
     if not finished:
         return {}
@@ -100,7 +93,8 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = 
     """
     data = np.asarray(values, dtype=float)
     if data.ndim not in (1, 2) or data.shape[0] == 0:
-        raise ValueError(f"bootstrap needs per-task values of shape (n_tasks,) or (n_tasks, n_points), got {data.shape}")
+        raise ValueError("bootstrap needs per-task values of shape (n_tasks,) or (n_tasks, n_points), "
+                         f"got {data.shape}")
     if not np.all(np.isfinite(data)):
         raise ValueError("bootstrap values contain NaN or infinite values")
     mean = data.mean(axis=0)
@@ -109,21 +103,15 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = 
     result = stats.bootstrap((data,), np.mean, axis=0, vectorized=True, n_resamples=n_resamples,
                              confidence_level=confidence, method="percentile", random_state=seed)
     constant = np.ptp(data, axis=0) == 0  # every resample has the same mean: keep it exact
-    return np.where(constant, mean, result.confidence_interval[0]), np.where(constant, mean, result.confidence_interval[1])
-
-
-def task_values(cell: CellResult, metric: str) -> list[float] | None:
-    """A cell's per-task ``metric``; None when tasks.jsonl lacks it."""
-    try:
-        return list(per_task_values(cell, metric).values())
-    except ReportError:
-        return None
+    low, high = result.confidence_interval
+    return np.where(constant, mean, low), np.where(constant, mean, high)
 
 
 def task_interval(cell: CellResult, metric: str, seed: int = 0) -> tuple[float, float] | None:
     """95% bootstrap interval of a cell's per-task ``metric``; None when tasks.jsonl lacks it."""
-    values = task_values(cell, metric)
-    if values is None:
+    try:
+        values = list(per_task_values(cell, metric).values())
+    except ReportError:
         return None
     low, high = bootstrap_interval(values, seed=seed)
     return float(low), float(high)
@@ -153,13 +141,8 @@ def best_of_configurations(cells: Sequence[CellResult]) -> dict[tuple[str, str],
 
 def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
     """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the
-    best others in leaderboard order, at most ``limit`` (references and selectors apart). One
-    ranking per retriever comes first, at the lowest seed; other seeds and folds fill the rest.
-
-    Raises
-    ------
-    ReportError : see :func:`baseline_retriever`.
-    """
+    best others in leaderboard order, at most ``limit`` (references and selectors apart); one per
+    retriever first, at the lowest seed. ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     if not best:
         return set()
@@ -182,9 +165,9 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
 @dataclass(frozen=True)
 class Standing:
     """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95%
-    bootstrap ``interval`` of its per-task :data:`LEADER_METRIC` (None without one), its paired
-    test on that metric against the baseline configuration (``recall``) and of success against
-    its baseline cell (``success``), None without partner; ``baseline``: it is the baseline."""
+    bootstrap ``interval`` of its per-task :data:`LEADER_METRIC`, its paired tests of that metric
+    against the baseline configuration (``recall``) and of success against its baseline cell
+    (``success``), each None when missing; ``baseline``: it is the baseline."""
 
     label: str
     cell: CellResult
@@ -204,11 +187,7 @@ def leaderboard(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], 
                 seed: int = 0) -> list[Standing]:
     """One :class:`Standing` per configuration of the finished cells of an experiment on one
     dataset, in leaderboard order; ``tests``: its :func:`significance` (for the success tests).
-
-    Raises
-    ------
-    ReportError : see :func:`baseline_retriever`.
-    """
+    ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     labels = configuration_labels(list(best.values()))
     wanted = baseline_retriever(experiment)
@@ -216,13 +195,12 @@ def leaderboard(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], 
     for c in best.values():
         if c.retriever == wanted and not c.settings.get("selector"):
             partners.setdefault(_unranked(c), c)
+    intervals = {c.id: task_interval(c, LEADER_METRIC, seed) for c in best.values()}
     out = []
     for key, c in best.items():
         base = partners.get(_unranked(c))
-        interval = task_interval(c, LEADER_METRIC, seed)
-        recall = None
-        if base is not None and base is not c and interval is not None and task_values(base, LEADER_METRIC) is not None:
-            recall = _paired(c, base, LEADER_METRIC, n_resamples, seed)
-        out.append(Standing(label=labels[key], cell=c, interval=interval, recall=recall,
-                            success=(tests.get(c.id) or {}).get("success"), baseline=base is c))
+        tested = base is not None and base is not c and intervals[c.id] is not None and intervals[base.id] is not None
+        out.append(Standing(label=labels[key], cell=c, interval=intervals[c.id], baseline=base is c,
+                            recall=_paired(c, base, LEADER_METRIC, n_resamples, seed) if tested else None,
+                            success=(tests.get(c.id) or {}).get("success")))
     return out

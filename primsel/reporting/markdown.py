@@ -25,22 +25,21 @@ from primsel.reporting.style import configuration_key, configuration_labels, is_
 HEADLINE_K = 15
 SUMMARY_WIDTH = 100
 COLUMNS_NOTE = (
-    "R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the "
-    "top k) read each task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, "
-    "recall and F1 of the selection (the top k, plus the library types it depends on when "
-    "closure is on), micro (mi: pooled over tasks) and macro (ma: mean over tasks). tokens: mean "
-    "documentation tokens of the selected primitives per task (estimated as characters / 4 "
-    "of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k "
-    "(equal scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what "
-    "is selected); the table of ties below gives the ranking metrics averaged over tie orders.")
+    "R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the top k) read each "
+    "task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, recall and F1 of the selection (the "
+    "top k, plus the library types it depends on when closure is on), micro (mi: pooled over tasks) and macro (ma: "
+    "mean over tasks). tokens: mean documentation tokens of the selected primitives per task (estimated as "
+    "characters / 4 of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k (equal "
+    "scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what is selected); the table of "
+    "ties below gives the ranking metrics averaged over tie orders.")
 GENERATION_NOTE = (
-    "- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / "
-    "evaluated, minus refused / all); sel. R: selection recall (macro: the mean over tasks of the "
-    "share of gold primitives selected); gold complete: share of tasks whose selection held every gold "
-    "primitive, with the success of those tasks and of the others, and Fisher's exact test of the "
-    "difference (two-sided); prompt sent / computed: mean prompt tokens per task sent to the model "
-    "and computed by it (sent minus the tokens its prompt cache held); answer: mean completion tokens "
-    "per task; wall: the cell's wall time in minutes (answers from primsel's answer cache take none).")
+    "- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / evaluated, minus "
+    "refused / all); sel. R: selection recall (macro: the mean over tasks of the share of gold primitives "
+    "selected); gold complete: share of tasks whose selection held every gold primitive, with the success of those "
+    "tasks and of the others, and Fisher's exact test of the difference (two-sided); prompt sent / computed: mean "
+    "prompt tokens per task sent to the model and computed by it (sent minus the tokens its prompt cache held); "
+    "answer: mean completion tokens per task; wall: the cell's wall time in minutes (answers from primsel's answer "
+    "cache take none).")
 
 
 def _leader_row(rank: int, s: Standing, has_gen: bool) -> list[str]:
@@ -93,10 +92,10 @@ def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMP
     header = ["#", "configuration", "k", "closure", "R@15 [95% CI]", *(h for _, h, _ in LEADER_COLUMNS)]
     header += (["success"] if has_gen else []) + ["ΔR@15", "p"] + (["Δsucc", "p succ"] if has_gen else [])
     rows = [_leader_row(i, s, has_gen) for i, s in enumerate(standings, start=1)]
-    gen = "highest task success, then " if has_gen else ""
-    return ["## Leaderboard", "", *_headline(standings, has_gen), *table(header, rows, "rlrl" + "r" * (len(header) - 4)),
-            "", f"Each configuration at its best k ({gen}highest set F1 (macro), then fewest documentation tokens; "
-            "the full table below has every k), ordered by " + ("task success, then " if has_gen else "") + "recall@15, "
+    then = "task success, then " if has_gen else ""
+    return ["## Leaderboard", "", *_headline(standings, has_gen), *table(header, rows, "rlrl" + "r" * len(header[4:])),
+            "", f"Each configuration at its best k ({'highest ' + then if has_gen else ''}highest set F1 (macro), then "
+            f"fewest documentation tokens; the full table below has every k), ordered by {then}recall@15, "
             f"references last. R@15 [95% CI]: mean recall@15 over tasks and its percentile bootstrap interval "
             f"({N_BOOTSTRAP} resamples of the tasks, seed {seed}). R sel: recall of the selection at that k (macro; "
             "what the tokens buy). ΔR@15: mean per-task difference of recall@15 to the baseline configuration with "
@@ -134,7 +133,8 @@ def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any
         row += [num(r.success) if c.settings.get("generator") else "–"] if has_gen else []
         if has_llm:
             row.append(f"{int(r.run.llm_answers_cached or 0)}/{int(r.run.llm_answers)}" if r.run.llm_answers else "–")
-        rows.append(row + _tests(tests.get(c.id, {}), c.id, has_gen) + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")])
+        row += _tests(tests.get(c.id, {}), c.id, has_gen)
+        rows.append(row + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")])
     return table(header, rows, "l" * (3 + len(others)) + "r" * (len(header) - 4 - len(others)) + "l") + [""]
 
 
@@ -151,10 +151,12 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
     labels = ranking_labels(list(series.values()))
     n_tasks = "/".join(str(n) for n in sorted({int(c.record.selection.n_tasks or 0) for c in series.values()}))
     header = ["ranking", *(x for _, h in RANKED_COLUMNS for x in (h, f"{h} ta")), *(f"ties@{k}" for k in REPORT_KS)]
-    rows = [[labels[key], *(x for m, _ in RANKED_COLUMNS for x in (num(c.record.metric(m)),
-                                                                  num(c.record.ranking.tie_aware.get(m)))),
-             *("–" if c.record.ranking.tied(k) is None else str(int(c.record.ranking.tied_tasks[k])) for k in REPORT_KS)]
-            for key, c in series.items()]
+    rows = []
+    for key, c in series.items():
+        r = c.record.ranking
+        values = [x for m, _ in RANKED_COLUMNS for x in (num(c.record.metric(m)), num(r.tie_aware.get(m)))]
+        ties = ["–" if r.tied(k) is None else str(int(r.tied_tasks[k])) for k in REPORT_KS]
+        rows.append([labels[key], *values, *ties])
     return [f"## {title}", "",
             "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
             "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
@@ -171,7 +173,8 @@ def frontier_table(frontiers: Mapping[str, tuple[Sequence[float], Sequence[float
     rows = []
     for label, (tokens, recall) in frontiers.items():
         found = [next((i for i, r in enumerate(recall) if r >= level - 1e-12), None) for level in levels]
-        rows.append([label, *(x for k in found for x in (["–", "–"] if k is None else [str(k + 1), f"{tokens[k]:.0f}"]))])
+        pairs = [["–", "–"] if k is None else [str(k + 1), f"{tokens[k]:.0f}"] for k in found]
+        rows.append([label, *(x for pair in pairs for x in pair)])
     return ["Recall/tokens frontier of each ranking (top k, k = 1 .. all): the smallest k whose mean "
             "recall@k reaches the level, and the mean documentation tokens of that top k.", "",
             *table(["ranking", *(f"{w} for R {level:g}" for level in levels for w in ("k", "tokens"))], rows), ""]
@@ -187,17 +190,18 @@ def generation_table(cells: Sequence[Any]) -> list[str]:
             continue
         tasks = [row for _, row in read_jsonl(c.directory / "tasks.jsonl")]
         n, record, cover = len(tasks), c.record, success_by_coverage(tasks)
-        passed, p = sum(row.get("status") == "pass" for row in tasks), cover["p_fisher"]
+        passed, fisher = sum(row.get("status") == "pass" for row in tasks), cover["p_fisher"]
         low, high = wilson_interval(passed, n) if n else (0.0, 0.0)
         tokens = {key: sum(float((row.get("tokens") or {}).get(key, 0)) for row in tasks)
                   for key in ("prompt", "prompt_cached", "completion")}
         rate = [f"{p}/{m} ({p / m:.0%})" if m else "–" for m, p in (cover["complete"], cover["incomplete"])]
-        mean = {key: v / n if n else 0.0 for key, v in [*tokens.items(), ("computed", tokens["prompt"] - tokens["prompt_cached"])]}
-        rows.append([c.label, str(c.settings.get("k")), str(n), f"{passed / n if n else 0.0:.3f} [{low:.3f}, {high:.3f}]",
+        tokens["computed"] = tokens["prompt"] - tokens["prompt_cached"]
+        mean = {key: v / n if n else 0.0 for key, v in tokens.items()}
+        rows.append([c.label, str(c.settings.get("k")), str(n), f"{passed / n if n else 0:.3f} [{low:.3f}, {high:.3f}]",
                      "–" if record.aspera is None or record.aspera.score is None else f"{record.aspera.score:.1f}",
                      "–" if record.selection.recall_macro is None else f"{record.selection.recall_macro:.3f}",
                      f"{cover['complete'][0] / n if n else 0:.2f}", " / ".join(rate),
-                     "–" if p is None else f"{p:.3f}" if p >= 0.001 else "<0.001",
+                     "–" if fisher is None else f"{fisher:.3f}" if fisher >= 0.001 else "<0.001",
                      *(f"{mean[k]:,.0f}" for k in ("prompt", "computed", "completion")),
                      f"{float(record.run.seconds or 0.0) / 60:.1f}"])
     header = ["configuration", "k", "tasks", "success [95% CI]", "score", "sel. R", "gold complete",
@@ -208,13 +212,14 @@ def generation_table(cells: Sequence[Any]) -> list[str]:
 def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:
     """Per summary metric, a table of a row per retriever and a column per dataset."""
     labels = list(dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished))
+    sources = [str(d.get("source", "?")) for d, _ in groups]
+    found = {label: [next((c for c in cells if c.finished and c.retriever == label), None) for _, cells in groups]
+             for label in labels}
     lines = []
     for key, heading in SUMMARY_METRICS:
-        found = [[next((c for c in cells if c.finished and c.retriever == label), None) for _, cells in groups]
-                 for label in labels]
-        rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)] for label, row in zip(labels, found)]
-        lines += [f"**{heading}** by dataset", "", *table(["retriever", *(str(d.get("source", "?")) for d, _ in groups)],
-                                                          rows), ""]
+        rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)] 
+                for label, row in found.items()]
+        lines += [f"**{heading}** by dataset", "", *table(["retriever", *sources], rows), ""]
     return lines
 
 
@@ -252,7 +257,8 @@ def _dataset_sections(experiment: Experiment, tests: Mapping[str, Mapping[str, A
             notes.append(f"Python {info.get('python')} and {len(info['packages'])} packages")
         lines += [f"## {data_text(data)}", "", *([f"Data: {'; '.join(notes)}.", ""] if notes else [])]
         lines += cell_table([c for c in group if c.finished], tests, *flags)
-        lines += _images([(t, f) for t, f in images if f.startswith(f"{experiment.name}_{slug(data.get('source', ''))}_")])
+        prefix = f"{experiment.name}_{slug(data.get('source', ''))}_"
+        lines += _images([(t, f) for t, f in images if f.startswith(prefix)])
     return lines
 
 
@@ -261,14 +267,15 @@ def _notes(experiment: Experiment, cells: Sequence[CellResult], tests: Mapping[s
     """The notes under the tables: columns, significance, success, cache, folds and depth."""
     by_id = {c.id: c for c in experiment.cells}
     baselines = ", ".join(sorted({by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")}))
-    notes = [COLUMNS_NOTE, f"Significance: each cell against the cell of the baseline retriever ({baselines or 'none'}) "
-             "with " + ("the same other settings" if experiment.pair_on is None else
-                        f"the same {', '.join(experiment.pair_on) or 'data'}")
-             + "; ΔR@k is the mean per-task difference of recall@k (k of the cell)"
+    baselines = baselines or "none"
+    pairs = "other settings" if experiment.pair_on is None else ", ".join(experiment.pair_on) or "data"
+    sets = any(t.get("recall_metric") == "set_recall" for t in tests.values())
+    notes = [COLUMNS_NOTE, f"Significance: each cell against the cell of the baseline retriever ({baselines}) "
+             f"with the same {pairs}; ΔR@k is the mean per-task difference of recall@k (k of the cell)"
              + (", or of selection recall (set recall of what each cell selected; marked (set)) when the two cells "
-                "differ in k or threshold" if any(t.get("recall_metric") == "set_recall" for t in tests.values()) else "")
-             + f"; p t: two-sided paired t-test; p rand: two-sided paired randomisation (sign-flip) test, {n_resamples} "
-             f"resamples, seed {seed} (exact when there are fewer sign patterns)."]
+                "differ in k or threshold" if sets else "")
+             + f"; p t: two-sided paired t-test; p rand: two-sided paired randomisation (sign-flip) test, "
+             f"{n_resamples} resamples, seed {seed} (exact when there are fewer sign patterns)."]
     if any(c.settings.get("generator") for c in cells):
         notes.append("success: fraction of tasks whose generated program passed every evaluation "
                      "program; Δsucc and its p-values compare per-task success with the baseline cell.")
@@ -319,13 +326,15 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     groups = dataset_groups(experiment)
     lines = _preamble(experiment, cells)
     if len(groups) > 1:
+        sections = _dataset_sections(experiment, tests, images, flags)
         slugs = tuple(f"{experiment.name}_{slug(d.get('source', ''))}_" for d, _ in groups)
-        images, sections = [(t, f) for t, f in images if not f.startswith(slugs)], _dataset_sections(experiment, tests, images, flags)
+        images = [(t, f) for t, f in images if not f.startswith(slugs)]
         lines += _summary(groups)
     else:
         lines += leaderboard_lines(standings, n_resamples, seed)
         sections = ["## All cells", "", *cell_table(cells, tests, *flags)]
-    lines += (["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)] if images else []) + sections
+    figures = ["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)] if images else []
+    lines += figures + sections
     lines += _notes(experiment, cells, tests, learning, n_resamples, seed)
     for data, group in groups:  # one table per dataset: the same retriever ranks each differently
         lines += tie_table(cells) if len(groups) == 1 else \
@@ -374,7 +383,8 @@ def _best_of(cells: Sequence[CellResult], limit: int, where: str) -> list[str]:
     header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
     rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
              *([num(c.record.success)] if has_gen else []),
-             *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)] for key, c in ranked]
+             *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
+            for key, c in ranked]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
     if widths[0] > room:

@@ -1,7 +1,6 @@
-"""The report's figures: recall@k, recall against documentation tokens, the recall/tokens
-frontier, task success and a metric by dataset, in the style of :mod:`primsel.reporting.style`
-with 95% bootstrap intervals over tasks. Each returns False (and writes no file) when there is
-nothing to draw."""
+"""The report's figures, with 95% bootstrap intervals over tasks; each ``plot_*`` takes the
+experiment, the PNG's path and the :class:`~primsel.reporting.style.Palette` and returns False
+(writing no file) when there is nothing to draw."""
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ def new_figure(width: float = 7.0, height: float = 4.6) -> tuple[Figure, Any]:
 
 def save(fig: Figure, ax: Any, path: Path, heading: str, xlabel: str, ylabel: str,
          handles: Sequence[Any] | None = None) -> None:
-    """Label the axes, put the legend (labels wrapped) beside them and save a PNG."""
+    """Label the axes, put the legend (labels wrapped) beside them and save the PNG."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(heading, loc="left", fontsize=10)
@@ -58,8 +57,7 @@ def _legend(label: str, cell: CellResult, palette: Palette) -> Line2D:
 
 
 def _rankings(experiment: Experiment) -> list[tuple[str, str, CellResult]]:
-    """(ranking key, label, a cell) of the rankings a figure draws, in leaderboard order: the
-    shown ones, then the references."""
+    """(ranking key, label, a cell) of the shown rankings, then the references, in leaderboard order."""
     best = [c for c in best_of_configurations(experiment.cells).values() if not c.settings.get("selector")]
     labels, shown = ranking_labels(best), shown_rankings(experiment)
     firsts: dict[str, CellResult] = {}
@@ -78,10 +76,9 @@ def _errorbar(ax: Any, x: float, y: float, interval: tuple[float, float] | None,
                     **{"xerr" if horizontal else "yerr": err})
 
 
-def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette | None = None) -> bool:
+def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette) -> bool:
     """Recall@k against k (up to 20), one curve per shown ranking but the whole library, with
     95% bootstrap intervals at the k whose per-task recall tasks.jsonl keeps."""
-    palette = palette or Palette(experiment.cells)
     fig, ax = new_figure()
     drawn = False
     for _, label, c in _rankings(experiment):
@@ -133,14 +130,13 @@ def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: 
     return handles
 
 
-def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette | None = None) -> bool:
+def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) -> bool:
     """Selection recall (macro) against documentation tokens per task: a line per shown ranking
     over k (solid without closure, dashed with), selector cells as points, the whole library as
     a vertical line, 95% bootstrap intervals on recall."""
     cells = _token_cells(experiment)
     if not cells:
         return False
-    palette = palette or Palette(experiment.cells)
     groups: dict[str, dict[str, CellResult]] = {}
     for c in cells:  # one cell per (k, closure, threshold): what follows the selection selects the same
         if not c.settings.get("selector"):
@@ -201,14 +197,13 @@ def ranking_frontiers(experiment: Experiment) -> dict[str, tuple[str, CellResult
 
 
 def plot_frontier(experiment: Experiment, path: Path, frontiers: Mapping[str, tuple[str, CellResult, FrontierCurve]],
-                  palette: Palette | None = None) -> bool:
+                  palette: Palette) -> bool:
     """Recall against documentation tokens of the top k for every k, a line per shown ranking
     (:func:`ranking_frontiers`) with a 95% bootstrap band, references in grey, the whole library
     as a vertical line and the selector cells as points."""
     cells = _token_cells(experiment)
     if not frontiers:
         return False
-    palette = palette or Palette(experiment.cells)
     fig, ax = new_figure()
     handles, right = [], 0.0
     for key, _, _ in _rankings(experiment):
@@ -231,8 +226,7 @@ def plot_frontier(experiment: Experiment, path: Path, frontiers: Mapping[str, tu
     return True
 
 
-def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "ndcg@10",
-                           palette: Palette | None = None) -> bool:
+def plot_metric_by_dataset(experiment: Experiment, path: Path, palette: Palette, metric: str = "ndcg@10") -> bool:
     """Grouped bars of ``metric``: a group per dataset, a bar per shown retriever and reference
     (its first finished cell per dataset; not the whole library), with 95% bootstrap intervals."""
     groups, shown = dataset_groups(experiment), shown_rankings(experiment)
@@ -242,7 +236,6 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "nd
             firsts.setdefault(c.retriever, c)
     if not firsts:
         return False
-    palette = palette or Palette(experiment.cells)
     fig, ax = new_figure(9.0, 4.6)
     width = 0.8 / len(firsts)
     for i, (label, first) in enumerate(firsts.items()):
@@ -260,13 +253,13 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, metric: str = "nd
     return True
 
 
-def plot_success(experiment: Experiment, path: Path, palette: Palette | None = None) -> bool:
+def plot_success(experiment: Experiment, path: Path, palette: Palette) -> bool:
     """Task success of every finished cell that ran a generator, a horizontal bar each in grid
     order with its value at its end, with 95% bootstrap intervals over tasks."""
     cells = [c for c in experiment.cells if c.finished and c.settings.get("generator") and c.record.success is not None]
     if not cells:
         return False
-    palette, others = palette or Palette(experiment.cells), other_columns(cells)
+    others = other_columns(cells)
     fig, ax = new_figure(7.5, 1.2 + 0.32 * len(cells))
     positions = list(range(len(cells)))[::-1]
     values = [float(c.record.success) for c in cells]

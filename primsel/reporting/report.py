@@ -25,12 +25,13 @@ def _draw(experiment: Experiment, palette: Palette, frontiers: dict) -> list[tup
     """Draw the experiment's figures into its directory; (title, file) of those drawn."""
     if len(dataset_groups(experiment)) == 1:
         figures = [("recall_at_k", "recall@k", lambda p: plot_recall_curves(experiment, p, palette)),
-                   ("recall_vs_tokens", "recall against tokens", lambda p: plot_recall_vs_tokens(experiment, p, palette)),
+                   ("recall_vs_tokens", "recall against tokens",
+                    lambda p: plot_recall_vs_tokens(experiment, p, palette)),
                    ("frontier", "recall/tokens frontier", lambda p: plot_frontier(experiment, p, frontiers, palette)),
                    ("success", "task success", lambda p: plot_success(experiment, p, palette)),
                    ("success_by_round", "success by round", lambda p: plot_success_by_round(experiment, p))]
     else:
-        figures = [("ndcg_by_dataset", "nDCG@10 by dataset", lambda p: plot_metric_by_dataset(experiment, p, palette=palette))]
+        figures = [("ndcg_by_dataset", "nDCG@10 by dataset", lambda p: plot_metric_by_dataset(experiment, p, palette))]
         for data, cells in dataset_groups(experiment):
             sub = dataclasses.replace(experiment, data=data, cells=tuple(cells), datasets=())
             figures.append((f"{slug(data.get('source', '?'))}_recall_at_k", f"recall@k, {data.get('source', '?')}",

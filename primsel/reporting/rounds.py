@@ -33,7 +33,8 @@ def short_labels(cells: Sequence[Any]) -> dict[str, str]:
     """Cell id -> the settings that vary between the cells (``generator.feedback=trace``), or the
     cell's label when none does."""
     settings = [dict(c.settings) for c in cells]
-    varied = [k for k in varied_keys(settings, sorted({k for s in settings for k in s} - {"dataset"})) if k != "generator"]
+    keys = sorted({k for s in settings for k in s} - {"dataset"})
+    varied = [k for k in varied_keys(settings, keys) if k != "generator"]
     return {c.id: " ".join(f"{k}={short_value(get_dotted(c.settings, k))}" for k in varied) or c.label for c in cells}
 
 
@@ -52,8 +53,8 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
         passed = _passed_by_round(Path(c.directory), len(c.record.rounds)) if len(c.record.rounds) >= 2 else []
         for r, rep in enumerate(c.record.rounds, start=1):
             g = compare(passed[r - 1], passed[r - 2], n_resamples=n_resamples, seed=seed) if r >= 2 else None
-            rows.append([labels[c.id] if r == 1 else "", str(r), num(rep.success),
-                         *([f"{g['mean_diff']:+.3f}", p_value(g["p_t"]), p_value(g["p_randomisation"])] if g else ["–"] * 3),
+            gain = [f"{g['mean_diff']:+.3f}", p_value(g["p_t"]), p_value(g["p_randomisation"])] if g else ["–"] * 3
+            rows.append([labels[c.id] if r == 1 else "", str(r), num(rep.success), *gain,
                          *(num(v, 0) for v in (rep.calls, rep.requests, rep.cache_hits, rep.prompt_tokens,
                                                rep.completion_tokens, rep.cumulative_tokens)),
                          *([num(rep.selection_recall)] if reselect else [])])
@@ -81,7 +82,8 @@ def plot_success_by_round(experiment: Any, path: Path) -> bool:
     for c in cells:
         rounds = list(range(1, len(c.record.rounds) + 1))
         colour = palette.colour(c)
-        ax.plot(rounds, [float(f.success or 0.0) for f in c.record.rounds], marker="o", label=labels[c.id], color=colour)
+        success = [float(f.success or 0.0) for f in c.record.rounds]
+        ax.plot(rounds, success, marker="o", label=labels[c.id], color=colour)
         passed = _passed_by_round(Path(c.directory), len(rounds))
         if passed[0]:
             low, high = bootstrap_interval([[p[t] for p in passed] for t in passed[0]])

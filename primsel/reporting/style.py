@@ -1,10 +1,6 @@
-"""How the report names, formats and colours what it shows.
-
-A configuration is the cells that share every setting but ``k``, ``closure`` and the dataset. Its
-colour, the same in every figure and in the explorer, is that of its ranking (the configuration
-without its selector); the recommended default is black, the references (oracle, random, the
-whole library) grey.
-"""
+"""How the report names, formats and colours what it shows: a configuration is the cells that
+share every setting but ``k``, ``closure`` and the dataset; its colour is its ranking's (without
+the selector), black for the recommended default, grey for the references."""
 
 from __future__ import annotations
 
@@ -36,7 +32,7 @@ def num(value: Any, digits: int = 3) -> str:
     """A table value: ``digits`` decimals for a number, ``–`` for None or NaN, else ``str``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{value:.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+    return str(value) if isinstance(value, bool) or not isinstance(value, (int, float)) else f"{value:.{digits}f}"
 
 
 def p_value(value: float | None) -> str:
@@ -58,9 +54,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str | Non
 
 def short_value(value: Any) -> str:
     """A setting's value in a label or table cell (specifications by their label)."""
-    if isinstance(value, Mapping):
-        return specs.label(value)
-    return f"{value:g}" if isinstance(value, float) else "–" if value is None else str(value)
+    return specs.label(value) if isinstance(value, Mapping) else f"{value:g}" if isinstance(value, float) else \
+        "–" if value is None else str(value)
 
 
 def slug(text: str) -> str:
@@ -124,11 +119,10 @@ def ranking_key(cell: CellResult) -> str:
 
 
 def _labels(cells: Sequence[CellResult], keys: Sequence[str], key: Callable[[CellResult], Any]) -> dict[Any, str]:
-    out: dict[Any, str] = {}
-    for cell in cells:
-        if key(cell) not in out:
-            out[key(cell)] = " ".join([cell.retriever, *setting_parts(cell, keys)])
-    return out
+    firsts: dict[Any, CellResult] = {}
+    for c in cells:
+        firsts.setdefault(key(c), c)
+    return {k: " ".join([c.retriever, *setting_parts(c, keys)]) for k, c in firsts.items()}
 
 
 def ranking_labels(cells: Sequence[CellResult]) -> dict[str, str]:
