@@ -117,26 +117,32 @@ def task_interval(cell: CellResult, metric: str, seed: int = 0) -> tuple[float, 
     return float(low), float(high)
 
 
-def best_of_configurations(cells: Sequence[CellResult]) -> dict[tuple[str, str], CellResult]:
-    """Configuration key -> its best finished cell (by success with a generator, then set F1,
-    then fewer tokens), in leaderboard order (references last, then success and recall@15)."""
+def best_of_configurations(cells: Sequence[CellResult], prefer_k: int | None = None,
+                           summary: bool = False) -> dict[tuple[str, str], CellResult]:
+    """Configuration key -> its best finished cell (at k = ``prefer_k`` where run; by success with
+    a generator, then set F1, then fewer tokens), in leaderboard order (references last, then
+    success and recall@15) or, with ``summary``, by success, recall@15 and set F1."""
     finished = [c for c in cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in finished)
 
     def success(c: CellResult) -> float:
         return or_default(c.record.success, -1.0) if has_gen else 0.0
 
-    def merit(c: CellResult) -> tuple[float, float, float]:
-        return success(c), or_default(c.record.selection.f1_macro, 0.0), -or_default(c.record.docs_tokens, 0.0)
+    def merit(c: CellResult) -> tuple[float, ...]:
+        return (float(prefer_k is not None and c.settings.get("k") == prefer_k), success(c),
+                or_default(c.record.selection.f1_macro, 0.0), -or_default(c.record.docs_tokens, 0.0))
+
+    def order(c: CellResult) -> tuple[float, ...]:
+        if summary:
+            return success(c), or_default(c.record.ranking.recall(prefer_k), 0.0), merit(c)[2]
+        return not is_reference(c), success(c), or_default(c.record.metric(LEADER_METRIC), -1.0)
 
     best: dict[tuple[str, str], CellResult] = {}
     for c in finished:
         key = configuration_key(c)
         if key not in best or merit(c) > merit(best[key]):
             best[key] = c
-    order = {key: (not is_reference(c), success(c), or_default(c.record.metric(LEADER_METRIC), -1.0))
-             for key, c in best.items()}
-    return dict(sorted(best.items(), key=lambda item: order[item[0]], reverse=True))
+    return dict(sorted(best.items(), key=lambda item: order(item[1]), reverse=True))
 
 
 def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:

@@ -16,10 +16,10 @@ from primsel.experiments.records import LEADER_COLUMNS, RANKED_COLUMNS, REPORT_K
     SUMMARY_METRICS, TABLE_COLUMNS
 from primsel.experiments.results import CellResult, Experiment, data_text, dataset_groups
 from primsel.files import read_jsonl
-from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing
+from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing, best_of_configurations
 from primsel.reporting.rounds import rounds_table
-from primsel.reporting.style import configuration_key, configuration_labels, is_default, is_reference, num, \
-    or_default, other_columns, p_value, ranking_key, ranking_labels, ranks_nothing, short_value, slug, table
+from primsel.reporting.style import configuration_labels, is_default, is_reference, num, other_columns, p_value, \
+    ranking_key, ranking_labels, ranks_nothing, short_value, slug, table
 
 #: The cut-off :func:`best_cells` prefers, and the widest line it prints.
 HEADLINE_K = 15
@@ -308,18 +308,10 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                     images: Sequence[tuple[str, str]] = (), n_resamples: int = N_RESAMPLES,
                     seed: int = 0, frontier: Sequence[str] = (), standings: Sequence[Standing] = (),
                     learning: Sequence[str] = (), shown_note: str = "") -> str:
-    """The report text.
-
-    Parameters
-    ----------
-    experiment, tests : the experiment and its :func:`primsel.reporting.compare.significance`.
-    images : (title, relative file name) of the figures.
-    n_resamples, seed : of the randomisation test and the bootstrap (stated in the notes).
-    frontier : lines of :func:`frontier_table`.
-    standings : :func:`primsel.reporting.compare.leaderboard` (no leaderboard when empty).
-    learning : labels of the retrievers that learn from tasks.
-    shown_note : a sentence under the figures' heading.
-    """
+    """The report text of ``experiment`` with its ``tests`` (:func:`~primsel.reporting.compare.significance`),
+    the figures ``images`` ((title, file name)), the notes' ``n_resamples`` and ``seed``, the lines of
+    :func:`frontier_table`, the ``standings`` of the leaderboard (none when empty), the ``learning``
+    retrievers' labels and the ``shown_note`` under the figures' heading."""
     cells = [c for c in experiment.cells if c.finished]
     flags = (other_columns(cells), any(c.settings.get("generator") for c in cells),
              any(c.record.run.llm_answers for c in cells))
@@ -364,22 +356,8 @@ def _best_of(cells: Sequence[CellResult], limit: int, where: str) -> list[str]:
         return []
     has_gen = any(c.settings.get("generator") for c in cells)
     labels = configuration_labels(cells)
-
-    def success(c: CellResult) -> float:
-        return or_default(c.record.success, -1.0) if has_gen else 0.0
-
-    def merit(c: CellResult) -> tuple[float, ...]:
-        return (float(c.settings.get("k") == HEADLINE_K), success(c), or_default(c.record.selection.f1_macro, 0.0),
-                -or_default(c.record.docs_tokens, 0.0))
-
-    best: dict[tuple[str, str], CellResult] = {}
-    for c in cells:
-        key = configuration_key(c)
-        if key not in best or merit(c) > merit(best[key]):
-            best[key] = c
-    ranked = sorted(best.items(), reverse=True, key=lambda item: (
-        success(item[1]), or_default(item[1].record.ranking.recall(HEADLINE_K), 0.0),
-        or_default(item[1].record.selection.f1_macro, 0.0)))[:limit]
+    best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
+    ranked = list(best.items())[:limit]
     header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
     rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
              *([num(c.record.success)] if has_gen else []),

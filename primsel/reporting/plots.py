@@ -33,8 +33,10 @@ def new_figure(width: float = 7.0, height: float = 4.6) -> tuple[Figure, Any]:
 
 
 def save(fig: Figure, ax: Any, path: Path, heading: str, xlabel: str, ylabel: str,
-         handles: Sequence[Any] | None = None) -> None:
-    """Label the axes, put the legend (labels wrapped) beside them and save the PNG."""
+         handles: Sequence[Any] | None = None, ylim: tuple[float, float] | None = (0, 1.02)) -> None:
+    """Set ``ylim``, label the axes, put the legend (labels wrapped) beside them and save the PNG."""
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(heading, loc="left", fontsize=10)
@@ -95,7 +97,6 @@ def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette) -> 
         drawn = True
     if drawn:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylim(0, 1.02)
         save(fig, ax, path, title(experiment, "recall@k"), "k (primitives selected)", "recall@k (mean over tasks)")
     return drawn
 
@@ -167,7 +168,6 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) 
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
         ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if f"{x:.0e}"[0] in "25" else ""))
-    ax.set_ylim(0, 1.02)
     styles = [Line2D([], [], color="#555555", marker="o", markersize=4, linestyle="-", label="top k"),
               Line2D([], [], color="#555555", marker="^", markersize=4, linestyle="--", label="top k + type closure")]
     save(fig, ax, path, title(experiment, "recall against documentation size"),
@@ -220,7 +220,6 @@ def plot_frontier(experiment: Experiment, path: Path, frontiers: Mapping[str, tu
         return False
     right = max([right, *(c.record.docs_tokens for c in cells if c.settings.get("selector"))])
     ax.set_xlim(0, right * 1.05 if right else None)
-    ax.set_ylim(0, 1.02)
     save(fig, ax, path, title(experiment, "recall/tokens frontier"),
          "documentation tokens selected per task (mean)", "recall (macro)", handles)
     return True
@@ -248,7 +247,6 @@ def plot_metric_by_dataset(experiment: Experiment, path: Path, palette: Palette,
                 _errorbar(ax, x, value, task_interval(found, metric), "#333333")
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([str(d.get("source", "?")) for d, _ in groups], fontsize=8)
-    ax.set_ylim(0, 1.02)
     save(fig, ax, path, f"{experiment.name}: {metric} by dataset", "dataset", f"{metric} (mean over tasks)")
     return True
 
@@ -272,5 +270,5 @@ def plot_success(experiment: Experiment, path: Path, palette: Palette) -> bool:
     ax.set_yticks(positions, labels, fontsize=7)
     ax.set_xlim(0, 1.1)
     save(fig, ax, path, title(experiment, "task success"), "task success (fraction of tasks whose program passed)",
-         "", handles=[])
+         "", handles=[], ylim=None)
     return True

@@ -49,13 +49,9 @@ def _draw(experiment: Experiment, palette: Palette, frontiers: dict) -> list[tup
 
 def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[str] | None = None,
                  n_resamples: int = N_RESAMPLES, seed: int = 0) -> Path:
-    """Write ``report.md``, the figures and ``colours.json`` of an experiment directory.
-
-    Parameters
-    ----------
-    directory : ``<out>/<name>``.
-    export : also copy the report to ``<export>/<name>.md`` and its figures beside it.
-    n_resamples, seed : of the randomisation test; ``seed`` also seeds the bootstrap intervals.
+    """Write ``report.md``, the figures and ``colours.json`` into ``directory`` (``<out>/<name>``);
+    with ``export``, also ``<export>/<name>.md`` and its figures. ``n_resamples``, ``seed``: of the
+    randomisation test (``seed`` also seeds the bootstrap intervals).
 
     Returns
     -------

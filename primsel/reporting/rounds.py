@@ -89,5 +89,5 @@ def plot_success_by_round(experiment: Any, path: Path) -> bool:
             low, high = bootstrap_interval([[p[t] for p in passed] for t in passed[0]])
             ax.fill_between(rounds, low, high, color=colour, alpha=0.15, linewidth=0)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    save(fig, ax, path, title(experiment, "success by round"), "round", "success (passed by the round)")
+    save(fig, ax, path, title(experiment, "success by round"), "round", "success (passed by the round)", ylim=None)
     return True
