@@ -1,5 +1,5 @@
 """The report of an experiment: comparisons against the baseline (``compare``), the Markdown text
-(``markdown``, ``rounds``), the figures (``plots``, ``style``); :func:`write_report` writes it all."""
+(``markdown``), the figures (``plots``, ``style``); :func:`write_report` writes it all."""
 
 from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, load_experiment
 from primsel.reporting.compare import baseline_pairs, bootstrap_interval, leaderboard, recall_metric, significance

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from scipy import stats
 from primsel.eval.significance import N_RESAMPLES, compare
 from primsel.experiments.labels import baseline_label, pair_key
 from primsel.experiments.results import CellResult, Experiment, ReportError, per_task_values
-from primsel.files import canonical_json
+from primsel.files import canonical_json, read_jsonl
 from primsel.reporting.style import configuration_key, configuration_labels, is_default, is_reference, or_default, \
     ranking_key
 
@@ -209,4 +210,16 @@ def leaderboard(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], 
         out.append(Standing(label=labels[key], cell=c, interval=intervals[c.id], baseline=base is c,
                             recall=_paired(c, base, LEADER_METRIC, n_resamples, seed) if tested else None,
                             success=(tests.get(c.id) or {}).get("success")))
+    return out
+
+
+def passed_by_round(directory: Path, rounds: int) -> list[dict[str, float]]:
+    """Per reflection round r (index r - 1) of a cell directory, ``{task id: 1.0 if passed by round r
+    else 0.0}``."""
+    out: list[dict[str, float]] = [{} for _ in range(rounds)]
+    for _, row in read_jsonl(directory / "tasks.jsonl"):
+        entries = row.get("rounds") or [{"round": 1, "status": row.get("status")}]
+        for r in range(1, rounds + 1):
+            passed = any(e.get("status") == "pass" for e in entries if int(e.get("round", 1)) <= r)
+            out[r - 1][str(row["task_id"])] = 1.0 if passed else 0.0
     return out

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from primsel.eval.aspera import markdown_table as aspera_table
-from primsel.eval.significance import N_RESAMPLES
+from primsel.eval.significance import N_RESAMPLES, compare
 from primsel.eval.success import success_by_coverage, wilson_interval
 from primsel.experiments.labels import generator_label, get_dotted
 from primsel.experiments.records import LEADER_COLUMNS, RANKED_COLUMNS, REPORT_KS, SUMMARY_COLUMNS, \
     SUMMARY_METRICS, TABLE_COLUMNS
 from primsel.experiments.results import CellResult, Experiment, data_text, dataset_groups
 from primsel.files import read_jsonl
-from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing, best_of_configurations
-from primsel.reporting.rounds import rounds_table
+from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing, best_of_configurations, passed_by_round
 from primsel.reporting.style import configuration_labels, is_default, is_reference, num, other_columns, p_value, \
-    ranking_key, ranking_labels, ranks_nothing, short_value, slug, table
+    ranking_key, ranking_labels, ranks_nothing, short_labels, short_value, slug, table
 
 #: The cut-off :func:`best_cells` prefers, and the widest line it prints.
 HEADLINE_K = 15
@@ -104,20 +104,14 @@ def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMP
                if has_gen else "") + ".", ""]
 
 
-def _tests(t: Mapping[str, Any], cid: str, has_gen: bool) -> list[str]:
-    def diff(test: Mapping[str, Any] | None, mark: str = "") -> list[str]:
-        return [f"{test['mean_diff']:+.3f}{mark}", p_value(test["p_t"]), p_value(test["p_randomisation"])] if test \
-            else ["–", "–", "–"]
-
-    mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
-    row = ["baseline", "–", "–"] if t.get("baseline") == cid else diff(t.get("recall"), mark)
-    return row + (diff(t.get("success")) if has_gen else [])
-
-
 def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any]], others: Sequence[str],
                has_gen: bool, has_llm: bool) -> list[str]:
     """Markdown lines of the table of ``cells``: a row per cell, its metrics (those its
     ``metrics`` setting adds too) and its tests against its baseline cell."""
+    def tested(test: Mapping[str, Any] | None, mark: str = "") -> list[str]:
+        return [f"{test['mean_diff']:+.3f}{mark}", p_value(test["p_t"]), p_value(test["p_randomisation"])] if test \
+            else ["–", "–", "–"]
+
     extra = sorted({m for c in cells for m in (c.settings.get("metrics") or ()) if m not in dict(TABLE_COLUMNS)})
     header = ["configuration", "k", "closure", *others, *(h for _, h in TABLE_COLUMNS), *extra, "ties@k"]
     header += (["success"] if has_gen else []) + (["cached"] if has_llm else []) + ["ΔR@k", "p t", "p rand"]
@@ -133,7 +127,10 @@ def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any
         row += [num(r.success) if c.settings.get("generator") else "–"] if has_gen else []
         if has_llm:
             row.append(f"{int(r.run.llm_answers_cached or 0)}/{int(r.run.llm_answers)}" if r.run.llm_answers else "–")
-        row += _tests(tests.get(c.id, {}), c.id, has_gen)
+        t = tests.get(c.id, {})
+        mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
+        row += ["baseline", "–", "–"] if t.get("baseline") == c.id else tested(t.get("recall"), mark)
+        row += tested(t.get("success")) if has_gen else []
         rows.append(row + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")])
     return table(header, rows, "l" * (3 + len(others)) + "r" * (len(header) - 4 - len(others)) + "l") + [""]
 
@@ -338,6 +335,39 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     return "\n".join(lines + list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed))
 
 
+def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
+    """Markdown lines of the reflection table of finished cells (``label``, ``directory``,
+    ``record``), a row per round; empty when no cell has rounds. ``n_resamples``, ``seed``: of
+    the randomisation test."""
+    cells = [c for c in cells if c.record.rounds]
+    if not cells:
+        return []
+    reselect = any(c.record.rounds[0].selection_recall is not None for c in cells)
+    header = ["configuration", "round", "success", "Δ", "p t", "p rand", "requests", "sent", "cached",
+              "prompt tokens", "completion tokens", "cumulative tokens", *(["selection recall"] if reselect else [])]
+    labels, rows = short_labels(cells), []
+    for c in cells:
+        passed = passed_by_round(Path(c.directory), len(c.record.rounds)) if len(c.record.rounds) >= 2 else []
+        for r, rep in enumerate(c.record.rounds, start=1):
+            g = compare(passed[r - 1], passed[r - 2], n_resamples=n_resamples, seed=seed) if r >= 2 else None
+            gain = [f"{g['mean_diff']:+.3f}", p_value(g["p_t"]), p_value(g["p_randomisation"])] if g else ["–"] * 3
+            rows.append([labels[c.id] if r == 1 else "", str(r), num(rep.success), *gain,
+                         *(num(v, 0) for v in (rep.calls, rep.requests, rep.cache_hits, rep.prompt_tokens,
+                                               rep.completion_tokens, rep.cumulative_tokens)),
+                         *([num(rep.selection_recall)] if reselect else [])])
+    return ["## Reflection rounds", "", "Configurations are named by the settings that differ between them (the cell "
+            "ids are in the first table).", "", *table(header, rows), "",
+            "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
+            "the round before; p t: two-sided paired t-test and p rand: paired randomisation "
+            f"(sign-flip) test, {n_resamples} resamples, seed {seed}, on per-task success by the round "
+            "against by the round before. requests: generation requests of the round (failed tasks of "
+            "the round before; answered from the cache or not); sent: HTTP requests the generator sent "
+            "(retries included); cached: answered from the cache. Tokens as the endpoint reported them; "
+            "cumulative: rounds 1 to this one (plus the LLM selector's tokens when it selects again)."
+            + (" selection recall: mean set recall of the selection each task had in that round "
+               "(reselect: ranked again with the query plus the error)." if reselect else ""), ""]
+
+
 def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
     """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line
     naming it: the best cell of each ranking (at k = :data:`HEADLINE_K` where run; by success
@@ -345,33 +375,28 @@ def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
     at most ``limit`` rows and a line counting the others. Empty when no cell finished."""
     out: list[str] = []
     for data, group in dataset_groups(experiment):
-        block = _best_of(group, limit, f"all in the report: primsel report {experiment.directory}")
-        out += [f"== {data_text(data)}", *block] if block else []
+        cells = [c for c in group if c.finished]
+        if not cells:
+            continue
+        has_gen, labels = any(c.settings.get("generator") for c in cells), configuration_labels(cells)
+        best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
+        header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
+        rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
+                 *([num(c.record.success)] if has_gen else []),
+                 *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
+                for key, c in list(best.items())[:limit]]
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
+        if widths[0] > room:
+            head = (room - 1) // 2
+            for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
+                row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][-(room - 1 - head):]
+            widths[0] = room
+        out += [f"== {data_text(data)}", f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
+                f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
+        out += ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
+                for row in [header, *rows]]
+        if len(best) > limit:
+            out.append(f"... {len(best) - limit} more rankings (all in the report: primsel report "
+                       f"{experiment.directory})")
     return out
-
-
-def _best_of(cells: Sequence[CellResult], limit: int, where: str) -> list[str]:
-    cells = [c for c in cells if c.finished]
-    if not cells:
-        return []
-    has_gen = any(c.settings.get("generator") for c in cells)
-    labels = configuration_labels(cells)
-    best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
-    ranked = list(best.items())[:limit]
-    header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
-    rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
-             *([num(c.record.success)] if has_gen else []),
-             *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
-            for key, c in ranked]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
-    if widths[0] > room:
-        head = (room - 1) // 2
-        for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
-            row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][len(row[0]) - (room - 1 - head):]
-        widths[0] = room
-    lines = [f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
-             f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
-    lines += ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
-              for row in [header, *rows]]
-    return lines + ([f"... {len(best) - limit} more rankings ({where})"] if len(best) > limit else [])

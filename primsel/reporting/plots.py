@@ -16,9 +16,10 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from primsel.experiments.results import CellResult, Experiment, FrontierCurve, dataset_groups
 from primsel.experiments.results import ranking_frontier as frontier_of
 from primsel.files import canonical_json
-from primsel.reporting.compare import best_of_configurations, bootstrap_interval, shown_rankings, task_interval
+from primsel.reporting.compare import best_of_configurations, bootstrap_interval, passed_by_round, shown_rankings, \
+    task_interval
 from primsel.reporting.style import Palette, is_default, is_reference, or_default, other_columns, ranking_key, \
-    ranking_labels, ranks_nothing, setting_parts, short_value, title, wrap
+    ranking_labels, ranks_nothing, setting_parts, short_labels, short_value, title, wrap
 
 #: The token axis is logarithmic when the largest mean is more than this many times the smallest.
 LOG_AXIS_RATIO = 4.0
@@ -271,4 +272,26 @@ def plot_success(experiment: Experiment, path: Path, palette: Palette) -> bool:
     ax.set_xlim(0, 1.1)
     save(fig, ax, path, title(experiment, "task success"), "task success (fraction of tasks whose program passed)",
          "", handles=[], ylim=None)
+    return True
+
+
+def plot_success_by_round(experiment: Experiment, path: Path, palette: Palette) -> bool:
+    """Success against round, one line per finished cell with reflection rounds, with 95%
+    bootstrap bands over tasks; False (and no file) when no finished cell has rounds."""
+    cells = [c for c in experiment.cells if c.finished and c.record.rounds]
+    if not cells:
+        return False
+    labels = short_labels(cells)
+    fig, ax = new_figure(8.0, 4.6)
+    for c in cells:
+        rounds = list(range(1, len(c.record.rounds) + 1))
+        colour = palette.colour(c)
+        success = [float(f.success or 0.0) for f in c.record.rounds]
+        ax.plot(rounds, success, marker="o", label=labels[c.id], color=colour)
+        passed = passed_by_round(Path(c.directory), len(rounds))
+        if passed[0]:
+            low, high = bootstrap_interval([[p[t] for p in passed] for t in passed[0]])
+            ax.fill_between(rounds, low, high, color=colour, alpha=0.15, linewidth=0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    save(fig, ax, path, title(experiment, "success by round"), "round", "success (passed by the round)", ylim=None)
     return True

@@ -16,8 +16,7 @@ from primsel.files import write_atomic
 from primsel.reporting.compare import MAX_SERIES, leaderboard, significance
 from primsel.reporting.markdown import frontier_table, render_markdown
 from primsel.reporting.plots import plot_frontier, plot_metric_by_dataset, plot_recall_curves, \
-    plot_recall_vs_tokens, plot_success, ranking_frontiers
-from primsel.reporting.rounds import plot_success_by_round
+    plot_recall_vs_tokens, plot_success, plot_success_by_round, ranking_frontiers
 from primsel.reporting.style import Palette, is_reference, ranking_key, slug
 
 
@@ -29,7 +28,7 @@ def _draw(experiment: Experiment, palette: Palette, frontiers: dict) -> list[tup
                     lambda p: plot_recall_vs_tokens(experiment, p, palette)),
                    ("frontier", "recall/tokens frontier", lambda p: plot_frontier(experiment, p, frontiers, palette)),
                    ("success", "task success", lambda p: plot_success(experiment, p, palette)),
-                   ("success_by_round", "success by round", lambda p: plot_success_by_round(experiment, p))]
+                   ("success_by_round", "success by round", lambda p: plot_success_by_round(experiment, p, palette))]
     else:
         figures = [("ndcg_by_dataset", "nDCG@10 by dataset", lambda p: plot_metric_by_dataset(experiment, p, palette))]
         for data, cells in dataset_groups(experiment):

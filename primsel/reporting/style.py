@@ -136,6 +136,15 @@ def configuration_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], s
     return _labels(cells, other_columns(cells), configuration_key)
 
 
+def short_labels(cells: Sequence[Any]) -> dict[str, str]:
+    """Cell id -> the settings that vary between the cells (``generator.feedback=trace``), or the
+    cell's label when none does."""
+    settings = [dict(c.settings) for c in cells]
+    keys = sorted({k for s in settings for k in s} - {"dataset"})
+    varied = [k for k in varied_keys(settings, keys) if k != "generator"]
+    return {c.id: " ".join(f"{k}={short_value(get_dotted(c.settings, k))}" for k in varied) or c.label for c in cells}
+
+
 def _kind(cell: CellResult) -> str:
     return specs.type_name(cell.settings.get("retriever"))
 
