@@ -114,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"primsel run: warning: {len(result.incomplete)} cells are incomplete (LLM requests failed "
               f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
               "recompute them (answers already received are cached)", file=sys.stderr)
-    from primsel.experiments.report import ReportError, best_cells, load_experiment, write_report
+    from primsel.reporting import ReportError, best_cells, load_experiment, write_report
 
     if not args.no_report:
         try:

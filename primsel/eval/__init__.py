@@ -1,5 +1,5 @@
 """Evaluation: retrieval metrics of rankings, ASPERA's set metrics of selections, significance
-tests and failure attribution. (The report of an experiment is :mod:`primsel.experiments.report`.)"""
+tests and failure attribution. (The report of an experiment is :mod:`primsel.reporting`.)"""
 
 from primsel.eval.metrics import (
     RANKING_METRICS,

@@ -1,12 +1,5 @@
-"""The report of an experiment: comparisons against the baseline, the Markdown text, the figures.
-
-:mod:`primsel.reporting.compare` pairs cells with their baseline and tests them (paired t and
-randomisation tests, bootstrap intervals, the leaderboard); :mod:`primsel.reporting.markdown`
-renders the text; :mod:`primsel.reporting.plots` draws the figures in the style of
-:mod:`primsel.reporting.style` (one colour per configuration, the default highlighted);
-:mod:`primsel.reporting.rounds` adds reflection rounds; :func:`write_report` writes it all. The run
-folder is read by :mod:`primsel.experiments.results`.
-"""
+"""The report of an experiment: comparisons against the baseline (``compare``), the Markdown text
+(``markdown``), the figures (``plots``, ``style``); :func:`write_report` writes it all."""
 
 from primsel.experiments.results import CellResult, Experiment, ReportError, dataset_groups, load_experiment
 from primsel.reporting.compare import baseline_pairs, bootstrap_interval, leaderboard, recall_metric, significance
@@ -14,21 +7,6 @@ from primsel.reporting.markdown import best_cells, frontier_table, render_markdo
 from primsel.reporting.plots import ranking_frontier
 from primsel.reporting.report import write_report
 
-__all__ = [
-    "CellResult",
-    "Experiment",
-    "ReportError",
-    "baseline_pairs",
-    "best_cells",
-    "bootstrap_interval",
-    "dataset_groups",
-    "frontier_table",
-    "leaderboard",
-    "load_experiment",
-    "ranking_frontier",
-    "recall_metric",
-    "render_markdown",
-    "significance",
-    "tie_table",
-    "write_report",
-]
+__all__ = ["CellResult", "Experiment", "ReportError", "baseline_pairs", "best_cells", "bootstrap_interval",
+           "dataset_groups", "frontier_table", "leaderboard", "load_experiment", "ranking_frontier", "recall_metric",
+           "render_markdown", "significance", "tie_table", "write_report"]

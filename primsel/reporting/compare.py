@@ -1,18 +1,12 @@
-"""Comparisons of an experiment's cells: the baseline of each cell, paired tests against it,
-bootstrap intervals, and the leaderboard of configurations.
-
-Baseline: every cell is compared with the cell of the baseline retriever that agrees with it
-on everything else (k, closure, folds, seed, generator, ...), or, when the experiment sets
-``pair_on``, on those settings only. The baseline retriever is the experiment's ``baseline`` (a
-retriever label, a retriever type one label has, or a cell id), else the retriever of the first
-cell. Recall is compared as per-task recall@k when the two cells have the same k and threshold,
-else as per-task selection (set) recall.
-"""
+"""Comparisons of an experiment's cells: paired tests of each cell against its baseline cell (the
+cell of the baseline retriever with the same other settings, or ``pair_on`` ones), bootstrap
+intervals and the leaderboard of configurations."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,28 +15,21 @@ from scipy import stats
 from primsel.eval.significance import N_RESAMPLES, compare
 from primsel.experiments.labels import baseline_label, pair_key
 from primsel.experiments.results import CellResult, Experiment, ReportError, per_task_values
-from primsel.files import canonical_json
-from primsel.reporting.style import configuration_key, configuration_labels, is_default, is_reference, ranking_key
+from primsel.files import canonical_json, read_jsonl
+from primsel.reporting.style import configuration_key, configuration_labels, is_default, is_reference, or_default, \
+    ranking_key
 
-__all__ = ["LEADER_METRIC", "MAX_SERIES", "N_BOOTSTRAP", "Standing", "baseline_pairs", "bootstrap_interval",
-           "leaderboard", "recall_metric", "shown_rankings", "significance"]
-
-#: The ranking metric the leaderboard orders and tests by (when no generator ran).
+#: The metric the leaderboard orders and tests by (when no generator ran).
 LEADER_METRIC = "recall@15"
-#: At most this many rankings in a figure (besides the references); the rest are in the tables.
+#: At most this many rankings in a figure besides the references; the rest are in the tables.
 MAX_SERIES = 8
 #: Resamples of the bootstrap intervals.
 N_BOOTSTRAP = 2000
 
 
 def baseline_retriever(experiment: Experiment) -> str:
-    """The retriever label of the experiment's baseline.
-
-    Raises
-    ------
-    ReportError : the experiment's ``baseline`` names neither a retriever label, a retriever
-        type nor a cell id of it.
-    """
+    """The retriever label of the experiment's baseline; ReportError when ``baseline`` names no
+    retriever label, retriever type or cell id of it."""
     try:
         return baseline_label(experiment.baseline, [(c.id, c.settings.get("retriever", "?")) for c in experiment.cells])
     except ValueError as exc:
@@ -50,14 +37,8 @@ def baseline_retriever(experiment: Experiment) -> str:
 
 
 def baseline_pairs(experiment: Experiment) -> dict[str, str | None]:
-    """The baseline cell of every finished cell: cell id -> baseline cell id (None when the
-    baseline retriever has no finished cell with the same other settings, or the same
-    ``pair_on`` settings; when several agree, the first in grid order).
-
-    Raises
-    ------
-    ReportError : see :func:`baseline_retriever`.
-    """
+    """Finished cell id -> its baseline cell id (the first in grid order; None without one);
+    ReportError as :func:`baseline_retriever`."""
     finished = [c for c in experiment.cells if c.finished]
     if not finished:
         return {}
@@ -66,39 +47,28 @@ def baseline_pairs(experiment: Experiment) -> dict[str, str | None]:
     for c in finished:
         if c.retriever == wanted:
             base.setdefault(pair_key(c.settings, experiment.pair_on), c.id)
-    out = {}
-    for c in finished:
-        key = pair_key(c.settings, experiment.pair_on)
-        own = c.id if c.retriever == wanted and base.get(key) == c.id else None
-        out[c.id] = own or base.get(key)
-    return out
+    return {c.id: base.get(pair_key(c.settings, experiment.pair_on)) for c in finished}
 
 
 def recall_metric(cell: CellResult, base: CellResult) -> str:
-    """The per-task recall a cell is compared on with its baseline cell: ``recall@k`` (k of the
-    cell) when both have the same k and threshold, else ``set_recall`` (the recall of what each
-    selected)."""
-    same = cell.settings.get("k") == base.settings.get("k") and \
-        cell.settings.get("threshold") == base.settings.get("threshold")
+    """``recall@k`` (the cell's k) when the cell and its baseline have the same k and threshold,
+    else ``set_recall``: the per-task recall they are compared on."""
+    same = all(cell.settings.get(key) == base.settings.get(key) for key in ("k", "threshold"))
     return f"recall@{cell.settings.get('k')}" if same else "set_recall"
 
 
 def _paired(cell: CellResult, base: CellResult, metric: str, n_resamples: int, seed: int) -> dict[str, Any]:
-    """:func:`primsel.eval.significance.compare` of a per-task metric of two cells."""
     return compare(per_task_values(cell, metric), per_task_values(base, metric), n_resamples=n_resamples, seed=seed)
 
 
 def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Paired tests of every finished cell against its baseline cell (:func:`baseline_pairs`).
-
-    Per-task recall is compared (:func:`recall_metric`); when both cells ran a generator,
-    per-task success too.
+    """Paired tests of every finished cell against its baseline cell: per-task recall
+    (:func:`recall_metric`), and success when both ran a generator.
 
     Returns
     -------
-    cell id -> ``{"baseline": id or None, "recall_metric": name or None, "recall": compare(...)
-    or None, "success": compare(...) or None}`` (see :func:`primsel.eval.significance.compare`);
-    ``recall``/``success`` are None for the baseline cell itself and when there is no partner.
+    cell id -> ``{"baseline": id or None, "recall_metric", "recall", "success"}``, the last two
+    :func:`primsel.eval.significance.compare` results, None for the baseline and without one.
     """
     out: dict[str, dict[str, Any]] = {}
     by_id = {c.id: c for c in experiment.cells}
@@ -116,28 +86,16 @@ def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: i
 
 def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = N_BOOTSTRAP, seed: int = 0,
                        confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap interval of the mean over tasks (``scipy.stats.bootstrap``; Efron
-    and Tibshirani, An Introduction to the Bootstrap, 1993).
+    """Percentile bootstrap interval of the mean over tasks (``scipy.stats.bootstrap``).
 
-    Parameters
-    ----------
-    values : per-task values, shape ``(n_tasks,)`` or ``(n_tasks, n_points)`` (one interval per
-        column, the same resampled tasks for every column); n_tasks >= 1, finite.
-    n_resamples, seed : of the resampling.
-    confidence : level of the interval, in (0, 1).
-
-    Returns
-    -------
-    (low, high), each of shape ``()`` or ``(n_points,)``; both equal the mean when every value
-    is the same or there is one task.
-
-    Raises
-    ------
-    ValueError : no tasks, or values that are not finite.
+    ``values``: shape ``(n_tasks,)`` or ``(n_tasks, n_points)`` (one interval per column, the same
+    resampled tasks for each). Returns (low, high) of shape ``()`` or ``(n_points,)``, both the
+    mean for one task or constant values. ValueError: no tasks, or values not finite.
     """
     data = np.asarray(values, dtype=float)
     if data.ndim not in (1, 2) or data.shape[0] == 0:
-        raise ValueError(f"bootstrap needs per-task values of shape (n_tasks,) or (n_tasks, n_points), got {data.shape}")
+        raise ValueError("bootstrap needs per-task values of shape (n_tasks,) or (n_tasks, n_points), "
+                         f"got {data.shape}")
     if not np.all(np.isfinite(data)):
         raise ValueError("bootstrap values contain NaN or infinite values")
     mean = data.mean(axis=0)
@@ -145,89 +103,78 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = 
         return mean, mean
     result = stats.bootstrap((data,), np.mean, axis=0, vectorized=True, n_resamples=n_resamples,
                              confidence_level=confidence, method="percentile", random_state=seed)
+    constant = np.ptp(data, axis=0) == 0  # every resample has the same mean: keep it exact
     low, high = result.confidence_interval
-    # every resample of constant values has the same mean; keep it exact
-    return np.where(np.ptp(data, axis=0) == 0, mean, low), np.where(np.ptp(data, axis=0) == 0, mean, high)
+    return np.where(constant, mean, low), np.where(constant, mean, high)
 
 
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else float(value)
+def task_interval(cell: CellResult, metric: str, seed: int = 0) -> tuple[float, float] | None:
+    """95% bootstrap interval of a cell's per-task ``metric``; None when tasks.jsonl lacks it."""
+    try:
+        values = list(per_task_values(cell, metric).values())
+    except ReportError:
+        return None
+    low, high = bootstrap_interval(values, seed=seed)
+    return float(low), float(high)
 
 
-def _merit(cell: CellResult, has_gen: bool) -> tuple[float, float, float]:
-    """Best k of a configuration: task success (with a generator), then set F1 (macro), then
-    fewer documentation tokens."""
-    r = cell.record
-    return (_or(r.success, -1.0) if has_gen else 0.0, _or(r.selection.f1_macro, 0.0), -_or(r.docs_tokens, 0.0))
-
-
-def _order(cell: CellResult, has_gen: bool) -> tuple[bool, float, float]:
-    """Leaderboard order: references last, then by success (with a generator) and recall@15."""
-    r = cell.record
-    return (not is_reference(cell), _or(r.success, -1.0) if has_gen else 0.0, _or(r.metric(LEADER_METRIC), -1.0))
-
-
-def best_of_configurations(cells: Sequence[CellResult]) -> dict[tuple[str, str], CellResult]:
-    """Configuration key -> its best finished cell (:func:`_merit`), in leaderboard order."""
+def best_of_configurations(cells: Sequence[CellResult], prefer_k: int | None = None,
+                           summary: bool = False) -> dict[tuple[str, str], CellResult]:
+    """Configuration key -> its best finished cell (at k = ``prefer_k`` where run; by success with
+    a generator, then set F1, then fewer tokens), in leaderboard order (references last, then
+    success and recall@15) or, with ``summary``, by success, recall@15 and set F1."""
     finished = [c for c in cells if c.finished]
     has_gen = any(c.settings.get("generator") for c in finished)
+
+    def success(c: CellResult) -> float:
+        return or_default(c.record.success, -1.0) if has_gen else 0.0
+
+    def merit(c: CellResult) -> tuple[float, ...]:
+        return (float(prefer_k is not None and c.settings.get("k") == prefer_k), success(c),
+                or_default(c.record.selection.f1_macro, 0.0), -or_default(c.record.docs_tokens, 0.0))
+
+    def order(c: CellResult) -> tuple[float, ...]:
+        if summary:
+            return success(c), or_default(c.record.ranking.recall(prefer_k), 0.0), merit(c)[2]
+        return not is_reference(c), success(c), or_default(c.record.metric(LEADER_METRIC), -1.0)
+
     best: dict[tuple[str, str], CellResult] = {}
     for c in finished:
         key = configuration_key(c)
-        if key not in best or _merit(c, has_gen) > _merit(best[key], has_gen):
+        if key not in best or merit(c) > merit(best[key]):
             best[key] = c
-    return dict(sorted(best.items(), key=lambda item: _order(item[1], has_gen), reverse=True))
+    return dict(sorted(best.items(), key=lambda item: order(item[1]), reverse=True))
 
 
 def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
-    """Ranking keys (:func:`primsel.reporting.style.ranking_key`) of the rankings a figure
-    draws: the default's and the baseline's, then the best others in leaderboard order, at
-    most ``limit`` (references and selectors apart: references are always drawn, a selector's
-    points with its ranking). One ranking per retriever comes first, at the lowest seed (a
-    retriever run at five seeds would otherwise fill a figure with itself); the other seeds
-    and folds of a retriever only fill what is left.
-
-    Raises
-    ------
-    ReportError : see :func:`baseline_retriever`.
-    """
+    """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the
+    best others in leaderboard order, at most ``limit`` (references and selectors apart); one per
+    retriever first, at the lowest seed. ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     if not best:
         return set()
     wanted = baseline_retriever(experiment)
     cells = [c for c in best.values() if not is_reference(c) and not c.settings.get("selector")]
     first = [c for c in cells if is_default(c)] + [c for c in cells if c.retriever == wanted and not is_default(c)]
-    seeds = [c.settings.get("seed") for c in cells if isinstance(c.settings.get("seed"), int)]
-    lowest = min(seeds, default=None)
-    ordered = sorted(first + cells, key=lambda c: c.settings.get("seed") != lowest)   # stable: the order above
+    lowest = min((c.settings.get("seed") for c in cells if isinstance(c.settings.get("seed"), int)), default=None)
     retrievers: set[str] = set()
     primary: list[str] = []
     others: list[str] = []
-    for c in ordered:
+    for c in sorted(first + cells, key=lambda c: c.settings.get("seed") != lowest):  # stable: the order above
         key = ranking_key(c)
-        if key in primary or key in others:
-            continue
-        retriever = canonical_json(c.settings.get("retriever"))
-        (others if retriever in retrievers else primary).append(key)
-        retrievers.add(retriever)
+        if key not in primary and key not in others:
+            retriever = canonical_json(c.settings.get("retriever"))
+            (others if retriever in retrievers else primary).append(key)
+            retrievers.add(retriever)
     return set((primary + others)[:limit])
 
 
 @dataclass(frozen=True)
 class Standing:
-    """One row of the leaderboard: a configuration at its best k.
-
-    Parameters
-    ----------
-    label : the configuration's label (:func:`primsel.reporting.style.configuration_labels`).
-    cell : its best finished cell.
-    interval : 95% bootstrap interval of the cell's mean per-task :data:`LEADER_METRIC`, or None
-        when tasks.jsonl lacks it.
-    recall : paired test of per-task :data:`LEADER_METRIC` against the baseline configuration
-        (:func:`primsel.eval.significance.compare`), None for the baseline and without partner.
-    success : the cell's paired test of per-task success against its baseline cell, or None.
-    baseline : True for the baseline configuration.
-    """
+    """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95%
+    bootstrap ``interval`` of its per-task :data:`LEADER_METRIC`, its paired tests of that metric
+    against the baseline configuration (``recall``) and of success against its baseline cell
+    (``success``), each None when missing; ``baseline``: it is the baseline."""
 
     label: str
     cell: CellResult
@@ -245,19 +192,9 @@ def _unranked(cell: CellResult) -> str:
 
 def leaderboard(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], n_resamples: int = N_RESAMPLES,
                 seed: int = 0) -> list[Standing]:
-    """One :class:`Standing` per configuration of the experiment's finished cells, in
-    leaderboard order (references last).
-
-    Parameters
-    ----------
-    experiment : the experiment (one dataset).
-    tests : :func:`significance` of it (the success test of each best cell is taken from it).
-    n_resamples, seed : of the randomisation test and of the bootstrap.
-
-    Raises
-    ------
-    ReportError : see :func:`baseline_retriever`; a tasks.jsonl without per-task recall@15.
-    """
+    """One :class:`Standing` per configuration of the finished cells of an experiment on one
+    dataset, in leaderboard order; ``tests``: its :func:`significance` (for the success tests).
+    ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     labels = configuration_labels(list(best.values()))
     wanted = baseline_retriever(experiment)
@@ -265,21 +202,24 @@ def leaderboard(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], 
     for c in best.values():
         if c.retriever == wanted and not c.settings.get("selector"):
             partners.setdefault(_unranked(c), c)
+    intervals = {c.id: task_interval(c, LEADER_METRIC, seed) for c in best.values()}
     out = []
     for key, c in best.items():
         base = partners.get(_unranked(c))
-        values = _values_or_none(c)
-        interval = None if values is None else tuple(float(x) for x in bootstrap_interval(values, seed=seed))
-        recall = None
-        if base is not None and base is not c and values is not None and _values_or_none(base) is not None:
-            recall = _paired(c, base, LEADER_METRIC, n_resamples, seed)
-        out.append(Standing(label=labels[key], cell=c, interval=interval, recall=recall,
-                            success=(tests.get(c.id) or {}).get("success"), baseline=base is c))
+        tested = base is not None and base is not c and intervals[c.id] is not None and intervals[base.id] is not None
+        out.append(Standing(label=labels[key], cell=c, interval=intervals[c.id], baseline=base is c,
+                            recall=_paired(c, base, LEADER_METRIC, n_resamples, seed) if tested else None,
+                            success=(tests.get(c.id) or {}).get("success")))
     return out
 
 
-def _values_or_none(cell: CellResult) -> list[float] | None:
-    try:
-        return list(per_task_values(cell, LEADER_METRIC).values())
-    except ReportError:
-        return None
+def passed_by_round(directory: Path, rounds: int) -> list[dict[str, float]]:
+    """Per reflection round r (index r - 1) of a cell directory, ``{task id: 1.0 if passed by round r
+    else 0.0}``."""
+    out: list[dict[str, float]] = [{} for _ in range(rounds)]
+    for _, row in read_jsonl(directory / "tasks.jsonl"):
+        entries = row.get("rounds") or [{"round": 1, "status": row.get("status")}]
+        for r in range(1, rounds + 1):
+            passed = any(e.get("status") == "pass" for e in entries if int(e.get("round", 1)) <= r)
+            out[r - 1][str(row["task_id"])] = 1.0 if passed else 0.0
+    return out

@@ -1,100 +1,65 @@
-"""The text of an experiment's report: the leaderboard first, then the figures, then the full
-tables (every cell, ties, ASPERA's figures, the frontier, reflection rounds) and their notes.
-
-Aggregates only (never per-task rows), so the text can be committed beside the experiment's
-declaration.
-"""
+"""The report's text: the leaderboard (or the summary by dataset), the figures, then the tables
+of every cell, ties, generation, ASPERA's figures, the frontier and reflection rounds with their
+notes; and the table of best cells ``primsel run`` prints. Aggregates only, never per-task rows."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from primsel.eval.aspera import markdown_table as aspera_table
-from primsel.eval.significance import N_RESAMPLES
+from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.eval.success import success_by_coverage, wilson_interval
 from primsel.experiments.labels import generator_label, get_dotted
-from primsel.experiments.records import (
-    LEADER_COLUMNS,
-    RANKED_COLUMNS,
-    REPORT_KS,
-    SUMMARY_COLUMNS,
-    SUMMARY_METRICS,
-    TABLE_COLUMNS,
-)
+from primsel.experiments.records import LEADER_COLUMNS, RANKED_COLUMNS, REPORT_KS, SUMMARY_COLUMNS, \
+    SUMMARY_METRICS, TABLE_COLUMNS
 from primsel.experiments.results import CellResult, Experiment, data_text, dataset_groups
-from primsel.reporting.generation import generation_table
-from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing
-from primsel.reporting.rounds import rounds_table
-from primsel.reporting.style import (
-    configuration_key,
-    configuration_labels,
-    is_default,
-    is_reference,
-    num,
-    other_columns,
-    p_value,
-    ranking_key,
-    ranking_labels,
-    ranks_nothing,
-    short_value,
-    slug,
-)
+from primsel.files import read_jsonl
+from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing, best_of_configurations, passed_by_round
+from primsel.reporting.style import configuration_labels, is_default, is_reference, num, other_columns, p_value, \
+    ranking_key, ranking_labels, ranks_nothing, short_labels, short_value, slug, table
 
-__all__ = ["COLUMNS", "RANKED_COLUMNS", "SUMMARY_COLUMNS", "TIE_KS", "best_cells", "frontier_table",
-           "leaderboard_lines", "render_markdown", "tie_table"]
-
-#: The table's metric columns, the ranking columns of the table of ties and their cut-offs, the
-#: summary's and the leaderboard's columns: from :mod:`primsel.experiments.records`.
-COLUMNS = TABLE_COLUMNS
-TIE_KS = REPORT_KS
-
-
-def _row(values: Sequence[str]) -> str:
-    return "| " + " | ".join(values) + " |"
-
-
-# ---------------------------------------------------------------------------------------------
-# The leaderboard
-# ---------------------------------------------------------------------------------------------
-def _leader_name(s: Standing) -> str:
-    if is_default(s.cell) and not s.cell.settings.get("selector"):
-        return f"**{s.label}** (recommended default)"
-    if is_reference(s.cell):
-        return f"{s.label} (reference)"
-    return s.label + (" (baseline)" if s.baseline else "")
-
-
-def _test_cells(test: Mapping[str, Any] | None, baseline: bool) -> list[str]:
-    if baseline:
-        return ["baseline", "–"]
-    if not test:
-        return ["–", "–"]
-    return [f"{test['mean_diff']:+.3f}", p_value(test["p_randomisation"])]
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else float(value)
+#: The cut-off :func:`best_cells` prefers, and the widest line it prints.
+HEADLINE_K = 15
+SUMMARY_WIDTH = 100
+COLUMNS_NOTE = (
+    "R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the top k) read each "
+    "task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, recall and F1 of the selection (the "
+    "top k, plus the library types it depends on when closure is on), micro (mi: pooled over tasks) and macro (ma: "
+    "mean over tasks). tokens: mean documentation tokens of the selected primitives per task (estimated as "
+    "characters / 4 of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k (equal "
+    "scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what is selected); the table of "
+    "ties below gives the ranking metrics averaged over tie orders.")
+GENERATION_NOTE = (
+    "- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / evaluated, minus "
+    "refused / all); sel. R: selection recall (macro: the mean over tasks of the share of gold primitives "
+    "selected); gold complete: share of tasks whose selection held every gold primitive, with the success of those "
+    "tasks and of the others, and Fisher's exact test of the difference (two-sided); prompt sent / computed: mean "
+    "prompt tokens per task sent to the model and computed by it (sent minus the tokens its prompt cache held); "
+    "answer: mean completion tokens per task; wall: the cell's wall time in minutes (answers from primsel's answer "
+    "cache take none).")
 
 
 def _leader_row(rank: int, s: Standing, has_gen: bool) -> list[str]:
-    record = s.cell.record
+    record, blind = s.cell.record, ranks_nothing(s.cell)  # the whole library's order says nothing
 
     def value(name: str) -> float | None:
-        # the whole library's order is primitive-id order: its ranking metrics say nothing
-        return record.docs_tokens if name == "docs_tokens" else None if ranks_nothing(s.cell) else record.metric(name)
+        return record.docs_tokens if name == "docs_tokens" else None if blind else record.metric(name)
 
-    recall = num(value(LEADER_METRIC))
-    if s.interval is not None and not ranks_nothing(s.cell):
-        recall += f" [{s.interval[0]:.3f}, {s.interval[1]:.3f}]"
-    row = [str(rank), _leader_name(s), str(s.cell.settings.get("k")), "yes" if s.cell.settings.get("closure") else "no",
-           recall, *(num(value(key), digits) for key, _, digits in LEADER_COLUMNS)]
-    if has_gen:
-        row.append(num(record.success) if s.cell.settings.get("generator") else "–")
-    row += _test_cells(None if ranks_nothing(s.cell) else s.recall, s.baseline)
-    if has_gen:
-        row += _test_cells(s.success, False)
-    return row
+    def tested(test: Mapping[str, Any] | None, baseline: bool) -> list[str]:
+        return ["baseline", "–"] if baseline else ["–", "–"] if not test else \
+            [f"{test['mean_diff']:+.3f}", p_value(test["p_randomisation"])]
+
+    name = f"{s.label} (reference)" if is_reference(s.cell) else s.label + (" (baseline)" if s.baseline else "")
+    if is_default(s.cell) and not s.cell.settings.get("selector"):
+        name = f"**{s.label}** (recommended default)"
+    interval = "" if s.interval is None or blind else f" [{s.interval[0]:.3f}, {s.interval[1]:.3f}]"
+    row = [str(rank), name, str(s.cell.settings.get("k")), "yes" if s.cell.settings.get("closure") else "no",
+           num(value(LEADER_METRIC)) + interval, *(num(value(key), digits) for key, _, digits in LEADER_COLUMNS)]
+    row += [num(record.success) if s.cell.settings.get("generator") else "–"] if has_gen else []
+    return row + tested(None if blind else s.recall, s.baseline) + (tested(s.success, False) if has_gen else [])
 
 
 def _headline(standings: Sequence[Standing], has_gen: bool) -> list[str]:
@@ -102,116 +67,78 @@ def _headline(standings: Sequence[Standing], has_gen: bool) -> list[str]:
     competing = [s for s in standings if not is_reference(s.cell)]
     if not competing:
         return []
-    top, what = competing[0], "task success" if has_gen else "recall@15"
-    value = top.cell.record.metric("success" if has_gen else LEADER_METRIC)
-    text = f"Highest {what}: {top.label} ({num(value)})"
+    top, metric = competing[0], "success" if has_gen else LEADER_METRIC
+    text = f"Highest {'task success' if has_gen else 'recall@15'}: {top.label} ({num(top.cell.record.metric(metric))})"
     test = top.success if has_gen else top.recall
     if test:
         p = p_value(test["p_randomisation"])
         base = next((x for x in standings if x.baseline), None)
-        named = f" {base.label} ({num(base.cell.record.metric('success' if has_gen else LEADER_METRIC))})" if base else ""
+        named = f" {base.label} ({num(base.cell.record.metric(metric))})" if base else ""
         text += (f", {test['mean_diff']:+.3f} over the baseline{named} (paired randomisation test, "
                  f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
     default = next((s for s in competing if is_default(s.cell) and not s.cell.settings.get("selector")), None)
     if default is not None and default is not top:
-        rank = standings.index(default) + 1
-        text += f"; the recommended default ranks {rank} ({num(default.cell.record.metric(LEADER_METRIC))} recall@15)"
+        text += (f"; the recommended default ranks {standings.index(default) + 1} "
+                 f"({num(default.cell.record.metric(LEADER_METRIC))} recall@15)")
     return [text + ".", ""]
 
 
 def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
-    """Markdown lines of the leaderboard: one row per configuration at its best k, best first
-    (references last), with recall@15 and its 95% bootstrap interval, complete@20, nDCG@10,
-    tokens, success when a generator ran, and the difference to the baseline with its p-value.
-    Empty when no cell finished."""
+    """Markdown lines of the leaderboard (:func:`primsel.reporting.compare.leaderboard`), empty
+    when no cell finished."""
     if not standings:
         return []
     has_gen = any(s.cell.settings.get("generator") for s in standings)
     header = ["#", "configuration", "k", "closure", "R@15 [95% CI]", *(h for _, h, _ in LEADER_COLUMNS)]
-    header += ["success"] if has_gen else []
-    header += ["ΔR@15", "p"] + (["Δsucc", "p succ"] if has_gen else [])
-    lines = ["## Leaderboard", "", *_headline(standings, has_gen), _row(header),
-             "|--:|---|--:|---|" + "--:|" * (len(header) - 4)]
-    lines += [_row(_leader_row(i, s, has_gen)) for i, s in enumerate(standings, start=1)]
-    lines += ["", f"Each configuration at its best k ({'highest task success, then ' if has_gen else ''}highest set "
-              "F1 (macro), then fewest documentation tokens; the full table below has every k), ordered by "
-              + ("task success, then " if has_gen else "") + "recall@15, references last. R@15 [95% CI]: mean "
-              f"recall@15 over tasks and its percentile bootstrap interval ({N_BOOTSTRAP} resamples of the "
-              f"tasks, seed {seed}). R sel: recall of the selection at that k (macro; what the tokens buy). "
-              "ΔR@15: mean per-task difference of recall@15 to the baseline configuration "
-              f"with the same other settings; p: two-sided paired randomisation test ({n_resamples} sign flips, "
-              f"seed {seed})" + ("; Δsucc: difference of task success to the baseline cell at the same k and "
-                                 "closure, with its p" if has_gen else "") + ".", ""]
-    return lines
-
-
-# ---------------------------------------------------------------------------------------------
-# The full table of cells
-# ---------------------------------------------------------------------------------------------
-def extra_metrics(cells: Sequence[CellResult]) -> list[str]:
-    """The metrics the cells' ``metrics`` setting asks for beyond :data:`COLUMNS` (each gets a
-    column of the full table, headed by its name), sorted."""
-    shown = {key for key, _ in COLUMNS}
-    return sorted({m for c in cells for m in (c.settings.get("metrics") or ()) if m not in shown})
-
-
-def _header(others: Sequence[str], has_gen: bool, has_llm: bool, extra: Sequence[str] = ()) -> list[str]:
-    header = ["configuration", "k", "closure", *others, *(h for _, h in COLUMNS), *extra, "ties@k"]
-    header += (["success"] if has_gen else []) + (["cached"] if has_llm else []) + ["ΔR@k", "p t", "p rand"]
-    return header + (["Δsucc", "p t succ", "p rand succ"] if has_gen else []) + ["cell"]
-
-
-def _tests(t: Mapping[str, Any], cid: str, has_gen: bool) -> list[str]:
-    if t.get("baseline") == cid:
-        row = ["baseline", "–", "–"]
-    elif t.get("recall"):
-        mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
-        row = [f"{t['recall']['mean_diff']:+.3f}{mark}", p_value(t["recall"]["p_t"]),
-               p_value(t["recall"]["p_randomisation"])]
-    else:
-        row = ["–", "–", "–"]
-    if has_gen:
-        s = t.get("success")
-        row += [f"{s['mean_diff']:+.3f}", p_value(s["p_t"]), p_value(s["p_randomisation"])] if s else ["–", "–", "–"]
-    return row
-
-
-def _cell_row(c: CellResult, t: Mapping[str, Any], others: Sequence[str], has_gen: bool, has_llm: bool,
-              extra: Sequence[str] = ()) -> list[str]:
-    r = c.record
-    row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
-    for key in others:
-        value = get_dotted(c.settings, key)
-        row.append(generator_label(value) if key == "generator" else short_value(value))
-    row += [num(r.metric(key), 1 if key == "docs_tokens" else 3) for key, _ in COLUMNS]
-    row += [num(r.metric(key)) for key in extra]
-    tied = r.ranking.tied(c.settings.get("k"))
-    row.append("–" if tied is None else str(int(tied)))
-    if has_gen:
-        row.append(num(r.success) if c.settings.get("generator") else "–")
-    if has_llm:
-        row.append(f"{int(r.run.llm_answers_cached or 0)}/{int(r.run.llm_answers)}" if r.run.llm_answers else "–")
-    return row + _tests(t, c.id, has_gen) + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")]
+    header += (["success"] if has_gen else []) + ["ΔR@15", "p"] + (["Δsucc", "p succ"] if has_gen else [])
+    rows = [_leader_row(i, s, has_gen) for i, s in enumerate(standings, start=1)]
+    then = "task success, then " if has_gen else ""
+    return ["## Leaderboard", "", *_headline(standings, has_gen), *table(header, rows, "rlrl" + "r" * len(header[4:])),
+            "", f"Each configuration at its best k ({'highest ' + then if has_gen else ''}highest set F1 (macro), then "
+            f"fewest documentation tokens; the full table below has every k), ordered by {then}recall@15, "
+            f"references last. R@15 [95% CI]: mean recall@15 over tasks and its percentile bootstrap interval "
+            f"({N_BOOTSTRAP} resamples of the tasks, seed {seed}). R sel: recall of the selection at that k (macro; "
+            "what the tokens buy). ΔR@15: mean per-task difference of recall@15 to the baseline configuration with "
+            f"the same other settings; p: two-sided paired randomisation test ({n_resamples} sign flips, seed {seed})"
+            + ("; Δsucc: difference of task success to the baseline cell at the same k and closure, with its p"
+               if has_gen else "") + ".", ""]
 
 
 def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any]], others: Sequence[str],
                has_gen: bool, has_llm: bool) -> list[str]:
-    """Markdown lines of the table of ``cells``: one row per cell, its metrics and its test
-    against the baseline."""
-    extra = extra_metrics(cells)
-    header = _header(others, has_gen, has_llm, extra)
-    lines = [_row(header), "|" + "|".join("---" if i < 3 + len(others) else "--:" for i in range(len(header) - 1)) + "|---|"]
-    lines += [_row(_cell_row(c, tests.get(c.id, {}), others, has_gen, has_llm, extra)) for c in cells]
-    return lines + [""]
+    """Markdown lines of the table of ``cells``: a row per cell, its metrics (those its
+    ``metrics`` setting adds too) and its tests against its baseline cell."""
+    def tested(test: Mapping[str, Any] | None, mark: str = "") -> list[str]:
+        return [f"{test['mean_diff']:+.3f}{mark}", p_value(test["p_t"]), p_value(test["p_randomisation"])] if test \
+            else ["–", "–", "–"]
+
+    extra = sorted({m for c in cells for m in (c.settings.get("metrics") or ()) if m not in dict(TABLE_COLUMNS)})
+    header = ["configuration", "k", "closure", *others, *(h for _, h in TABLE_COLUMNS), *extra, "ties@k"]
+    header += (["success"] if has_gen else []) + (["cached"] if has_llm else []) + ["ΔR@k", "p t", "p rand"]
+    header += (["Δsucc", "p t succ", "p rand succ"] if has_gen else []) + ["cell"]
+    rows = []
+    for c in cells:
+        r, tied = c.record, c.record.ranking.tied(c.settings.get("k"))
+        row = [c.retriever, str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no"]
+        row += [generator_label(get_dotted(c.settings, key)) if key == "generator" else
+                short_value(get_dotted(c.settings, key)) for key in others]
+        row += [num(r.metric(key), 1 if key == "docs_tokens" else 3) for key, _ in TABLE_COLUMNS]
+        row += [num(r.metric(key)) for key in extra] + ["–" if tied is None else str(int(tied))]
+        row += [num(r.success) if c.settings.get("generator") else "–"] if has_gen else []
+        if has_llm:
+            row.append(f"{int(r.run.llm_answers_cached or 0)}/{int(r.run.llm_answers)}" if r.run.llm_answers else "–")
+        t = tests.get(c.id, {})
+        mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
+        row += ["baseline", "–", "–"] if t.get("baseline") == c.id else tested(t.get("recall"), mark)
+        row += tested(t.get("success")) if has_gen else []
+        rows.append(row + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")])
+    return table(header, rows, "l" * (3 + len(others)) + "r" * (len(header) - 4 - len(others)) + "l") + [""]
 
 
 def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
-    """Markdown lines of the table of ties: one row per ranking (cells that differ only in k
-    and closure share one), each ranking metric in primitive-id order and tie-aware (the mean
-    over every order of tied scores, :func:`primsel.eval.metrics.tie_aware`) side by side, and
-    the number of tasks with a tie across k = 5, 10, 15, 20. Cells whose selector differs share
-    their ranking's row; a label names only the settings that change the ranking. Empty when no cell has tie-aware
-    values (cells computed before they existed). ``title``: the section heading."""
+    """Markdown lines of the table of ties under heading ``title``: a row per ranking, each
+    ranking metric in primitive-id order and tie-aware, and the tasks with a tie across k = 5,
+    10, 15, 20. Empty when no cell has tie-aware values."""
     series: dict[str, CellResult] = {}
     for c in cells:
         if c.record.ranking.tie_aware:
@@ -219,84 +146,96 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
     if not series:
         return []
     labels = ranking_labels(list(series.values()))
-    n_tasks = {int(c.record.selection.n_tasks or 0) for c in series.values()}
-    header = ["ranking", *(x for _, h in RANKED_COLUMNS for x in (h, f"{h} ta")), *(f"ties@{k}" for k in TIE_KS)]
-    lines = [f"## {title}", "",
-             "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
-             "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
-             "McSherry and Najork, ECIR 2008). ties@k: tasks (of "
-             f"{'/'.join(str(n) for n in sorted(n_tasks))}) whose ranking has a tie across rank k.", "",
-             _row(header), "|---|" + "|".join("--:" for _ in header[1:]) + "|"]
+    n_tasks = "/".join(str(n) for n in sorted({int(c.record.selection.n_tasks or 0) for c in series.values()}))
+    header = ["ranking", *(x for _, h in RANKED_COLUMNS for x in (h, f"{h} ta")), *(f"ties@{k}" for k in REPORT_KS)]
+    rows = []
     for key, c in series.items():
-        ranking = c.record.ranking
-        row = [labels[key], *(x for m, _ in RANKED_COLUMNS for x in (num(c.record.metric(m)), num(ranking.tie_aware.get(m))))]
-        row += ["–" if ranking.tied(k) is None else str(int(ranking.tied_tasks[k])) for k in TIE_KS]
-        lines.append(_row(row))
-    return lines + [""]
-
-
-def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:
-    """Tables with a row per retriever and a column per dataset, one per :data:`SUMMARY_METRICS`
-    metric (the first finished cell of each retriever and dataset)."""
-    labels = list(dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished))
-    lines = []
-    for key, heading in SUMMARY_METRICS:
-        lines += [f"**{heading}** by dataset", "",
-                  "| retriever | " + " | ".join(str(d.get("source", "?")) for d, _ in groups) + " |",
-                  "|---|" + "--:|" * len(groups)]
-        for label in labels:
-            row = [label]
-            for _, cells in groups:
-                found = next((c for c in cells if c.finished and c.retriever == label), None)
-                row.append(num(found.record.metric(key)) if found is not None else "–")
-            lines.append(_row(row))
-        lines.append("")
-    return lines
+        r = c.record.ranking
+        values = [x for m, _ in RANKED_COLUMNS for x in (num(c.record.metric(m)), num(r.tie_aware.get(m)))]
+        ties = ["–" if r.tied(k) is None else str(int(r.tied_tasks[k])) for k in REPORT_KS]
+        rows.append([labels[key], *values, *ties])
+    return [f"## {title}", "",
+            "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
+            "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
+            f"McSherry and Najork, ECIR 2008). ties@k: tasks (of {n_tasks}) whose ranking has a tie across rank k.",
+            "", *table(header, rows), ""]
 
 
 def frontier_table(frontiers: Mapping[str, tuple[Sequence[float], Sequence[float]]],
                    levels: Sequence[float] = (0.9, 0.95)) -> list[str]:
     """Markdown lines: per ranking (label -> (mean tokens per k, mean recall per k)), the
-    smallest k whose mean recall@k reaches each of ``levels`` and the mean documentation
-    tokens of that top k."""
+    smallest k whose mean recall@k reaches each of ``levels`` and the mean tokens of that top k."""
     if not frontiers:
         return []
-    head = " | ".join(f"k for R {level:g} | tokens for R {level:g}" for level in levels)
-    lines = ["Recall/tokens frontier of each ranking (top k, k = 1 .. all): the smallest k whose mean "
-             "recall@k reaches the level, and the mean documentation tokens of that top k.", "",
-             f"| ranking | {head} |", "|---|" + "--:|" * (2 * len(levels))]
+    rows = []
     for label, (tokens, recall) in frontiers.items():
-        row = [label]
-        for level in levels:
-            k = next((i for i, r in enumerate(recall) if r >= level - 1e-12), None)
-            row += ["–", "–"] if k is None else [str(k + 1), f"{tokens[k]:.0f}"]
-        lines.append(_row(row))
-    return lines + [""]
+        found = [next((i for i, r in enumerate(recall) if r >= level - 1e-12), None) for level in levels]
+        pairs = [["–", "–"] if k is None else [str(k + 1), f"{tokens[k]:.0f}"] for k in found]
+        rows.append([label, *(x for pair in pairs for x in pair)])
+    return ["Recall/tokens frontier of each ranking (top k, k = 1 .. all): the smallest k whose mean "
+            "recall@k reaches the level, and the mean documentation tokens of that top k.", "",
+            *table(["ranking", *(f"{w} for R {level:g}" for level in levels for w in ("k", "tokens"))], rows), ""]
 
 
-# ---------------------------------------------------------------------------------------------
-# The whole text
-# ---------------------------------------------------------------------------------------------
+def generation_table(cells: Sequence[Any]) -> list[str]:
+    """Markdown lines of the generation table (a row per finished cell with a generator: success
+    and its Wilson interval, score, success by completeness of the selection, tokens, minutes),
+    its note last; empty when no cell ran a generator."""
+    rows = []
+    for c in cells:
+        if not (getattr(c, "finished", True) and c.settings.get("generator") and c.record.success is not None):
+            continue
+        tasks = [row for _, row in read_jsonl(c.directory / "tasks.jsonl")]
+        n, record, cover = len(tasks), c.record, success_by_coverage(tasks)
+        passed, fisher = sum(row.get("status") == "pass" for row in tasks), cover["p_fisher"]
+        low, high = wilson_interval(passed, n) if n else (0.0, 0.0)
+        tokens = {key: sum(float((row.get("tokens") or {}).get(key, 0)) for row in tasks)
+                  for key in ("prompt", "prompt_cached", "completion")}
+        rate = [f"{p}/{m} ({p / m:.0%})" if m else "–" for m, p in (cover["complete"], cover["incomplete"])]
+        tokens["computed"] = tokens["prompt"] - tokens["prompt_cached"]
+        mean = {key: v / n if n else 0.0 for key, v in tokens.items()}
+        rows.append([c.label, str(c.settings.get("k")), str(n), f"{passed / n if n else 0:.3f} [{low:.3f}, {high:.3f}]",
+                     "–" if record.aspera is None or record.aspera.score is None else f"{record.aspera.score:.1f}",
+                     "–" if record.selection.recall_macro is None else f"{record.selection.recall_macro:.3f}",
+                     f"{cover['complete'][0] / n if n else 0:.2f}", " / ".join(rate),
+                     "–" if fisher is None else f"{fisher:.3f}" if fisher >= 0.001 else "<0.001",
+                     *(f"{mean[k]:,.0f}" for k in ("prompt", "computed", "completion")),
+                     f"{float(record.run.seconds or 0.0) / 60:.1f}"])
+    header = ["configuration", "k", "tasks", "success [95% CI]", "score", "sel. R", "gold complete",
+              "success: complete / not", "p Fisher", "prompt sent", "computed", "answer", "wall min"]
+    return [*table(header, rows, "lrrlrrrlrrrrr"), "", GENERATION_NOTE] if rows else []
+
+
+def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:
+    """Per summary metric, a table of a row per retriever and a column per dataset."""
+    labels = list(dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished))
+    sources = [str(d.get("source", "?")) for d, _ in groups]
+    found = {label: [next((c for c in cells if c.finished and c.retriever == label), None) for _, cells in groups]
+             for label in labels}
+    lines = []
+    for key, heading in SUMMARY_METRICS:
+        rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)] 
+                for label, row in found.items()]
+        lines += [f"**{heading}** by dataset", "", *table(["retriever", *sources], rows), ""]
+    return lines
+
+
 def _preamble(experiment: Experiment, cells: Sequence[CellResult]) -> list[str]:
     """Title, description, the data and how many cells finished, and the cells of other data."""
-    lines = [f"# {experiment.name}", ""]
-    if experiment.description:
-        lines += [experiment.description.strip(), ""]
+    lines = [f"# {experiment.name}", "", *([experiment.description.strip(), ""] if experiment.description else [])]
     incomplete = [c for c in cells if not c.complete]
     done = f"Cells finished: {len(cells) - len(incomplete)} of {len(experiment.cells)}"
     if incomplete:
         done += (f"; {len(incomplete)} more incomplete (LLM requests failed after their retries; marked "
                  "*incomplete*, recomputed by the next `primsel run`)")
     lines.append(f"Data: {data_text(experiment.data)}. {done}.")
-    if experiment.other_data:
-        n_other = sum(experiment.other_data.values())
-        if len(experiment.other_data) == 1:
-            which = f"on {next(iter(experiment.other_data))}"
-        else:
-            which = "on other data (" + ", ".join(f"{n} on {text}" for text, n in experiment.other_data.items()) + ")"
+    other = experiment.other_data
+    if other:
+        which = f"on {next(iter(other))}" if len(other) == 1 else \
+            "on other data (" + ", ".join(f"{n} on {text}" for text, n in other.items()) + ")"
         lines += ["", f"This report covers only the cells run on {data_text(experiment.data)}. The directory "
-                      f"also holds {n_other} cells computed {which}, not shown here; run the experiment on "
-                      "that data again to report them (their cells are reused)."]
+                      f"also holds {sum(other.values())} cells computed {which}, not shown here; run the experiment "
+                      "on that data again to report them (their cells are reused)."]
     return lines + [""]
 
 
@@ -304,219 +243,160 @@ def _images(images: Sequence[tuple[str, str]]) -> list[str]:
     return [line for heading, file in images for line in (f"![{heading}]({file})", "")]
 
 
-def _figures(images: Sequence[tuple[str, str]], shown_note: str) -> list[str]:
-    if not images:
-        return []
-    return ["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)]
-
-
 def _dataset_sections(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]],
                       images: Sequence[tuple[str, str]], flags: tuple[Sequence[str], bool, bool]) -> list[str]:
     """Per dataset of an experiment on several: its notes, its table and its figures."""
-    others, has_gen, has_llm = flags
     lines: list[str] = []
     for data, group in dataset_groups(experiment):
-        lines += [f"## {data_text(data)}", ""]
         notes = [n for n in data.get("notes", ()) if isinstance(n, str)]
         info = data.get("info") or {}
         if info.get("packages"):
             notes.append(f"Python {info.get('python')} and {len(info['packages'])} packages")
-        if notes:
-            lines += [f"Data: {'; '.join(notes)}.", ""]
-        lines += cell_table([c for c in group if c.finished], tests, others, has_gen, has_llm)
-        lines += _images([(t, f) for t, f in images if f.startswith(f"{experiment.name}_{slug(data.get('source', ''))}_")])
+        lines += [f"## {data_text(data)}", "", *([f"Data: {'; '.join(notes)}.", ""] if notes else [])]
+        lines += cell_table([c for c in group if c.finished], tests, *flags)
+        prefix = f"{experiment.name}_{slug(data.get('source', ''))}_"
+        lines += _images([(t, f) for t, f in images if f.startswith(prefix)])
     return lines
-
-
-def _significance_note(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], n_resamples: int,
-                       seed: int) -> str:
-    by_id = {c.id: c for c in experiment.cells}
-    baselines = sorted({by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")})
-    return (f"Significance: each cell against the cell of the baseline retriever "
-            f"({', '.join(baselines) or 'none'}) with "
-            + ("the same other settings" if experiment.pair_on is None else
-               f"the same {', '.join(experiment.pair_on) or 'data'}")
-            + "; ΔR@k is the mean per-task difference of recall@k (k of the cell)"
-            + (", or of selection recall (set recall of what each cell selected; marked (set)) when the "
-               "two cells differ in k or threshold" if any(t.get("recall_metric") == "set_recall" for t in tests.values())
-               else "")
-            + "; p t: two-sided paired t-test; p rand: "
-            f"two-sided paired randomisation (sign-flip) test, {n_resamples} resamples, seed {seed} "
-            "(exact when there are fewer sign patterns).")
-
-
-def _llm_note(cells: Sequence[CellResult]) -> str:
-    cached = sum(int(c.record.run.llm_answers_cached or 0) for c in cells)
-    total = sum(int(c.record.run.llm_answers or 0) for c in cells)
-    offline = sum(1 for c in cells if c.record.run.llm_answers and
-                  c.record.run.llm_answers_cached == c.record.run.llm_answers)
-    return (f"cached: LLM answers (selection and generation) taken from the answer cache, of all "
-            f"the cell's answers; {cached} of {total} answers from the cache in all"
-            + (f"; {offline} cells contacted no endpoint at all (the cache is keyed by model name, "
-               "messages and sampling parameters, not by URL)" if offline else "") + ".")
-
-
-def _folds_note(cells: Sequence[CellResult], learning: Sequence[str]) -> str:
-    folds = "/".join(map(str, sorted({c.settings.get("folds") for c in cells if c.settings.get("folds") is not None})))
-    seeds = "/".join(map(str, sorted({c.settings.get("seed") for c in cells if c.settings.get("seed") is not None})))
-    if learning:
-        return (f"Retrievers that learn from tasks ({', '.join(learning)}) are scored by {folds}-fold "
-                f"cross-validation (scikit-learn KFold, shuffled, seed {seeds}): each task is ranked by a model "
-                "fitted on the other folds only.")
-    return f"Folds: {folds}, seed {seeds} (used by retrievers that learn from tasks; none here)."
-
-
-def _depth_note(experiment: Experiment, cells: Sequence[CellResult]) -> str | None:
-    sizes = {d.get("fingerprint"): d.get("n_documents") for d in (*experiment.datasets, experiment.data)}
-    depths = sorted({int(c.settings["depth"]) for c in cells if c.settings.get("depth") is not None
-                     and int(c.settings["depth"]) < int(sizes.get(c.settings.get("dataset")) or math.inf)})
-    if not depths:
-        return None
-    n = "/".join(map(str, depths))
-    return (f"Rankings are kept to depth {n} (`depth`): MRR is MRR@{n}; a tie across rank {n} is "
-            f"not seen (ties@{n} is 0) and a group of tied scores running past it is cut there, so "
-            f"tie-aware values at k close to {n} are approximate.")
-
-
-#: The first note under the full table: what its columns mean.
-COLUMNS_NOTE = (
-    "R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the "
-    "top k) read each task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, "
-    "recall and F1 of the selection (the top k, plus the library types it depends on when "
-    "closure is on), micro (mi: pooled over tasks) and macro (ma: mean over tasks). tokens: mean "
-    "documentation tokens of the selected primitives per task (estimated as characters / 4 "
-    "of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k "
-    "(equal scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what "
-    "is selected); the table of ties below gives the ranking metrics averaged over tie orders.")
 
 
 def _notes(experiment: Experiment, cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any]],
            learning: Sequence[str], n_resamples: int, seed: int) -> list[str]:
-    notes = [COLUMNS_NOTE, _significance_note(experiment, tests, n_resamples, seed)]
+    """The notes under the tables: columns, significance, success, cache, folds and depth."""
+    by_id = {c.id: c for c in experiment.cells}
+    baselines = ", ".join(sorted({by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")}))
+    baselines = baselines or "none"
+    pairs = "other settings" if experiment.pair_on is None else ", ".join(experiment.pair_on) or "data"
+    sets = any(t.get("recall_metric") == "set_recall" for t in tests.values())
+    notes = [COLUMNS_NOTE, f"Significance: each cell against the cell of the baseline retriever ({baselines}) "
+             f"with the same {pairs}; ΔR@k is the mean per-task difference of recall@k (k of the cell)"
+             + (", or of selection recall (set recall of what each cell selected; marked (set)) when the two cells "
+                "differ in k or threshold" if sets else "")
+             + f"; p t: two-sided paired t-test; p rand: two-sided paired randomisation (sign-flip) test, "
+             f"{n_resamples} resamples, seed {seed} (exact when there are fewer sign patterns)."]
     if any(c.settings.get("generator") for c in cells):
         notes.append("success: fraction of tasks whose generated program passed every evaluation "
                      "program; Δsucc and its p-values compare per-task success with the baseline cell.")
-    if any(c.record.run.llm_answers for c in cells):
-        notes.append(_llm_note(cells))
-    notes.append(_folds_note(cells, learning))
-    depth = _depth_note(experiment, cells)
-    return [f"- {n}" for n in (*notes, *([depth] if depth else []))] + [""]
+    runs = [c.record.run for c in cells]
+    if any(r.llm_answers for r in runs):
+        offline = sum(1 for r in runs if r.llm_answers and r.llm_answers_cached == r.llm_answers)
+        notes.append("cached: LLM answers (selection and generation) taken from the answer cache, of all the cell's "
+                     f"answers; {sum(int(r.llm_answers_cached or 0) for r in runs)} of "
+                     f"{sum(int(r.llm_answers or 0) for r in runs)} answers from the cache in all"
+                     + (f"; {offline} cells contacted no endpoint at all (the cache is keyed by model name, "
+                        "messages and sampling parameters, not by URL)" if offline else "") + ".")
+    folds, seeds = ("/".join(map(str, sorted({c.settings.get(key) for c in cells if c.settings.get(key) is not None})))
+                    for key in ("folds", "seed"))
+    notes.append(f"Retrievers that learn from tasks ({', '.join(learning)}) are scored by {folds}-fold "
+                 f"cross-validation (scikit-learn KFold, shuffled, seed {seeds}): each task is ranked by a model "
+                 "fitted on the other folds only." if learning else
+                 f"Folds: {folds}, seed {seeds} (used by retrievers that learn from tasks; none here).")
+    sizes = {d.get("fingerprint"): d.get("n_documents") for d in (*experiment.datasets, experiment.data)}
+    depths = sorted({int(c.settings["depth"]) for c in cells if c.settings.get("depth") is not None
+                     and int(c.settings["depth"]) < int(sizes.get(c.settings.get("dataset")) or math.inf)})
+    if depths:
+        n = "/".join(map(str, depths))
+        notes.append(f"Rankings are kept to depth {n} (`depth`): MRR is MRR@{n}; a tie across rank {n} is "
+                     f"not seen (ties@{n} is 0) and a group of tied scores running past it is cut there, so "
+                     f"tie-aware values at k close to {n} are approximate.")
+    return [f"- {n}" for n in notes] + [""]
 
 
 def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]],
                     images: Sequence[tuple[str, str]] = (), n_resamples: int = N_RESAMPLES,
                     seed: int = 0, frontier: Sequence[str] = (), standings: Sequence[Standing] = (),
                     learning: Sequence[str] = (), shown_note: str = "") -> str:
-    """The report text: the leaderboard (one dataset) or the summary by dataset, the figures,
-    then the full tables and their notes.
-
-    Parameters
-    ----------
-    experiment : the experiment (:func:`primsel.experiments.results.load_experiment`).
-    tests : :func:`primsel.reporting.compare.significance` of it.
-    images : (title, relative file name) of the figures to link.
-    n_resamples, seed : of the randomisation test and the bootstrap (stated in the notes).
-    frontier : Markdown lines of the frontier table (:func:`frontier_table`).
-    standings : :func:`primsel.reporting.compare.leaderboard` of it (no leaderboard when empty).
-    learning : labels of the retrievers that learn from tasks (named in the notes).
-    shown_note : a sentence under the figures' heading (which configurations they draw).
-    """
+    """The report text of ``experiment`` with its ``tests`` (:func:`~primsel.reporting.compare.significance`),
+    the figures ``images`` ((title, file name)), the notes' ``n_resamples`` and ``seed``, the lines of
+    :func:`frontier_table`, the ``standings`` of the leaderboard (none when empty), the ``learning``
+    retrievers' labels and the ``shown_note`` under the figures' heading."""
     cells = [c for c in experiment.cells if c.finished]
     flags = (other_columns(cells), any(c.settings.get("generator") for c in cells),
              any(c.record.run.llm_answers for c in cells))
     groups = dataset_groups(experiment)
     lines = _preamble(experiment, cells)
-    if len(groups) == 1:
-        lines += leaderboard_lines(standings, n_resamples, seed) + _figures(images, shown_note)
-        lines += ["## All cells", "", *cell_table(cells, tests, *flags)]
+    if len(groups) > 1:
+        sections = _dataset_sections(experiment, tests, images, flags)
+        slugs = tuple(f"{experiment.name}_{slug(d.get('source', ''))}_" for d, _ in groups)
+        images = [(t, f) for t, f in images if not f.startswith(slugs)]
+        lines += _summary(groups)
     else:
-        slugs = [f"{experiment.name}_{slug(d.get('source', ''))}_" for d, _ in groups]
-        overall = [(t, f) for t, f in images if not any(f.startswith(s) for s in slugs)]
-        lines += _summary(groups) + _figures(overall, shown_note) + _dataset_sections(experiment, tests, images, flags)
+        lines += leaderboard_lines(standings, n_resamples, seed)
+        sections = ["## All cells", "", *cell_table(cells, tests, *flags)]
+    figures = ["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)] if images else []
+    lines += figures + sections
     lines += _notes(experiment, cells, tests, learning, n_resamples, seed)
-    if len(groups) == 1:
-        lines += tie_table(cells)
-    else:  # one table per dataset: the same retriever ranks each differently
-        for data, group in groups:
-            lines += tie_table([c for c in group if c.finished], title=f"Ties: {data.get('source', '?')}")
+    for data, group in groups:  # one table per dataset: the same retriever ranks each differently
+        lines += tie_table(cells) if len(groups) == 1 else \
+            tie_table([c for c in group if c.finished], title=f"Ties: {data.get('source', '?')}")
     generation = generation_table(cells)
-    if generation:
-        lines += ["", "## Generation", "", *generation]
+    lines += ["", "## Generation", "", *generation] if generation else []
     lines += aspera_table([(c.label, c.record.aspera.to_json() if c.record.aspera is not None else {})
                            for c in cells if c.settings.get("generator")])
-    lines += list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed)
-    return "\n".join(lines)
+    return "\n".join(lines + list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed))
 
 
-# ---------------------------------------------------------------------------------------------
-# The summary `primsel run` prints
-# ---------------------------------------------------------------------------------------------
-#: The cut-off of the headline figures (the README's): :func:`best_cells` shows each ranking's
-#: cell at this k where the experiment ran it.
-HEADLINE_K = 15
-#: Widest line :func:`best_cells` prints (longer configuration labels are cut in the middle, "…").
-SUMMARY_WIDTH = 100
+def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
+    """Markdown lines of the reflection table of finished cells (``label``, ``directory``,
+    ``record``), a row per round; empty when no cell has rounds. ``n_resamples``, ``seed``: of
+    the randomisation test."""
+    cells = [c for c in cells if c.record.rounds]
+    if not cells:
+        return []
+    reselect = any(c.record.rounds[0].selection_recall is not None for c in cells)
+    header = ["configuration", "round", "success", "Δ", "p t", "p rand", "requests", "sent", "cached",
+              "prompt tokens", "completion tokens", "cumulative tokens", *(["selection recall"] if reselect else [])]
+    labels, rows = short_labels(cells), []
+    for c in cells:
+        passed = passed_by_round(Path(c.directory), len(c.record.rounds)) if len(c.record.rounds) >= 2 else []
+        for r, rep in enumerate(c.record.rounds, start=1):
+            g = compare(passed[r - 1], passed[r - 2], n_resamples=n_resamples, seed=seed) if r >= 2 else None
+            gain = [f"{g['mean_diff']:+.3f}", p_value(g["p_t"]), p_value(g["p_randomisation"])] if g else ["–"] * 3
+            rows.append([labels[c.id] if r == 1 else "", str(r), num(rep.success), *gain,
+                         *(num(v, 0) for v in (rep.calls, rep.requests, rep.cache_hits, rep.prompt_tokens,
+                                               rep.completion_tokens, rep.cumulative_tokens)),
+                         *([num(rep.selection_recall)] if reselect else [])])
+    return ["## Reflection rounds", "", "Configurations are named by the settings that differ between them (the cell "
+            "ids are in the first table).", "", *table(header, rows), "",
+            "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
+            "the round before; p t: two-sided paired t-test and p rand: paired randomisation "
+            f"(sign-flip) test, {n_resamples} resamples, seed {seed}, on per-task success by the round "
+            "against by the round before. requests: generation requests of the round (failed tasks of "
+            "the round before; answered from the cache or not); sent: HTTP requests the generator sent "
+            "(retries included); cached: answered from the cache. Tokens as the endpoint reported them; "
+            "cumulative: rounds 1 to this one (plus the LLM selector's tokens when it selects again)."
+            + (" selection recall: mean set recall of the selection each task had in that round "
+               "(reselect: ranked again with the query plus the error)." if reselect else ""), ""]
 
 
 def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
-    """A short table (plain text lines, at most :data:`SUMMARY_WIDTH` characters) of the best
-    cell of each ranking, under a line naming the dataset.
-
-    Each ranking shows its cell at k = :data:`HEADLINE_K` when the experiment ran that k (else
-    at any k) of the highest task success when a generator ran, else of the highest set F1
-    (macro), ties broken by fewer documentation tokens. Rankings are ordered by task success
-    (with a generator), then recall@15, then set F1. At most ``limit`` rows; a last line says
-    how many more there are and where all are (the report). Empty when no cell is finished.
-    An experiment on several datasets gets one such table per dataset."""
+    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line
+    naming it: the best cell of each ranking (at k = :data:`HEADLINE_K` where run; by success
+    with a generator, else set F1, then fewer tokens), ordered by success, recall@15 and set F1,
+    at most ``limit`` rows and a line counting the others. Empty when no cell finished."""
     out: list[str] = []
-    where = f"all in the report: primsel report {experiment.directory}"
     for data, group in dataset_groups(experiment):
-        block = _best_of(group, limit, where)
-        if block:
-            out += [f"== {data_text(data)}", *block]
+        cells = [c for c in group if c.finished]
+        if not cells:
+            continue
+        has_gen, labels = any(c.settings.get("generator") for c in cells), configuration_labels(cells)
+        best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
+        header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
+        rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
+                 *([num(c.record.success)] if has_gen else []),
+                 *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
+                for key, c in list(best.items())[:limit]]
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
+        if widths[0] > room:
+            head = (room - 1) // 2
+            for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
+                row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][-(room - 1 - head):]
+            widths[0] = room
+        out += [f"== {data_text(data)}", f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
+                f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
+        out += ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
+                for row in [header, *rows]]
+        if len(best) > limit:
+            out.append(f"... {len(best) - limit} more rankings (all in the report: primsel report "
+                       f"{experiment.directory})")
     return out
-
-
-def _best_of(cells: Sequence[CellResult], limit: int, where: str = "") -> list[str]:
-    """:func:`best_cells` of one dataset's cells."""
-    cells = [c for c in cells if c.finished]
-    if not cells:
-        return []
-    has_gen = any(c.settings.get("generator") for c in cells)
-    labels = configuration_labels(cells)
-
-    def merit(c: CellResult) -> tuple[float, float, float, float]:
-        r = c.record
-        return (float(c.settings.get("k") == HEADLINE_K),
-                _or(r.success, -1.0) if has_gen else 0.0, _or(r.selection.f1_macro, 0.0),
-                -_or(r.docs_tokens, 0.0))
-
-    def order(c: CellResult) -> tuple[float, float, float]:
-        r = c.record
-        return (_or(r.success, -1.0) if has_gen else 0.0, _or(r.ranking.recall(HEADLINE_K), 0.0),
-                _or(r.selection.f1_macro, 0.0))
-
-    best: dict[tuple[str, str], CellResult] = {}
-    for c in cells:
-        key = configuration_key(c)
-        if key not in best or merit(c) > merit(best[key]):
-            best[key] = c
-    ranked = sorted(best.items(), key=lambda item: order(item[1]), reverse=True)[:limit]
-    header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
-    rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
-             *([num(c.record.success)] if has_gen else []),
-             *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)] for key, c in ranked]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
-    if widths[0] > room:
-        head = (room - 1) // 2
-        for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
-            row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][len(row[0]) - (room - 1 - head):]
-        widths[0] = room
-    fmt = [str.ljust if i < 3 else str.rjust for i in range(len(header))]
-    lines = [f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
-             f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
-    lines += ["  ".join(f(v, w) for f, v, w in zip(fmt, row, widths)).rstrip() for row in [header, *rows]]
-    if len(best) > limit:
-        lines.append(f"... {len(best) - limit} more rankings" + (f" ({where})" if where else ""))
-    return lines

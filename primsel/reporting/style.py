@@ -1,14 +1,6 @@
-"""How the report names, formats and colours what it shows.
-
-A *configuration* is what a reader compares: the cells that share every setting except the
-cut-off ``k``, type ``closure`` and the dataset (:func:`configuration_key`). Each configuration
-keeps one colour in every figure of a report and in the explorer (:class:`Palette`): the colour
-belongs to its ranking (the configuration without its ``selector``), so a selector's points take
-the colour of the ranking they cut. The recommended default
-(:data:`primsel.retrieval.DEFAULT_RETRIEVER`) is drawn in black with a thicker line; the
-reference rankings (:data:`REFERENCE_TYPES`: the oracle, a random ranking, the whole library)
-are drawn in grey as reference lines, not as competitors.
-"""
+"""How the report names, formats and colours what it shows: a configuration is the cells that
+share every setting but ``k``, ``closure`` and the dataset; its colour is its ranking's (without
+the selector), black for the recommended default, grey for the references."""
 
 from __future__ import annotations
 
@@ -16,7 +8,7 @@ import colorsys
 import math
 import re
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import colorcet
@@ -29,19 +21,10 @@ from primsel.experiments.results import CellResult, Experiment, data_text
 from primsel.files import canonical_json
 from primsel.retrieval import DEFAULT_RETRIEVER
 
-__all__ = ["DEFAULT_COLOUR", "REFERENCE_TYPES", "Palette", "configuration_key", "configuration_labels",
-           "is_default", "is_reference", "num", "other_columns", "p_value", "ranking_colours", "ranking_key",
-           "ranking_labels", "ranks_nothing", "short_value", "slug", "title", "wrap"]
-
-#: Retriever types that bound the others rather than compete with them: the oracle (perfect
-#: ranking), a random ranking (chance) and the whole library (everything selected).
-REFERENCE_TYPES = ("oracle", "random", "all")
-#: Colour of the recommended default configuration.
+#: Colour of the recommended default; colour and line style of each reference ranking type.
 DEFAULT_COLOUR = "#000000"
-#: Colours and line styles of the reference rankings, by type.
 REFERENCE_STYLE = {"oracle": ("#8c8c8c", "--"), "random": ("#8c8c8c", ":"), "all": ("#8c8c8c", "-.")}
-#: The settings that name a ranking (with the data: :func:`primsel.experiments.records.retrieval_key`);
-#: the others say how it is cut into a selection, what is done with the selection and what is measured.
+#: The settings that name a ranking (with the data); the others cut it or use its selection.
 RANKING_KEYS = ("retriever", "folds", "seed", "depth")
 
 
@@ -49,25 +32,30 @@ def num(value: Any, digits: int = 3) -> str:
     """A table value: ``digits`` decimals for a number, ``–`` for None or NaN, else ``str``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return str(value) if isinstance(value, bool) or not isinstance(value, (int, float)) else f"{value:.{digits}f}"
 
 
 def p_value(value: float | None) -> str:
     """A p-value in a table: three decimals, ``<0.001`` below that, ``–`` for None."""
-    if value is None:
-        return "–"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
+    return "–" if value is None else "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def or_default(value: float | None, default: float) -> float:
+    """``float(value)``, or ``default`` when it is None."""
+    return default if value is None else float(value)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None) -> list[str]:
+    """Markdown lines of a table; ``align``: ``l`` or ``r`` per column (default: the first left)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    lines = ["| " + " | ".join(row) + " |" for row in [header, *rows]]
+    return [lines[0], "|" + "|".join("---" if a == "l" else "--:" for a in align) + "|", *lines[1:]]
 
 
 def short_value(value: Any) -> str:
     """A setting's value in a label or table cell (specifications by their label)."""
-    if isinstance(value, Mapping):
-        return specs.label(value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return "–" if value is None else str(value)
+    return specs.label(value) if isinstance(value, Mapping) else f"{value:g}" if isinstance(value, float) else \
+        "–" if value is None else str(value)
 
 
 def slug(text: str) -> str:
@@ -76,14 +64,13 @@ def slug(text: str) -> str:
 
 
 def title(experiment: Experiment, what: str) -> str:
-    """``"<name> on <data> (<n> tasks): <what>"``."""
+    """``"<name> on <data>: <what>"``."""
     return f"{experiment.name} on {data_text(experiment.data)}: {what}"
 
 
 def wrap(label: str, width: int = 38, max_lines: int = 5) -> str:
-    """A legend label broken into lines of at most ``width`` characters at spaces; a word longer
-    than two lines (a grid of values) is broken after its ``+`` and ``,``. At most ``max_lines``
-    lines, the last ending in " …" when the label is longer (the tables hold it whole)."""
+    """A legend label in lines of at most ``width`` characters, broken at spaces (a word longer
+    than two lines after its ``+`` and ``,``); at most ``max_lines``, the last ending " …" when cut."""
     words = []
     for word in label.split(" "):
         if len(word) <= 2 * width:
@@ -103,11 +90,8 @@ def wrap(label: str, width: int = 38, max_lines: int = 5) -> str:
 
 
 def other_columns(cells: Sequence[CellResult]) -> list[str]:
-    """Setting keys (besides retriever, k, closure, dataset) whose values differ between cells.
-
-    The generator is shown by ``generator`` (type and model) when those differ, and by a
-    ``generator.<parameter>`` column for each other parameter that differs (``generator.seed``).
-    """
+    """Setting keys besides retriever, k, closure and dataset whose values differ between cells:
+    the generator by ``generator`` (type and model) and a ``generator.<parameter>`` per other one."""
     keys = sorted({k for c in cells for k in c.settings} - {"retriever", "k", "closure", "dataset"})
     out = varied_keys([c.settings for c in cells], keys)
     if "generator" in out and len({generator_label(c.settings.get("generator")) for c in cells}) == 1:
@@ -115,56 +99,65 @@ def other_columns(cells: Sequence[CellResult]) -> list[str]:
     return [k for k in out if k not in ("generator.type", "generator.model")]
 
 
+def setting_parts(cell: CellResult, keys: Sequence[str]) -> list[str]:
+    """``key=value`` for each of ``keys`` the cell sets."""
+    values = [(k, get_dotted(cell.settings, k)) for k in keys]
+    return [f"{k}={short_value(v)}" for k, v in values if v is not None]
+
+
 def configuration_key(cell: CellResult) -> tuple[str, str]:
-    """What a configuration is: the retriever's label and every other setting except ``k``,
-    ``closure`` and the dataset (cells that differ only in those share a ranking)."""
+    """The retriever's label and every other setting but ``k``, ``closure`` and the dataset."""
     rest = {k: v for k, v in cell.settings.items() if k not in ("k", "closure", "retriever", "dataset")}
     return cell.retriever, canonical_json(rest)
 
 
 def ranking_key(cell: CellResult) -> str:
-    """What a ranking is: :func:`primsel.experiments.records.retrieval_key` of the cell's
-    :data:`RANKING_KEYS` (the store, the Ray backend and the cell record name a retrieval by the
-    same function; a figure shows the cells of one dataset); the figures of rankings draw one
-    series per ranking key."""
+    """:func:`primsel.experiments.records.retrieval_key` of the cell's :data:`RANKING_KEYS`; the
+    figures draw one series per ranking key."""
     s = cell.settings
     return retrieval_key(None, s.get("retriever"), s.get("folds"), s.get("seed"), s.get("depth"))
 
 
+def _labels(cells: Sequence[CellResult], keys: Sequence[str], key: Callable[[CellResult], Any]) -> dict[Any, str]:
+    firsts: dict[Any, CellResult] = {}
+    for c in cells:
+        firsts.setdefault(key(c), c)
+    return {k: " ".join([c.retriever, *setting_parts(c, keys)]) for k, c in firsts.items()}
+
+
 def ranking_labels(cells: Sequence[CellResult]) -> dict[str, str]:
-    """Ranking key -> label: the retriever, then ``key=value`` for each setting that changes the
-    ranking, varies between ``cells`` and is set."""
-    extra = [k for k in other_columns(cells) if k.split(".", 1)[0] in RANKING_KEYS]
-    out: dict[tuple[str, str], str] = {}
-    for cell in cells:
-        values = [(k, get_dotted(cell.settings, k)) for k in extra]
-        out.setdefault(ranking_key(cell), " ".join(
-            [cell.retriever, *(f"{k}={short_value(v)}" for k, v in values if v is not None)]))
-    return out
+    """Ranking key -> the retriever, then ``key=value`` per set setting that changes the ranking
+    and varies between ``cells``."""
+    return _labels(cells, [k for k in other_columns(cells) if k.split(".", 1)[0] in RANKING_KEYS], ranking_key)
 
 
 def configuration_labels(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
-    """Configuration key -> label: the retriever, then ``key=value`` for each setting that
-    varies between ``cells`` and that the configuration sets (an unset setting is left out)."""
-    extra = other_columns(cells)
-    out: dict[tuple[str, str], str] = {}
-    for cell in cells:
-        key = configuration_key(cell)
-        if key not in out:
-            values = [(k, get_dotted(cell.settings, k)) for k in extra]
-            out[key] = " ".join([cell.retriever, *(f"{k}={short_value(v)}" for k, v in values if v is not None)])
-    return out
+    """Configuration key -> the retriever, then ``key=value`` per set setting that varies."""
+    return _labels(cells, other_columns(cells), configuration_key)
+
+
+def short_labels(cells: Sequence[Any]) -> dict[str, str]:
+    """Cell id -> the settings that vary between the cells (``generator.feedback=trace``), or the
+    cell's label when none does."""
+    settings = [dict(c.settings) for c in cells]
+    keys = sorted({k for s in settings for k in s} - {"dataset"})
+    varied = [k for k in varied_keys(settings, keys) if k != "generator"]
+    return {c.id: " ".join(f"{k}={short_value(get_dotted(c.settings, k))}" for k in varied) or c.label for c in cells}
+
+
+def _kind(cell: CellResult) -> str:
+    return specs.type_name(cell.settings.get("retriever"))
 
 
 def is_reference(cell: CellResult) -> bool:
-    """True for a cell of a reference ranking (:data:`REFERENCE_TYPES`)."""
-    return specs.type_name(cell.settings.get("retriever")) in REFERENCE_TYPES
+    """True for a cell of a reference ranking (the oracle, random, the whole library)."""
+    return _kind(cell) in REFERENCE_STYLE
 
 
 def ranks_nothing(cell: CellResult) -> bool:
-    """True for the whole library (type ``all``): it selects every primitive, so its order (by
-    primitive id) says nothing and its ranking metrics are not shown or drawn."""
-    return specs.type_name(cell.settings.get("retriever")) == "all"
+    """True for the whole library (type ``all``): its order says nothing, so its ranking metrics
+    are neither shown nor drawn."""
+    return _kind(cell) == "all"
 
 
 def is_default(cell: CellResult) -> bool:
@@ -172,60 +165,31 @@ def is_default(cell: CellResult) -> bool:
     return cell.retriever == specs.label(DEFAULT_RETRIEVER)
 
 
-def ranking_colours() -> list[str]:
-    """The colours rankings take, in order: colorcet's Glasbey palette without its greys and
-    its very dark or very light colours (HLS saturation under 0.25, lightness outside 0.3 to
-    0.8), which the references (grey) and the default (black) would be confused with or which
-    vanish on white."""
-    out = []
-    for rgb in colorcet.glasbey_category10:
-        _, lightness, saturation = colorsys.rgb_to_hls(*rgb)
-        if saturation >= 0.25 and 0.3 <= lightness <= 0.8:
-            out.append(to_hex(rgb))
-    return out
-
-
 class Palette:
-    """One colour per ranking of an experiment, the same in every figure and in the explorer.
-
-    Parameters
-    ----------
-    cells : the experiment's cells, in grid order; rankings take the colours of colorcet's
-        Glasbey palette (matplotlib's tab10 extended with colours chosen to differ most from
-        those before; Glasbey et al., Journal of Applied Statistics 2007; see
-        :func:`ranking_colours`) in that order, the default and the references excepted.
-    """
+    """One colour per ranking of ``cells`` (an experiment's, in grid order), the same in every figure
+    and in the explorer: colorcet's Glasbey colours in that order, without greys and very dark or
+    light ones (HLS saturation under 0.25, lightness outside 0.3 to 0.8); the default black, the
+    references grey."""
 
     def __init__(self, cells: Sequence[CellResult]) -> None:
-        self._colours: dict[tuple[str, str], str] = {}
-        free = iter(ranking_colours())
+        hls = [(rgb, colorsys.rgb_to_hls(*rgb)) for rgb in colorcet.glasbey_category10]
+        free = iter([to_hex(rgb) for rgb, (_, light, sat) in hls if sat >= 0.25 and 0.3 <= light <= 0.8])
+        self._colours: dict[str, str] = {}
         for cell in cells:
             key = ranking_key(cell)
-            if key in self._colours:
-                continue
-            if is_default(cell):
-                self._colours[key] = DEFAULT_COLOUR
-            elif is_reference(cell):
-                self._colours[key] = REFERENCE_STYLE[specs.type_name(cell.settings.get("retriever"))][0]
-            else:
-                self._colours[key] = next(free)
+            if key not in self._colours:
+                self._colours[key] = DEFAULT_COLOUR if is_default(cell) else \
+                    REFERENCE_STYLE[_kind(cell)][0] if is_reference(cell) else next(free)
 
     def colour(self, cell: CellResult) -> str:
-        """The ``#rrggbb`` colour of the cell's ranking.
-
-        Raises
-        ------
-        KeyError : the cell was not among those the palette was made from.
-        """
+        """The ``#rrggbb`` colour of the cell's ranking; KeyError for a cell the palette lacks."""
         return self._colours[ranking_key(cell)]
 
     @staticmethod
     def line(cell: CellResult) -> dict[str, Any]:
-        """Matplotlib line properties besides the colour: thicker for the default, a grey
-        dashed or dotted style for a reference."""
+        """Matplotlib line properties besides the colour (thick default, dashed grey references)."""
         if is_default(cell):
             return {"linewidth": 2.6, "zorder": 5}
-        kind = specs.type_name(cell.settings.get("retriever"))
-        if kind in REFERENCE_STYLE:
-            return {"linestyle": REFERENCE_STYLE[kind][1], "linewidth": 1.3, "zorder": 1}
+        if is_reference(cell):
+            return {"linestyle": REFERENCE_STYLE[_kind(cell)][1], "linewidth": 1.3, "zorder": 1}
         return {"linewidth": 1.4, "zorder": 3}

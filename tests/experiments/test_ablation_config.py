@@ -45,7 +45,7 @@ def test_ps_reproduction_loads_with_the_selector_threshold_and_distinct_labels()
 def test_ps_reproduction_tests_each_cell_against_the_ps_cell_of_its_seed(tmp_path):
     import json
 
-    from primsel.experiments.report import baseline_pairs, load_experiment
+    from primsel.reporting import baseline_pairs, load_experiment
 
     cfg = load_config(PS)
     assert cfg.baseline == "llm_selector" and cfg.pair_on == ("generator.seed",)

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from primsel.cli import main
-from primsel.experiments.compare import compare_runs
+from primsel.commands.compare import compare_runs
 
 
 def write_run(root, cells):

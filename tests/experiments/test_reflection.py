@@ -192,7 +192,7 @@ def test_reselect_ranks_again_with_the_query_and_the_error(tmp_path, monkeypatch
 
 def test_the_report_has_success_by_round_with_the_gain_of_each_round(tmp_path, monkeypatch):
     from primsel.eval.significance import compare
-    from primsel.experiments.report import write_report
+    from primsel.reporting import write_report
 
     tasks = TASKS[:12]
     statuses = wrong_statuses(tasks)
@@ -233,7 +233,7 @@ def test_a_generator_that_cannot_revise_is_refused_with_rounds(tmp_path, generat
 
 
 def test_reflection_toml_runs_end_to_end_against_the_scripted_endpoint(tmp_path, monkeypatch):
-    from primsel.experiments.report import write_report
+    from primsel.reporting import write_report
 
     cfg = load_config(ROOT / "experiments" / "reflection.toml")
     failed = sum(status != "pass" for status in wrong_statuses(TASKS).values())

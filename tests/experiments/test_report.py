@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from primsel.cli import main as cli_main
-from primsel.experiments.report import ReportError, baseline_pairs, load_experiment, significance, write_report
+from primsel.reporting import ReportError, baseline_pairs, load_experiment, significance, write_report
 
 TASKS = ("t1", "t2", "t3")
 
@@ -251,7 +251,7 @@ def test_unwritable_export_directory_is_a_report_error(experiment, tmp_path, cap
 
 
 def test_frontier_of_a_ranking_and_selector_cells_as_points(tmp_path):
-    from primsel.experiments.report import frontier_table, load_experiment, ranking_frontier
+    from primsel.reporting import frontier_table, load_experiment, ranking_frontier
     from primsel.simulator.library import build_library
     from primsel.retrieval.selector import estimate_tokens
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from primsel.experiments.report import CellResult, Experiment, best_cells
+from primsel.reporting import CellResult, Experiment, best_cells
 
 
 def cell(retriever, k, recall15, f1, tokens=100.0):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from primsel.experiments.report import write_report
+from primsel.reporting import write_report
 from primsel.experiments.config import parse_config
 from primsel.experiments.runner import run_experiment
 from primsel.library import Library

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from primsel.datasets import load_builtin_tasks
-from primsel.experiments.report import write_report
+from primsel.reporting import write_report
 from primsel.experiments.config import ConfigError, parse_config
 from primsel.experiments.runner import run_experiment
 from primsel.library import with_gold

@@ -69,8 +69,3 @@ def test_the_reporting_modules_import_each_other_without_a_circle():
         visit(module, ())
     assert graph["style"] == set()  # the bottom of the package
 
-
-def test_the_former_report_module_re_exports_the_same_objects():
-    import primsel.experiments.report as former
-
-    assert former.__all__ and all(getattr(former, name) is getattr(primsel.reporting, name) for name in former.__all__)
