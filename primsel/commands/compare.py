@@ -51,8 +51,7 @@ def load_cells(path: str | Path) -> dict[str, Any]:
     ------
     ReportError : not an experiment nor a cell, or an unreadable file.
     """
-    from primsel.experiments.results import CellResult, ReportError, load_experiment
-    from primsel.experiments.run_files import CellConfig
+    from primsel.experiments.results import CellConfig, CellResult, ReportError, load_experiment
 
     directory = Path(path)
     if (directory / "config.json").is_file() and not (directory / "experiment.json").is_file():

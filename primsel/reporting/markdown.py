@@ -13,9 +13,8 @@ from primsel.eval.aspera import markdown_table as aspera_table
 from primsel.eval.significance import N_RESAMPLES, compare
 from primsel.eval.success import success_by_coverage, wilson_interval
 from primsel.experiments.labels import generator_label, get_dotted
-from primsel.experiments.records import LEADER_COLUMNS, RANKED_COLUMNS, REPORT_KS, SUMMARY_COLUMNS, \
-    SUMMARY_METRICS, TABLE_COLUMNS
-from primsel.experiments.results import CellResult, Experiment, data_text, dataset_groups
+from primsel.experiments.results import (LEADER_COLUMNS, RANKED_COLUMNS, REPORT_KS, SUMMARY_COLUMNS, SUMMARY_METRICS,
+                                        TABLE_COLUMNS, CellResult, Experiment, data_text, dataset_groups)
 from primsel.files import read_jsonl
 from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing, best_of_configurations, passed_by_round
 from primsel.reporting.style import configuration_labels, is_default, is_reference, num, other_columns, p_value, \

@@ -16,10 +16,10 @@ from matplotlib.colors import to_hex
 
 from primsel import spec as specs
 from primsel.experiments.labels import generator_label, get_dotted, varied_keys
-from primsel.experiments.records import retrieval_key
 from primsel.experiments.results import CellResult, Experiment, data_text
 from primsel.files import canonical_json
 from primsel.retrieval import DEFAULT_RETRIEVER
+from primsel.retrieval.store import retrieval_key
 
 #: Colour of the recommended default; colour and line style of each reference ranking type.
 DEFAULT_COLOUR = "#000000"
@@ -112,7 +112,7 @@ def configuration_key(cell: CellResult) -> tuple[str, str]:
 
 
 def ranking_key(cell: CellResult) -> str:
-    """:func:`primsel.experiments.records.retrieval_key` of the cell's :data:`RANKING_KEYS`; the
+    """:func:`primsel.retrieval.store.retrieval_key` of the cell's :data:`RANKING_KEYS`; the
     figures draw one series per ranking key."""
     s = cell.settings
     return retrieval_key(None, s.get("retriever"), s.get("folds"), s.get("seed"), s.get("depth"))
