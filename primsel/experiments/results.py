@@ -50,8 +50,7 @@ TABLE_COLUMNS = (("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15
                  ("mrr", "MRR"), ("set_precision_micro", "P mi"), ("set_recall_micro", "R mi"),
                  ("set_f1_micro", "F1 mi"), ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"),
                  ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
-#: The ranking metrics of :data:`TABLE_COLUMNS`, shown in primitive-id order and tie-aware.
-RANKED_COLUMNS = tuple(column for column in TABLE_COLUMNS if column[0] in RANKING_METRICS)
+RANKED_COLUMNS = tuple(c for c in TABLE_COLUMNS if c[0] in RANKING_METRICS)  #: Shown in id order and tie-aware.
 #: Metrics of the summary tables of an experiment on several datasets: (metric, header).
 SUMMARY_METRICS = (("recall@5", "recall@5"), ("ndcg@10", "nDCG@10"), ("complete@5", "complete@5"))
 #: Columns of the summary ``primsel run`` prints: (metric, header).
@@ -95,11 +94,6 @@ def _file(shape: str | None = None, when: Callable[[Any, Any], bool] = _ALWAYS, 
     """A field of a run file: its shape, when written, default, and ``required``, ``each`` or ``derived``."""
     given = {} if more.get("required") else {"default_factory": dict} if shape == "a table" else {"default": default}
     return field(**given, kw_only=kw_only, metadata={"shape": shape, "when": when, **more})
-
-
-def _pop(rest: dict[str, Any], test: Callable[[str], Any], name: Callable[[str], Any] = str) -> dict[Any, Any]:
-    """``{name(key): value}`` of the keys of ``rest`` that pass ``test``, taken out of ``rest``."""
-    return {name(key): rest.pop(key) for key in [key for key in rest if test(key)]}
 
 
 def _plain(value: Any) -> Any:
@@ -321,9 +315,8 @@ class CellReport:
         rounds = [figures.to_json(r) for r, figures in enumerate(self.rounds, start=1)]
         stages = (self.ranking, self.selection, self.selector_usage, self.generation, *rounds, self.aspera, self.run)
         recorded = {"learns": self.learning, "frontier": self.frontier, "retrieval_key": self.retrieval_key}
-        parts = [_plain(part) for part in stages if part is not None]
-        parts.append({key: _plain(value) for key, value in recorded.items() if value is not None})
-        return {key: value for part in (*parts, self.extra) for key, value in part.items()}
+        out = {key: value for part in stages if part is not None for key, value in _plain(part).items()}
+        return {**out, **{key: _plain(value) for key, value in recorded.items() if value is not None}, **self.extra}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> CellReport:
@@ -335,9 +328,9 @@ class CellReport:
         if frontier is not None and not (isinstance(frontier, Mapping) and all(
                 isinstance(frontier.get(k), Sequence) for k in ("tokens", "recall"))):
             raise ValueError(f"frontier must be a table of 'tokens' and 'recall' lists, got {frontier!r}")
-        values = _pop(rest, lambda k: TIE_AWARE + k in rest or _RANKING_NAME.fullmatch(k))
-        tie_aware = _pop(rest, lambda k: k.startswith(TIE_AWARE), lambda k: k[len(TIE_AWARE):])
-        tied = _pop(rest, lambda k: k.startswith("tied_tasks@") and k[11:].isdigit(), lambda k: int(k[11:]))
+        values = {k: rest.pop(k) for k in [k for k in rest if TIE_AWARE + k in rest or _RANKING_NAME.fullmatch(k)]}
+        tie_aware = {k[len(TIE_AWARE):]: rest.pop(k) for k in [k for k in rest if k.startswith(TIE_AWARE)]}
+        tied = {int(k[11:]): rest.pop(k) for k in [k for k in rest if k.startswith("tied_tasks@") and k[11:].isdigit()]}
         return cls(ranking=Ranking(values, tie_aware, tied), selection=SelectionFigures._take(rest),
                    selector_usage=usage if (usage := SelectorUsage._take(rest)).values else None,
                    generation=Generation._take(rest) if "success" in rest else None, rounds=Round._take_all(rest),
@@ -491,11 +484,10 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
     if (data := _read_object(directory / "experiment.json", missing=True)) is not None:
         manifest = ExperimentManifest.from_json(data, str(directory / "experiment.json"))
     else:
-        configs = {p.name: CellConfig.from_json(_read_object(p / "config.json", missing=True) or {"id": p.name},
-                                                str(p / "config.json"))
-                   for p in sorted(directory.iterdir()) if (p / "config.json").is_file()}
+        found = [(p.parent.name, CellConfig.from_json(_read_object(p, missing=True) or {"id": p.parent.name}, str(p)))
+                 for p in sorted(sub / "config.json" for sub in directory.iterdir() if (sub / "config.json").is_file())]
         entries = [CellEntry(id=name, label=name if c.label is None else c.label, settings=c.settings)
-                   for name, c in configs.items()]
+                   for name, c in found]
         manifest = ExperimentManifest(cells=tuple(sorted(entries, key=lambda e: e.label)), name=directory.name)
     if not manifest.cells:
         raise ReportError(f"{directory}: not an experiment directory (no experiment.json and no cells)")
