@@ -1,7 +1,6 @@
-"""An experiment's run folder: ``experiment.json``, a cell's ``config.json`` and ``report.json``
-as typed records with one writer and one reader each (``from_json(x).to_json() == x``, unknown
-keys kept in ``extra``); :func:`load_experiment`, through which the report and the explorer read a
-folder without building a component; and the names of every metric reported."""
+"""An experiment's run folder: ``experiment.json``, a cell's ``config.json`` and ``report.json`` as typed
+records, one writer and one reader each (``from_json(x).to_json() == x``, unknown keys in ``extra``);
+:func:`load_experiment`, the reader of a folder that builds no component; the names of every metric reported."""
 
 from __future__ import annotations
 
@@ -20,29 +19,15 @@ from primsel import spec as specs
 from primsel.files import read_jsonl
 from primsel.types import STATUSES, ranking
 
-__all__ = [
-    "ASPERA_FIGURES", "BASE_METRICS", "CURVE_KS", "EXPLORER_COLUMNS", "LEADER_COLUMNS", "RANKED_COLUMNS",
-    "RANKING_METRICS", "REPORT_KS", "ROUND_FIGURES", "SELECTOR_USAGE", "SET_METRICS", "SUMMARY_COLUMNS",
-    "SUMMARY_METRICS", "TABLE_COLUMNS", "TASK_METRICS", "TASK_STATUSES", "TIE_AWARE", "Aspera", "CellConfig",
-    "CellEntry", "CellReport", "CellResult", "Experiment", "ExperimentManifest", "FrontierCurve",
-    "FrontierFigures", "Generation", "Learning", "Ranking", "ReportError", "Round", "RunFacts", "RunFileError",
-    "SelectionFigures", "SelectorUsage", "data_text", "dataset_groups", "frontier_figures",
-    "learning_retrievers", "load_experiment", "per_task_values", "ranking_frontier",
-]
-
-#: Cut-offs of the recall@k curve every cell reports.
-CURVE_KS = tuple(range(1, 21))
-#: Cut-offs of complete@k, of the per-task metrics kept in tasks.jsonl and of the table of ties.
-REPORT_KS = (5, 10, 15, 20)
+CURVE_KS = tuple(range(1, 21))  #: Cut-offs of the recall@k curve every cell reports.
+REPORT_KS = (5, 10, 15, 20)  #: Cut-offs of complete@k, of the per-task metrics and of the table of ties.
 #: Ranking metrics every cell reports (plus ``recall@k`` and ``complete@k`` of the cell's k).
 BASE_METRICS = (*(f"recall@{k}" for k in CURVE_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
 #: Per-task ranking metrics kept in tasks.jsonl (the cell's ``recall@k`` / ``complete@k`` too).
 TASK_METRICS = (*(f"recall@{k}" for k in REPORT_KS), *(f"complete@{k}" for k in REPORT_KS), "ndcg@10", "mrr")
 #: Ranking metrics ``primsel retrieve`` prints.
-RANKING_METRICS = ("recall@5", "recall@10", "recall@15", "recall@20", "ndcg@10", "mrr",
-                   "complete@10", "complete@15", "complete@20")
-#: Prefix of the tie-aware value of a ranking metric in report.json (``tie_aware_recall@10``).
-TIE_AWARE = "tie_aware_"
+RANKING_METRICS = (*(f"recall@{k}" for k in REPORT_KS), "ndcg@10", "mrr", "complete@10", "complete@15", "complete@20")
+TIE_AWARE = "tie_aware_"  #: Prefix of the tie-aware value of a ranking metric (``tie_aware_recall@10``).
 #: Set metrics of a selection (:data:`primsel.eval.metrics.SET_METRIC_KEYS`).
 SET_METRICS = ("set_precision_micro", "set_recall_micro", "set_f1_micro",
                "set_precision_macro", "set_recall_macro", "set_f1_macro")
@@ -53,9 +38,9 @@ SELECTOR_USAGE = ("prompt_tokens", "completion_tokens", "seconds", "calls", "err
 #: ASPERA's figures of a generator run (:func:`primsel.eval.aspera.aspera_figures`).
 ASPERA_FIGURES = ("score", "parse_failures", "parser_failure_rate", "solution_error_rate",
                   "handback_control_error_rate", "handback_control_error_rate_normalise", "execution_error_count",
-                  "bad_import_error_rate",
-                  "import_lenient_score", "primitives_selection_macro_f1", "primitives_selection_micro_f1",
-                  "primitives_selection_micro_precision", "primitives_selection_micro_recall")
+                  "bad_import_error_rate", "import_lenient_score", "primitives_selection_macro_f1",
+                  "primitives_selection_micro_f1", "primitives_selection_micro_precision",
+                  "primitives_selection_micro_recall")
 #: Figures of a reflection round r, written ``<figure>@r`` (:func:`primsel.experiments.reflection.round_figures`).
 ROUND_FIGURES = ("success", "calls", "cache_hits", "requests", "prompt_tokens", "completion_tokens",
                  "cumulative_tokens", "selection_recall")
@@ -65,8 +50,7 @@ TABLE_COLUMNS = (("recall@5", "R@5"), ("recall@10", "R@10"), ("recall@15", "R@15
                  ("mrr", "MRR"), ("set_precision_micro", "P mi"), ("set_recall_micro", "R mi"),
                  ("set_f1_micro", "F1 mi"), ("set_precision_macro", "P ma"), ("set_recall_macro", "R ma"),
                  ("set_f1_macro", "F1 ma"), ("docs_tokens", "tokens"))
-#: The ranking metrics of :data:`TABLE_COLUMNS`, shown in primitive-id order and tie-aware.
-RANKED_COLUMNS = tuple(column for column in TABLE_COLUMNS if column[0] in RANKING_METRICS)
+RANKED_COLUMNS = tuple(c for c in TABLE_COLUMNS if c[0] in RANKING_METRICS)  #: Shown in id order and tie-aware.
 #: Metrics of the summary tables of an experiment on several datasets: (metric, header).
 SUMMARY_METRICS = (("recall@5", "recall@5"), ("ndcg@10", "nDCG@10"), ("complete@5", "complete@5"))
 #: Columns of the summary ``primsel run`` prints: (metric, header).
@@ -94,6 +78,9 @@ class RunFileError(ReportError):
 
 
 _ALWAYS, _SET, _FILLED = (lambda r, v: True), (lambda r, v: v is not None), (lambda r, v: bool(v))
+#: What a run file's field must be when present: (type, type of its items or None), by name.
+_SHAPES = {"a table": (Mapping, None), "a list": (list, object), "a list of tables": (list, Mapping),
+           "a list of strings": (list, str)}
 
 
 def _keys(prefix: str = "", names: tuple[str, ...] = (), **renamed: str) -> Any:
@@ -102,22 +89,25 @@ def _keys(prefix: str = "", names: tuple[str, ...] = (), **renamed: str) -> Any:
                                                  "key": lambda name: renamed.get(name, f"{prefix}{name}")})
 
 
-def _pop(rest: dict[str, Any], test: Callable[[str], Any], name: Callable[[str], Any] = str) -> dict[Any, Any]:
-    """``{name(key): value}`` of the keys of ``rest`` that pass ``test``, taken out of ``rest``."""
-    return {name(key): rest.pop(key) for key in [key for key in rest if test(key)]}
+def _file(shape: str | None = None, when: Callable[[Any, Any], bool] = _ALWAYS, default: Any = None,
+          kw_only: bool = False, **more: Any) -> Any:
+    """A field of a run file: its shape, when written, default, and ``required``, ``each`` or ``derived``."""
+    given = {} if more.get("required") else {"default_factory": dict} if shape == "a table" else {"default": default}
+    return field(**given, kw_only=kw_only, metadata={"shape": shape, "when": when, **more})
 
 
 def _plain(value: Any) -> Any:
-    return dict(value) if isinstance(value, Mapping) else value if not isinstance(value, (tuple, list)) else [
-        x.to_json() if isinstance(x, _Record) else _plain(x) for x in value]
+    """``value`` as JSON holds it: a record its keys, a mapping a dict, a tuple or list a list."""
+    return value.to_json() if isinstance(value, _Record) else dict(value) if isinstance(value, Mapping) else [
+        _plain(x) for x in value] if isinstance(value, (tuple, list)) else value
 
 
 class _Record:
-    """A record written as the keys of a JSON object (see :func:`_keys`, :func:`_file`)."""
+    """A record written as the keys of a JSON object: a :func:`_keys` field as its keys, another under its
+    name when its ``when`` holds (default :attr:`_WHEN`), then ``extra`` if it has one."""
     _WHEN = _SET
 
     def to_json(self) -> dict[str, Any]:
-        """The record's keys (those it holds), then :attr:`extra` for a run file's record."""
         out: dict[str, Any] = {}
         for f in fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
@@ -128,24 +118,35 @@ class _Record:
         return {**out, **getattr(self, "extra", {})}
 
     @classmethod
-    def _take(cls, rest: dict[str, Any]) -> Any:
-        """The record of the report.json keys of ``rest`` it knows, taken out of ``rest``."""
+    def _take(cls, rest: dict[str, Any], source: str | None = None) -> Any:
+        """The record of the keys of ``rest`` it knows, taken out of it (``extra``: the rest); RunFileError
+        naming ``source`` when a ``required`` key is missing or one has the wrong shape."""
         values: dict[str, Any] = {}
         for f in fields(cls):  # type: ignore[arg-type]
-            key, names, prefix = f.metadata.get("key"), f.metadata.get("names"), f.metadata.get("prefix")
-            if names:
+            meta, required, shape = f.metadata, f.metadata.get("required"), f.metadata.get("shape")
+            if "key" in meta:
+                prefix, key = meta["prefix"], meta["key"]
+                names = meta["names"] or [k[len(prefix):] for k in rest if k.startswith(prefix)]
                 values[f.name] = {n: rest.pop(key(n)) for n in names if key(n) in rest}
-            elif key is not None:
-                values[f.name] = _pop(rest, lambda k, p=prefix: k.startswith(p), lambda k, p=prefix: k[len(p):])
-            elif f.name in rest:
-                values[f.name] = rest.pop(f.name)
+            elif f.name == "extra" or "derived" in meta:
+                values[f.name] = rest if f.name == "extra" else meta["derived"](rest)
+            elif required and f.name not in rest:
+                raise RunFileError(f"{source}: no {f.name!r}")
+            elif (value := rest.pop(f.name, None)) is not None or required:
+                if shape is not None:
+                    kind, item = _SHAPES[shape]
+                    if not isinstance(value, kind) or not (item is None or all(isinstance(x, item) for x in value)):
+                        raise RunFileError(f"{source}: {f.name!r} must be {shape}, got {value!r}")
+                    value = dict(value) if item is None else tuple(
+                        meta["each"].from_json(x, source) if "each" in meta else _plain(x) for x in value)
+                values[f.name] = value
         return cls(**values)
 
 
 @dataclass(frozen=True)
 class Ranking(_Record):
-    """The ranking metrics of a cell, means over tasks (tied scores in primitive-id order, and
-    ``tie_aware``: over every order), and ``tied_tasks``: k -> tasks with a tie across rank k."""
+    """Ranking metrics, means over tasks (tied scores in primitive-id order, and ``tie_aware``: over
+    every order), and ``tied_tasks``: k -> tasks with a tie across rank k."""
     values: Mapping[str, float] = _keys()
     tie_aware: Mapping[str, float] = _keys(TIE_AWARE)
     tied_tasks: Mapping[int, float] = _keys("tied_tasks@")
@@ -165,8 +166,8 @@ class Ranking(_Record):
 
 @dataclass(frozen=True)
 class SelectionFigures(_Record):
-    """What the cell selected, means over its ``n_tasks`` tasks: primitives selected and added by
-    the type closure, documentation tokens (characters / 4), and :data:`SET_METRICS` (``scores``)."""
+    """Means over ``n_tasks`` tasks of primitives selected and added by the type closure, documentation
+    tokens (characters / 4), and :data:`SET_METRICS` (``scores``)."""
     n_tasks: int | None = None
     selected: float | None = None
     closure_added: float | None = None
@@ -192,10 +193,9 @@ class SelectorUsage(_Record):
 
 @dataclass(frozen=True)
 class Generation(_Record):
-    """Task success of a cell with a generator: fraction of tasks passed, per ``status``
-    (:data:`TASK_STATUSES`), tasks per failure category, the generators' ``usage`` summed, and
-    answers from the answer cache (``cache_hits``; None when the generator does not count them)."""
-    success: float = field(metadata={"when": _ALWAYS})
+    """Fraction of tasks passed, per ``status`` (:data:`TASK_STATUSES`), tasks per failure category, the
+    generators' ``usage`` summed, and answers from the answer cache (None: not counted)."""
+    success: float = field(metadata={"when": _ALWAYS, "required": True})
     status: Mapping[str, float] = _keys("status_")
     failures: Mapping[str, float] = _keys("failures_")
     usage: Mapping[str, float] = _keys("generator_")
@@ -204,9 +204,7 @@ class Generation(_Record):
 
 @dataclass(frozen=True)
 class Round(_Record):
-    """The figures of reflection round r (:func:`primsel.experiments.reflection.round_figures`):
-    success by round r, the round's calls, requests and tokens, the tokens of rounds 1..r, and
-    with ``reselect`` the mean set recall of the round's selection (else None)."""
+    """The figures of a reflection round (:func:`primsel.experiments.reflection.round_figures`)."""
     success: float | None = None
     calls: float | None = None
     cache_hits: float | None = None
@@ -220,11 +218,19 @@ class Round(_Record):
         """The report.json keys of round ``r`` (``success@r``, ...), those it holds."""
         return {f"{name}@{r}": value for name, value in super().to_json().items()}
 
+    @classmethod
+    def _take_all(cls, rest: dict[str, Any]) -> tuple[Round, ...]:
+        """The rounds 1, 2, ... of a report (up to the first missing one), taken out of ``rest``."""
+        rounds: list[Round] = []
+        while found := {m[1]: key for key, value in rest.items() if (m := _ROUND_KEY.fullmatch(key)) and int(m[2])
+                        == len(rounds) + 1 and isinstance(value, (int, float)) and not isinstance(value, bool)}:
+            rounds.append(cls(**{name: rest.pop(key) for name, key in found.items()}))
+        return tuple(rounds)
+
 
 @dataclass(frozen=True)
 class Aspera(_Record):
-    """How programs were taken from the answers (``extraction``; None: the generator's own way)
-    and ASPERA's ``figures`` (:data:`ASPERA_FIGURES` -> value, None when undefined)."""
+    """How programs were taken from the answers (None: the generator's own way) and ASPERA's ``figures``."""
     extraction: str | None = field(default=None, metadata={"when": _ALWAYS})
     figures: Mapping[str, float | None] = _keys(names=ASPERA_FIGURES)
 
@@ -236,9 +242,8 @@ class Aspera(_Record):
 
 @dataclass(frozen=True)
 class RunFacts(_Record):
-    """How the cell ran: wall times (s) of the retrieval (``retrieval_cached`` 1.0 from the cache)
-    and of the cell, the LLM answers its results rest on and of those cached (None without an
-    LLM), the tasks whose LLM request failed after its retries, and ``complete`` (False then)."""
+    """How the cell ran: wall times (s) of the retrieval (1.0 ``retrieval_cached``) and of the cell, LLM
+    answers used and cached (None: no LLM), tasks whose LLM request failed, and ``complete`` (False then)."""
     retrieval_seconds: float | None = None
     retrieval_cached: float | None = None
     llm_answers: float | None = None
@@ -250,8 +255,7 @@ class RunFacts(_Record):
 
 @dataclass(frozen=True)
 class Learning(_Record):
-    """Which of the cell's components learn from tasks, fitted per fold on the other folds
-    (:class:`primsel.types.LearnsFromTasks`, :class:`primsel.types.FitsOnTasks`)."""
+    """Which components learn from tasks, fitted per fold on the other folds (``learns``)."""
     retriever: bool
     selector: bool = False
     generator: bool = False
@@ -259,8 +263,7 @@ class Learning(_Record):
 
 @dataclass(frozen=True)
 class FrontierFigures(_Record):
-    """The frontier of the cell's ranking: for k = 1 .. depth, mean documentation ``tokens`` and
-    mean ``recall`` of the top k over the tasks with gold (ValueError when lengths differ)."""
+    """Mean documentation ``tokens`` and ``recall`` of the ranking's top k, for k = 1 .. depth."""
     tokens: tuple[float, ...]
     recall: tuple[float, ...]
 
@@ -271,10 +274,8 @@ class FrontierFigures(_Record):
 
 @dataclass(frozen=True)
 class CellReport:
-    """A cell's report.json, one record per stage: ``ranking``, ``selection`` and ``run``;
-    ``selector_usage`` with an LLM selector, ``generation`` and ``aspera`` with a generator,
-    ``rounds`` with reflection rounds (else None or empty); ``learning`` (``learns``),
-    ``frontier`` and ``retrieval_key`` (None when not recorded); ``extra``, unknown keys."""
+    """A cell's report.json, a record per stage (None or empty: no such stage), ``learning``, ``frontier``
+    and ``retrieval_key`` (None: not recorded) and ``extra``, unknown keys."""
     ranking: Ranking = field(default_factory=Ranking)
     selection: SelectionFigures = field(default_factory=SelectionFigures)
     selector_usage: SelectorUsage | None = None
@@ -286,11 +287,6 @@ class CellReport:
     frontier: FrontierFigures | None = None
     retrieval_key: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        """True when the record holds anything (a cell without report.json reads as empty)."""
-        return bool(self.to_json())
 
     @property
     def complete(self) -> bool:
@@ -308,31 +304,23 @@ class CellReport:
         return self.selection.docs_tokens
 
     def metric(self, name: str) -> float | None:
-        """The value of a metric of the tables (a ranking or set metric, ``docs_tokens``,
-        ``success``, an ASPERA figure, or a key of :attr:`extra`), or None when the cell lacks it."""
-        if name in (scores := {**self.ranking.values, **self.selection.scores}):
-            return scores[name]
-        if name in ("n_tasks", "selected", "closure_added", "docs_tokens"):
-            return getattr(self.selection, name)
-        if name == "success":
-            return self.success
-        return (self.aspera.figures if self.aspera is not None else {}).get(name, self.extra.get(name))
+        """A metric of the tables: a ranking, set or selection figure, ``success``, an ASPERA figure, or
+        a key of :attr:`extra` (None when the cell lacks it)."""
+        figures = {**self.extra, **(self.aspera.figures if self.aspera is not None else {}), "success": self.success,
+                   **{n: getattr(self.selection, n) for n in ("n_tasks", "selected", "closure_added", "docs_tokens")}}
+        return {**figures, **self.ranking.values, **self.selection.scores}.get(name)
 
     def to_json(self) -> dict[str, Any]:
         """report.json: every record's keys, ``learns``, ``frontier``, ``retrieval_key``, then :attr:`extra`."""
-        stages = (self.ranking, self.selection, self.selector_usage, self.generation)
-        parts = [p.to_json() for p in stages if p is not None]
-        parts += [figures.to_json(r) for r, figures in enumerate(self.rounds, start=1)]
-        parts += [p.to_json() for p in (self.aspera, self.run) if p is not None]
-        nested = {"learns": self.learning, "frontier": self.frontier}
-        parts += [{key: p.to_json()} for key, p in nested.items() if p is not None]
-        parts += [{"retrieval_key": self.retrieval_key}] if self.retrieval_key is not None else []
-        return {key: value for part in (*parts, self.extra) for key, value in part.items()}
+        rounds = [figures.to_json(r) for r, figures in enumerate(self.rounds, start=1)]
+        stages = (self.ranking, self.selection, self.selector_usage, self.generation, *rounds, self.aspera, self.run)
+        recorded = {"learns": self.learning, "frontier": self.frontier, "retrieval_key": self.retrieval_key}
+        out = {key: value for part in stages if part is not None for key, value in _plain(part).items()}
+        return {**out, **{key: _plain(value) for key, value in recorded.items() if value is not None}, **self.extra}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> CellReport:
-        """Read a report.json (None or empty: an empty record); ValueError when ``learns`` or
-        ``frontier`` has the wrong shape."""
+        """Read a report.json (None: empty); ValueError when ``learns`` or ``frontier`` is misshapen."""
         rest = dict(data or {})
         learns, frontier = rest.pop("learns", None), rest.pop("frontier", None)
         if learns is not None and not (isinstance(learns, Mapping) and isinstance(learns.get("retriever"), bool)):
@@ -340,58 +328,31 @@ class CellReport:
         if frontier is not None and not (isinstance(frontier, Mapping) and all(
                 isinstance(frontier.get(k), Sequence) for k in ("tokens", "recall"))):
             raise ValueError(f"frontier must be a table of 'tokens' and 'recall' lists, got {frontier!r}")
-        values = _pop(rest, lambda k: TIE_AWARE + k in rest or _RANKING_NAME.fullmatch(k))
-        tie_aware = _pop(rest, lambda k: k.startswith(TIE_AWARE), lambda k: k[len(TIE_AWARE):])
-        tied = _pop(rest, lambda k: k.startswith("tied_tasks@") and k[11:].isdigit(), lambda k: int(k[11:]))
+        values = {k: rest.pop(k) for k in [k for k in rest if TIE_AWARE + k in rest or _RANKING_NAME.fullmatch(k)]}
+        tie_aware = {k[len(TIE_AWARE):]: rest.pop(k) for k in [k for k in rest if k.startswith(TIE_AWARE)]}
+        tied = {int(k[11:]): rest.pop(k) for k in [k for k in rest if k.startswith("tied_tasks@") and k[11:].isdigit()]}
         return cls(ranking=Ranking(values, tie_aware, tied), selection=SelectionFigures._take(rest),
                    selector_usage=usage if (usage := SelectorUsage._take(rest)).values else None,
-                   generation=Generation._take(rest) if "success" in rest else None, rounds=_rounds(rest),
+                   generation=Generation._take(rest) if "success" in rest else None, rounds=Round._take_all(rest),
                    aspera=Aspera._take(rest) if "extraction" in rest else None, run=RunFacts._take(rest),
-                   learning=learns and Learning(learns["retriever"], bool(learns.get("selector", False)),
-                                                bool(learns.get("generator", False))),
+                   learning=learns and Learning(*(bool(learns.get(k)) for k in ("retriever", "selector", "generator"))),
                    frontier=frontier and FrontierFigures(tuple(frontier["tokens"]), tuple(frontier["recall"])),
                    retrieval_key=rest.pop("retrieval_key", None), extra=rest)
-
-
-def _rounds(rest: dict[str, Any]) -> tuple[Round, ...]:
-    """The rounds 1, 2, ... of a report (up to the first missing one), taken out of it."""
-    found: dict[int, dict[str, str]] = {}
-    for key, value in rest.items():
-        match = _ROUND_KEY.fullmatch(key)
-        if match and isinstance(value, (int, float)) and not isinstance(value, bool):
-            found.setdefault(int(match.group(2)), {})[match.group(1)] = key
-    rounds: list[Round] = []
-    while len(rounds) + 1 in found:
-        rounds.append(Round(**{name: rest.pop(key) for name, key in found[len(rounds) + 1].items()}))
-    return tuple(rounds)
-
-
-#: What a run file's field must be when present: (type, type of its items or None), by name.
-_SHAPES = {"a table": (Mapping, None), "a list": (list, object), "a list of tables": (list, Mapping),
-           "a list of strings": (list, str)}
-
-
-def _file(shape: str | None = None, when: Callable[[Any, Any], bool] = _ALWAYS, default: Any = None,
-          kw_only: bool = False, **more: Any) -> Any:
-    """A field of a run file: its shape, when written, default, and ``required``, ``each`` or ``derived``."""
-    given = {} if more.get("required") else {"default_factory": dict} if shape == "a table" else {"default": default}
-    return field(**given, kw_only=kw_only, metadata={"shape": shape, "when": when, **more})
 
 
 def _read_object(path: str | Path, missing: bool = False) -> dict[str, Any] | None:
     """The JSON object of a file (``missing``: None when absent, ReportError instead of OSError)."""
     try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(value := json.loads(Path(path).read_text(encoding="utf-8")), dict):
+            raise ValueError("not a JSON object")
     except OSError as exc:
         if not missing:
             raise
         if isinstance(exc, FileNotFoundError):
             return None
         raise ReportError(f"{path}: unreadable: {exc}") from None
-    except ValueError as exc:  # invalid JSON or UTF-8
+    except ValueError as exc:  # invalid JSON or UTF-8, or not an object
         raise RunFileError(f"{path}: unreadable: {exc}") from None
-    if not isinstance(value, dict):
-        raise RunFileError(f"{path}: unreadable: not a JSON object")
     return value
 
 
@@ -402,42 +363,20 @@ class _File(_Record):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str | None = None) -> Any:
-        """Read the file's object (``source`` names it in errors; default: the file's name);
-        RunFileError when a required key is missing or a key has the wrong shape."""
-        source, rest, values = source or cls._NAME, dict(data), {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            meta, required = f.metadata, f.metadata.get("required")
-            if "derived" in meta:
-                values[f.name] = meta["derived"](data)
-            if "derived" in meta or f.name == "extra":
-                continue
-            if required and f.name not in rest:
-                raise RunFileError(f"{source}: no {f.name!r}")
-            value, shape = rest.pop(f.name, None), meta.get("shape")
-            if shape is not None and (value is not None or required):
-                kind, item = _SHAPES[shape]
-                if not isinstance(value, kind) or not all(isinstance(x, item) for x in value if item is not None):
-                    raise RunFileError(f"{source}: {f.name!r} must be {shape}, got {value!r}")
-                value = dict(value) if item is None else tuple(dict(x) if item is Mapping else x for x in value)
-                value = tuple(meta["each"].from_json(x, source) for x in value) if "each" in meta else value
-            if value is not None or required:
-                values[f.name] = value
-        return cls(**values, extra=rest)
+        """Read the file's object; RunFileError naming ``source`` (default: the file) for a bad key."""
+        return cls._take(dict(data), source or cls._NAME)
 
     @classmethod
     def read(cls, path: str | Path) -> Any:
-        """Read the file at ``path``: OSError when it cannot be read (FileNotFoundError when there
-        is none), RunFileError when not valid JSON, not a JSON object, or see :meth:`from_json`."""
+        """Read the file at ``path``: OSError, or RunFileError when it holds no JSON object or a bad key."""
         return cls.from_json(_read_object(path), source=str(path))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class CellConfig(_File):
-    """A cell's ``config.json``: its id, label (None: the id), experiment, resolved settings, data
-    summary, effective folds, with a generator (``generated``) the extraction mode, the
-    ``embedding`` of each dense retriever (:func:`primsel.experiments.cell.embedding_windows`),
-    the library ranked, its components' ``sources`` (:func:`primsel.spec.sources`) and package
-    versions. ``from_json``: RunFileError without ``id`` or with a table that is not one."""
+    """A cell's ``config.json``: id, label (None: the id), experiment, resolved settings, data summary,
+    effective folds, with a generator the extraction, each dense retriever's ``embedding``
+    (:func:`primsel.experiments.cell.embedding_windows`), the library, ``sources`` and package versions."""
     _NAME = "config.json"
     id: str = _file(required=True)
     label: str | None = None
@@ -473,10 +412,8 @@ class CellEntry(_File):
 
 @dataclass(frozen=True)
 class ExperimentManifest(_File):
-    """An experiment's ``experiment.json``: its name (None: the directory's), description,
-    baseline, data summary (of several datasets joined by ``+``), grids, cells in grid order,
-    ``datasets`` (several: summaries with notes) or ``notes`` (one), and ``pair_on``.
-    ``from_json``: RunFileError without ``cells`` or with a key of the wrong shape."""
+    """An ``experiment.json``: name (None: the directory's), description, baseline, data (several datasets
+    joined by ``+``), grids, cells in grid order, ``datasets`` (several) or ``notes`` (one), ``pair_on``."""
     name: str | None = None
     description: str | None = None
     baseline: str | None = None
@@ -491,8 +428,7 @@ class ExperimentManifest(_File):
 
 @dataclass(frozen=True)
 class CellResult:
-    """One cell of an experiment as read from disk: its id (directory name), label, resolved
-    settings, ``report`` (report.json; empty when none) and directory."""
+    """A cell as read from disk: id (directory name), label, settings, report.json (none: empty), directory."""
     id: str
     label: str
     settings: Mapping[str, Any]
@@ -519,17 +455,15 @@ class CellResult:
         """Readable label of the cell's retriever."""
         return specs.label(self.settings.get("retriever", "?"))
 
-
-def _unrecorded(cell: CellResult, key: str) -> ReportError:
-    return ReportError(f"cell {cell.id}: {cell.directory / 'report.json'} does not record {key!r}; delete it and "
-                       "run `primsel run` on the experiment again to record it")
+    def _unrecorded(self, key: str) -> ReportError:
+        return ReportError(f"cell {self.id}: {self.directory / 'report.json'} does not record {key!r}; delete it "
+                           "and run `primsel run` on the experiment again to record it")
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """An experiment directory: its name, description, baseline, data, cells, ``pair_on`` (None:
-    all settings but the retriever), ``other_data`` (``{"<source> (<n> tasks)": cells}`` of cell
-    directories not listed) and ``datasets`` (several: summaries with ``notes``; one: empty)."""
+    """An experiment directory as :class:`ExperimentManifest` describes it (``pair_on`` None: all settings but
+    the retriever), and ``other_data``: ``{"<source> (<n> tasks)": cells}`` of cell directories not listed."""
     name: str
     directory: Path
     cells: tuple[CellResult, ...]
@@ -542,21 +476,18 @@ class Experiment:
 
 
 def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
-    """Read an experiment directory: its cells and their order from ``experiment.json``, or
-    without it every sub-directory holding a ``config.json``, sorted by label. ReportError: no
-    such directory, no cell, or a JSON file unreadable, lacking a key or holding a bad one."""
+    """Read an experiment directory: the cells of ``experiment.json``, or without it every sub-directory
+    with a ``config.json``, by label. ReportError: no such directory, no cell, or a bad JSON file."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ReportError(f"{directory}: no such experiment directory")
     if (data := _read_object(directory / "experiment.json", missing=True)) is not None:
         manifest = ExperimentManifest.from_json(data, str(directory / "experiment.json"))
     else:
-        entries = []
-        for sub in sorted(p for p in directory.iterdir() if (p / "config.json").is_file()):
-            config = CellConfig.from_json(_read_object(sub / "config.json", missing=True) or {"id": sub.name},
-                                          str(sub / "config.json"))
-            entries.append(CellEntry(id=sub.name, label=sub.name if config.label is None else config.label,
-                                     settings=config.settings))
+        found = [(p.parent.name, CellConfig.from_json(_read_object(p, missing=True) or {"id": p.parent.name}, str(p)))
+                 for p in sorted(sub / "config.json" for sub in directory.iterdir() if (sub / "config.json").is_file())]
+        entries = [CellEntry(id=name, label=name if c.label is None else c.label, settings=c.settings)
+                   for name, c in found]
         manifest = ExperimentManifest(cells=tuple(sorted(entries, key=lambda e: e.label)), name=directory.name)
     if not manifest.cells:
         raise ReportError(f"{directory}: not an experiment directory (no experiment.json and no cells)")
@@ -578,42 +509,35 @@ def load_experiment(directory: str | os.PathLike[str]) -> Experiment:
 
 
 def data_text(data: Mapping[str, Any]) -> str:
-    """``"Asper-Bench (250 tasks)"``: the data of a summary (``source``, ``n_tasks``, optional
-    ``n_documents`` and ``subset``: ``"Asper-Bench (20 of 250 tasks: a sample drawn with seed
-    0)"``) as a reader names it."""
+    """A data summary (``source``, ``n_tasks``, optional ``n_documents`` and ``subset``) as a reader
+    names it: ``"Asper-Bench (250 tasks)"``, ``"Asper-Bench (20 of 250 tasks: a sample drawn with seed 0)"``."""
     source = data.get("source", "?")
     name = {"asper-bench": "Asper-Bench", "builtin": "the built-in tasks"}.get(source, source)
     documents = f", {data['n_documents']} documents" if "n_documents" in data else ""
-    subset = data.get("subset")
-    if isinstance(subset, Mapping):
-        how = (f"a sample drawn with seed {subset.get('seed')}" if "sample" in subset
-               else f"cross-validation fold {subset.get('fold')} of {subset.get('folds')}, seed {subset.get('seed')}"
-               if "fold" in subset else "the tasks listed")
-        return f"{name} ({data.get('n_tasks', '?')} of {subset.get('of', '?')} tasks: {how}{documents})"
-    return f"{name} ({data.get('n_tasks', '?')} tasks{documents})"
+    if not isinstance(subset := data.get("subset"), Mapping):
+        return f"{name} ({data.get('n_tasks', '?')} tasks{documents})"
+    how = (f"a sample drawn with seed {subset.get('seed')}" if "sample" in subset
+           else f"cross-validation fold {subset.get('fold')} of {subset.get('folds')}, seed {subset.get('seed')}"
+           if "fold" in subset else "the tasks listed")
+    return f"{name} ({data.get('n_tasks', '?')} of {subset.get('of', '?')} tasks: {how}{documents})"
 
 
 def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
-    """``{task_id: value}`` of a per-task metric of the cell's tasks.jsonl: a ``metrics`` entry,
-    ``docs_tokens``, or ``success`` (1.0 when ``status`` is ``pass``, else 0.0); ReportError when
-    tasks.jsonl is missing or lacks the metric for a task."""
+    """``{task_id: value}`` of a ``metrics`` entry of tasks.jsonl, ``docs_tokens``, or ``success`` (1.0 when
+    ``status`` is ``pass``); ReportError when tasks.jsonl is missing or lacks the metric for a task."""
     path = cell.directory / "tasks.jsonl"
-    out: dict[str, float] = {}
     try:
-        for _, row in read_jsonl(path):
-            value = row.get("status") == "pass" if metric == "success" else \
-                row[metric] if metric == "docs_tokens" else row["metrics"][metric]
-            out[str(row["task_id"])] = float(value)
+        return {str(row["task_id"]): float(row.get("status") == "pass" if metric == "success" else row[metric]
+                                           if metric == "docs_tokens" else row["metrics"][metric])
+                for _, row in read_jsonl(path)}
     except FileNotFoundError:
         raise ReportError(f"{path}: missing") from None
     except (KeyError, ValueError, TypeError) as exc:
         raise ReportError(f"{path}: no per-task {metric!r}: {exc}") from None
-    return out
 
 
 def dataset_groups(experiment: Experiment) -> list[tuple[Mapping[str, Any], list[CellResult]]]:
-    """The experiment's cells grouped by dataset, in the manifest's dataset order:
-    ``[(dataset summary, cells)]``; one group of every cell for an experiment on one dataset."""
+    """``[(dataset summary, cells)]`` in the manifest's order (one dataset: one group of every cell)."""
     if len(experiment.datasets) <= 1:
         return [(experiment.data, list(experiment.cells))]
     index = {d.get("fingerprint"): i for i, d in enumerate(experiment.datasets)}
@@ -622,18 +546,16 @@ def dataset_groups(experiment: Experiment) -> list[tuple[Mapping[str, Any], list
 
 
 def learning_retrievers(cells: Sequence[CellResult]) -> list[str]:
-    """Labels of the cells' retrievers that learn from tasks (``learns`` of their reports), in
-    order of first appearance; ReportError when a report.json does not record ``learns``."""
+    """Labels of the retrievers that learn from tasks; ReportError when a report lacks ``learns``."""
     last = {c.retriever: c for c in cells}  # the last cell of each label
     if unrecorded := [c for c in last.values() if c.record.learning is None]:
-        raise _unrecorded(unrecorded[0], "learns")
+        raise unrecorded[0]._unrecorded("learns")
     return [label for label, c in last.items() if c.record.learning.retriever]
 
 
 @dataclass(frozen=True)
 class FrontierCurve:
-    """The recall/tokens frontier of one ranking: for k = 1 .. depth, the mean documentation
-    ``tokens`` of the top k, and per task with gold primitives its ``recall`` of the top k."""
+    """For k = 1 .. depth, the mean documentation ``tokens`` of a ranking's top k and each task's ``recall``."""
     tokens: tuple[float, ...]
     recall: tuple[tuple[float, ...], ...]
 
@@ -650,32 +572,26 @@ def _orders(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any]) -> 
 
 def frontier_figures(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any],
                      tokens: Mapping[str, int]) -> FrontierFigures | None:
-    """The recall/tokens frontier of a ranking ``run`` (task id -> {primitive id: score}), over
-    the tasks with ``gold`` primitives (task id -> ids): for k = 1 .. depth (the longest ranking),
-    the mean documentation ``tokens`` (primitive id -> a whole number) and the mean recall of the
-    top k, a ranking shorter than depth counting whole at every deeper k. None when no task has
-    gold primitives or a ranked id has no token count."""
+    """The recall/tokens frontier of ``run`` over the tasks with ``gold`` primitives, a ranking shorter than
+    the longest counting whole at deeper k; None without gold or with a ranked id lacking ``tokens``."""
     orders = _orders(run, gold)
     if not orders or any(p not in tokens for order in orders.values() for p in order):
         return None
-    depth = max(len(o) for o in orders.values())
+    ks = range(1, max(len(o) for o in orders.values()) + 1)
     # running sums of whole numbers (tokens, gold primitives found) per task: exact
     spent = [list(itertools.accumulate(tokens[p] for p in order)) for order in orders.values()]
-    found = [list(itertools.accumulate(int(p in gold[t]) for p in order)) for t, order in orders.items()]
-    n, sizes = len(orders), [len(frozenset(gold[t])) for t in orders]
-    mean_tokens = [math.fsum(row[min(k, len(row)) - 1] for row in spent) / n for k in range(1, depth + 1)]
-    recall = [math.fsum(row[min(k, len(row)) - 1] / size for row, size in zip(found, sizes)) / n
-              for k in range(1, depth + 1)]
-    return FrontierFigures(tokens=tuple(mean_tokens), recall=tuple(recall))
+    found = [[x / len(frozenset(gold[t])) for x in itertools.accumulate(int(p in gold[t]) for p in order)]
+             for t, order in orders.items()]
+
+    def mean(rows: list[list[Any]]) -> tuple[float, ...]:  # over tasks, per k; a short ranking counts whole
+        return tuple(math.fsum(row[min(k, len(row)) - 1] for row in rows) / len(rows) for k in ks)
+    return FrontierFigures(tokens=mean(spent), recall=mean(found))
 
 
 def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
-    """The recall/tokens frontier of a finished cell's ranking: per-task recall from its run.trec
-    and tasks.jsonl, mean tokens per k from its report's ``frontier``. None without run.trec,
-    tasks.jsonl, gold primitives or a ``frontier`` of the ranking's depth; ReportError when the
-    report records neither ``frontier`` nor ``learns``."""
+    """A cell's frontier: recall from run.trec and tasks.jsonl, tokens from the report (None: no such file,
+    gold or ``frontier`` of the ranking's depth); ReportError when it records neither ``frontier`` nor ``learns``."""
     from primsel.retrieval.trec import read_run  # local: primsel.retrieval loads every retriever
-
     try:
         run = read_run(cell.directory / "run.trec")
         gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
@@ -686,7 +602,7 @@ def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
         return None
     recorded, ks = cell.record.frontier, range(1, max(len(o) for o in orders.values()) + 1)
     if recorded is None and cell.record.learning is None:
-        raise _unrecorded(cell, "frontier")
+        raise cell._unrecorded("frontier")
     if recorded is None or len(recorded.tokens) != len(ks):
         return None
     recall = tuple(tuple(len(gold[t] & set(order[:k])) / len(gold[t]) for k in ks) for t, order in orders.items())
