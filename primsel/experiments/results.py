@@ -583,8 +583,8 @@ def frontier_figures(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, 
     found = [[x / len(frozenset(gold[t])) for x in itertools.accumulate(int(p in gold[t]) for p in order)]
              for t, order in orders.items()]
 
-    def mean(rows: list[list[Any]]) -> tuple[float, ...]:  # over tasks, per k; a short ranking counts whole
-        return tuple(math.fsum(row[min(k, len(row)) - 1] for row in rows) / len(rows) for k in ks)
+    def mean(rows: list[list[Any]]) -> tuple[float, ...]:  # over tasks, per k; a short ranking counts whole, none 0
+        return tuple(math.fsum(row[min(k, len(row)) - 1] if row else 0 for row in rows) / len(rows) for k in ks)
     return FrontierFigures(tokens=mean(spent), recall=mean(found))
 
 

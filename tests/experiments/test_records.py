@@ -216,3 +216,11 @@ def test_the_frontier_counts_a_short_ranking_whole_at_deeper_k():
     assert frontier_figures(run, gold, {"a": 3, "b": 5}) == FrontierFigures(tokens=(4.0, 6.5), recall=(0.5, 1.0))
     assert frontier_figures(run, gold, {"b": 5}) is None
     assert frontier_figures(run, {"3": set()}, {"a": 3, "b": 5}) is None
+
+
+def test_the_frontier_counts_an_empty_ranking_as_nothing_spent_and_nothing_found():
+    run = {"1": {"a": 2.0, "b": 1.0}, "2": {}}
+    gold = {"1": {"b"}, "2": {"b"}}
+    # task 2 ranks nothing: 0 tokens, recall 0 at every k; k = 1: tokens (3 + 0) / 2, recall
+    # (0 + 0) / 2; k = 2: tokens (3 + 5 + 0) / 2, recall (1 + 0) / 2
+    assert frontier_figures(run, gold, {"a": 3, "b": 5}) == FrontierFigures(tokens=(1.5, 4.0), recall=(0.0, 0.5))
