@@ -23,22 +23,21 @@ from primsel.reporting.style import configuration_labels, is_default, is_referen
 #: The cut-off :func:`best_cells` prefers, and the widest line it prints.
 HEADLINE_K = 15
 SUMMARY_WIDTH = 100
-COLUMNS_NOTE = (
-    "R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the top k) read each "
-    "task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, recall and F1 of the selection (the "
-    "top k, plus the library types it depends on when closure is on), micro (mi: pooled over tasks) and macro (ma: "
-    "mean over tasks). tokens: mean documentation tokens of the selected primitives per task (estimated as "
-    "characters / 4 of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k (equal "
-    "scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what is selected); the table of "
-    "ties below gives the ranking metrics averaged over tie orders.")
-GENERATION_NOTE = (
-    "- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / evaluated, minus "
-    "refused / all); sel. R: selection recall (macro: the mean over tasks of the share of gold primitives "
-    "selected); gold complete: share of tasks whose selection held every gold primitive, with the success of those "
-    "tasks and of the others, and Fisher's exact test of the difference (two-sided); prompt sent / computed: mean "
-    "prompt tokens per task sent to the model and computed by it (sent minus the tokens its prompt cache held); "
-    "answer: mean completion tokens per task; wall: the cell's wall time in minutes (answers from primsel's answer "
-    "cache take none).")
+COLUMNS_NOTE = ("R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the top k) "
+                "read each task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, recall and F1 of "
+                "the selection (the top k, plus the library types it depends on when closure is on), micro (mi: "
+                "pooled over tasks) and macro (ma: mean over tasks). tokens: mean documentation tokens of the "
+                "selected primitives per task (estimated as characters / 4 of the stubs a prompt shows). ties@k: "
+                "tasks whose ranking has a tie across the cell's k (equal scores at ranks k and k + 1, so "
+                "primitive-id order, not the retriever, decides what is selected); the table of ties below gives the "
+                "ranking metrics averaged over tie orders.")
+GENERATION_NOTE = ("- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / "
+                   "evaluated, minus refused / all); sel. R: selection recall (macro: the mean over tasks of the "
+                   "share of gold primitives selected); gold complete: share of tasks whose selection held every gold "
+                   "primitive, with the success of those tasks and of the others, and Fisher's exact test of the "
+                   "difference (two-sided); prompt sent / computed: mean prompt tokens per task sent to the model and "
+                   "computed by it (sent minus the tokens its prompt cache held); answer: mean completion tokens per "
+                   "task; wall: the cell's wall time in minutes (answers from primsel's answer cache take none).")
 
 
 def _leader_row(rank: int, s: Standing, has_gen: bool) -> list[str]:
@@ -83,8 +82,7 @@ def _headline(standings: Sequence[Standing], has_gen: bool) -> list[str]:
 
 
 def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
-    """Markdown lines of the leaderboard (:func:`primsel.reporting.compare.leaderboard`), empty
-    when no cell finished."""
+    """Markdown lines of the leaderboard (:func:`~primsel.reporting.compare.leaderboard`), empty when none."""
     if not standings:
         return []
     has_gen = any(s.cell.settings.get("generator") for s in standings)
@@ -127,7 +125,7 @@ def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any
         if has_llm:
             row.append(f"{int(r.run.llm_answers_cached or 0)}/{int(r.run.llm_answers)}" if r.run.llm_answers else "–")
         t = tests.get(c.id, {})
-        mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
+        mark = " (set)" if t.get("recall_metric") == "set_recall" else ""
         row += ["baseline", "–", "–"] if t.get("baseline") == c.id else tested(t.get("recall"), mark)
         row += tested(t.get("success")) if has_gen else []
         rows.append(row + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")])
@@ -139,9 +137,8 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
     ranking metric in primitive-id order and tie-aware, and the tasks with a tie across k = 5,
     10, 15, 20. Empty when no cell has tie-aware values."""
     series: dict[str, CellResult] = {}
-    for c in cells:
-        if c.record.ranking.tie_aware:
-            series.setdefault(ranking_key(c), c)
+    for c in (c for c in cells if c.record.ranking.tie_aware):
+        series.setdefault(ranking_key(c), c)
     if not series:
         return []
     labels = ranking_labels(list(series.values()))
@@ -177,16 +174,16 @@ def frontier_table(frontiers: Mapping[str, tuple[Sequence[float], Sequence[float
 
 
 def generation_table(cells: Sequence[Any]) -> list[str]:
-    """Markdown lines of the generation table (a row per finished cell with a generator: success
-    and its Wilson interval, score, success by completeness of the selection, tokens, minutes),
-    its note last; empty when no cell ran a generator."""
+    """Markdown lines of the generation section: heading, table (a row per finished cell with a generator: success
+    and its Wilson interval, score, success by completeness of the selection, tokens, minutes) and note; empty when
+    no cell ran a generator."""
     rows = []
     for c in cells:
-        if not (getattr(c, "finished", True) and c.settings.get("generator") and c.record.success is not None):
+        if not (c.settings.get("generator") and c.record.success is not None):
             continue
         tasks = [row for _, row in read_jsonl(c.directory / "tasks.jsonl")]
         n, record, cover = len(tasks), c.record, success_by_coverage(tasks)
-        passed, fisher = sum(row.get("status") == "pass" for row in tasks), cover["p_fisher"]
+        passed = sum(row.get("status") == "pass" for row in tasks)
         low, high = wilson_interval(passed, n) if n else (0.0, 0.0)
         tokens = {key: sum(float((row.get("tokens") or {}).get(key, 0)) for row in tasks)
                   for key in ("prompt", "prompt_cached", "completion")}
@@ -197,12 +194,12 @@ def generation_table(cells: Sequence[Any]) -> list[str]:
                      "–" if record.aspera is None or record.aspera.score is None else f"{record.aspera.score:.1f}",
                      "–" if record.selection.recall_macro is None else f"{record.selection.recall_macro:.3f}",
                      f"{cover['complete'][0] / n if n else 0:.2f}", " / ".join(rate),
-                     "–" if fisher is None else f"{fisher:.3f}" if fisher >= 0.001 else "<0.001",
+                     p_value(cover["p_fisher"]),
                      *(f"{mean[k]:,.0f}" for k in ("prompt", "computed", "completion")),
                      f"{float(record.run.seconds or 0.0) / 60:.1f}"])
     header = ["configuration", "k", "tasks", "success [95% CI]", "score", "sel. R", "gold complete",
               "success: complete / not", "p Fisher", "prompt sent", "computed", "answer", "wall min"]
-    return [*table(header, rows, "lrrlrrrlrrrrr"), "", GENERATION_NOTE] if rows else []
+    return ["", "## Generation", "", *table(header, rows, "lrrlrrrlrrrrr"), "", GENERATION_NOTE] if rows else []
 
 
 def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:
@@ -213,7 +210,7 @@ def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -
              for label in labels}
     lines = []
     for key, heading in SUMMARY_METRICS:
-        rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)] 
+        rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)]
                 for label, row in found.items()]
         lines += [f"**{heading}** by dataset", "", *table(["retriever", *sources], rows), ""]
     return lines
@@ -228,8 +225,7 @@ def _preamble(experiment: Experiment, cells: Sequence[CellResult]) -> list[str]:
         done += (f"; {len(incomplete)} more incomplete (LLM requests failed after their retries; marked "
                  "*incomplete*, recomputed by the next `primsel run`)")
     lines.append(f"Data: {data_text(experiment.data)}. {done}.")
-    other = experiment.other_data
-    if other:
+    if other := experiment.other_data:
         which = f"on {next(iter(other))}" if len(other) == 1 else \
             "on other data (" + ", ".join(f"{n} on {text}" for text, n in other.items()) + ")"
         lines += ["", f"This report covers only the cells run on {data_text(experiment.data)}. The directory "
@@ -262,8 +258,8 @@ def _notes(experiment: Experiment, cells: Sequence[CellResult], tests: Mapping[s
            learning: Sequence[str], n_resamples: int, seed: int) -> list[str]:
     """The notes under the tables: columns, significance, success, cache, folds and depth."""
     by_id = {c.id: c for c in experiment.cells}
-    baselines = ", ".join(sorted({by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")}))
-    baselines = baselines or "none"
+    named = {by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")}
+    baselines = ", ".join(sorted(named)) or "none"
     pairs = "other settings" if experiment.pair_on is None else ", ".join(experiment.pair_on) or "data"
     sets = any(t.get("recall_metric") == "set_recall" for t in tests.values())
     notes = [COLUMNS_NOTE, f"Significance: each cell against the cell of the baseline retriever ({baselines}) "
@@ -321,23 +317,21 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     else:
         lines += leaderboard_lines(standings, n_resamples, seed)
         sections = ["## All cells", "", *cell_table(cells, tests, *flags)]
-    figures = ["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)] if images else []
-    lines += figures + sections
+    lines += ["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)] if images else []
+    lines += sections
     lines += _notes(experiment, cells, tests, learning, n_resamples, seed)
     for data, group in groups:  # one table per dataset: the same retriever ranks each differently
         lines += tie_table(cells) if len(groups) == 1 else \
             tie_table([c for c in group if c.finished], title=f"Ties: {data.get('source', '?')}")
-    generation = generation_table(cells)
-    lines += ["", "## Generation", "", *generation] if generation else []
+    lines += generation_table(cells)
     lines += aspera_table([(c.label, c.record.aspera.to_json() if c.record.aspera is not None else {})
                            for c in cells if c.settings.get("generator")])
     return "\n".join(lines + list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed))
 
 
 def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
-    """Markdown lines of the reflection table of finished cells (``label``, ``directory``,
-    ``record``), a row per round; empty when no cell has rounds. ``n_resamples``, ``seed``: of
-    the randomisation test."""
+    """Markdown lines of the reflection table of finished cells (``label``, ``directory``, ``record``), a row per
+    round; empty when no cell has rounds. ``n_resamples``, ``seed``: of the randomisation test."""
     cells = [c for c in cells if c.record.rounds]
     if not cells:
         return []
@@ -356,13 +350,13 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
                          *([num(rep.selection_recall)] if reselect else [])])
     return ["## Reflection rounds", "", "Configurations are named by the settings that differ between them (the cell "
             "ids are in the first table).", "", *table(header, rows), "",
-            "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
-            "the round before; p t: two-sided paired t-test and p rand: paired randomisation "
-            f"(sign-flip) test, {n_resamples} resamples, seed {seed}, on per-task success by the round "
-            "against by the round before. requests: generation requests of the round (failed tasks of "
-            "the round before; answered from the cache or not); sent: HTTP requests the generator sent "
-            "(retries included); cached: answered from the cache. Tokens as the endpoint reported them; "
-            "cumulative: rounds 1 to this one (plus the LLM selector's tokens when it selects again)."
+            "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over the round "
+            f"before; p t: two-sided paired t-test and p rand: paired randomisation (sign-flip) test, {n_resamples} "
+            f"resamples, seed {seed}, on per-task success by the round against by the round before. requests: "
+            "generation requests of the round (failed tasks of the round before; answered from the cache or not); "
+            "sent: HTTP requests the generator sent (retries included); cached: answered from the cache. Tokens as "
+            "the endpoint reported them; cumulative: rounds 1 to this one (plus the LLM selector's tokens when it "
+            "selects again)."
             + (" selection recall: mean set recall of the selection each task had in that round "
                "(reselect: ranked again with the query plus the error)." if reselect else ""), ""]
 

@@ -1,6 +1,5 @@
-"""The report's figures, with 95% bootstrap intervals over tasks; each ``plot_*`` takes the
-experiment, the PNG's path and the :class:`~primsel.reporting.style.Palette` and returns False
-(writing no file) when there is nothing to draw."""
+"""The report's figures, with 95% bootstrap intervals over tasks; each ``plot_*`` takes the experiment, the PNG's
+path and the :class:`~primsel.reporting.style.Palette`, and returns False (no file) when there is nothing to draw."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from primsel.experiments.results import CellResult, Experiment, FrontierCurve, dataset_groups
-from primsel.experiments.results import ranking_frontier as frontier_of
+from primsel.experiments.results import CellResult, Experiment, FrontierCurve, dataset_groups, ranking_frontier
 from primsel.files import canonical_json
 from primsel.reporting.compare import best_of_configurations, bootstrap_interval, passed_by_round, shown_rankings, \
     task_interval
@@ -38,8 +36,7 @@ def save(fig: Figure, ax: Any, path: Path, heading: str, xlabel: str, ylabel: st
     """Set ``ylim``, label the axes, put the legend (labels wrapped) beside them and save the PNG."""
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.set_title(heading, loc="left", fontsize=10)
     ax.grid(True, alpha=0.3)
     handles = list(handles) if handles is not None else ax.get_legend_handles_labels()[0]
@@ -83,23 +80,22 @@ def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette) -> 
     """Recall@k against k (up to 20), one curve per shown ranking but the whole library, with
     95% bootstrap intervals at the k whose per-task recall tasks.jsonl keeps."""
     fig, ax = new_figure()
-    drawn = False
     for _, label, c in _rankings(experiment):
         ks = c.record.ranking.recall_ks()
         ks = [k for k in ks if k <= 20] or ks
         if ranks_nothing(c) or not ks:
             continue
         values = [float(c.record.ranking.values[f"recall@{k}"]) for k in ks]
-        ax.plot(ks, values, marker=".", markersize=4, color=palette.colour(c),
-                label=_named(label, c), **palette.line(c))
+        ax.plot(ks, values, marker=".", markersize=4, color=palette.colour(c), label=_named(label, c),
+                **palette.line(c))
         for k, value in zip(ks, values):
             if not is_reference(c):
                 _errorbar(ax, k, value, task_interval(c, f"recall@{k}"), palette.colour(c))
-        drawn = True
-    if drawn:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        save(fig, ax, path, title(experiment, "recall@k"), "k (primitives selected)", "recall@k (mean over tasks)")
-    return drawn
+    if not ax.lines:
+        return False
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    save(fig, ax, path, title(experiment, "recall@k"), "k (primitives selected)", "recall@k (mean over tasks)")
+    return True
 
 
 def _token_cells(experiment: Experiment) -> list[CellResult]:
@@ -124,8 +120,7 @@ def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: 
                                         "on the ranking of its colour"))
     if not handles:
         return None
-    whole = [c for c in cells if ranks_nothing(c)]
-    if whole:
+    if whole := [c for c in cells if ranks_nothing(c)]:
         tokens = whole[0].record.docs_tokens
         ax.axvline(tokens, color=palette.colour(whole[0]), **{**palette.line(whole[0]), "linewidth": 1.2})
         handles.append(_legend(f"all: the whole library ({tokens:,.0f} tokens, recall 1)", whole[0], palette))
@@ -177,13 +172,6 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) 
     return True
 
 
-def ranking_frontier(cell: CellResult) -> tuple[list[float], list[float]] | None:
-    """(mean documentation tokens per k, mean recall per k) of the top k of a cell's ranking for
-    k = 1 .. library size, over the tasks; None when the cell has no frontier."""
-    found = frontier_of(cell)
-    return None if found is None else (list(found.tokens), found.mean_recall)
-
-
 def ranking_frontiers(experiment: Experiment) -> dict[str, tuple[str, CellResult, FrontierCurve]]:
     """Ranking key -> (label, its first finished cell with a frontier, the frontier), in grid
     order, for the cells without a selector."""
@@ -192,7 +180,7 @@ def ranking_frontiers(experiment: Experiment) -> dict[str, tuple[str, CellResult
     out: dict[str, tuple[str, CellResult, FrontierCurve]] = {}
     for c in cells:
         key = ranking_key(c)
-        if key not in out and (found := frontier_of(c)) is not None:
+        if key not in out and (found := ranking_frontier(c)) is not None:
             out[key] = (labels[key], c, found)
     return out
 
@@ -284,8 +272,7 @@ def plot_success_by_round(experiment: Experiment, path: Path, palette: Palette) 
     labels = short_labels(cells)
     fig, ax = new_figure(8.0, 4.6)
     for c in cells:
-        rounds = list(range(1, len(c.record.rounds) + 1))
-        colour = palette.colour(c)
+        rounds, colour = list(range(1, len(c.record.rounds) + 1)), palette.colour(c)
         success = [float(f.success or 0.0) for f in c.record.rounds]
         ax.plot(rounds, success, marker="o", label=labels[c.id], color=colour)
         passed = passed_by_round(Path(c.directory), len(rounds))

@@ -166,10 +166,9 @@ def is_default(cell: CellResult) -> bool:
 
 
 class Palette:
-    """One colour per ranking of ``cells`` (an experiment's, in grid order), the same in every figure
-    and in the explorer: colorcet's Glasbey colours in that order, without greys and very dark or
-    light ones (HLS saturation under 0.25, lightness outside 0.3 to 0.8); the default black, the
-    references grey."""
+    """One colour per ranking of ``cells`` (an experiment's, in grid order), the same in every figure and in the
+    explorer: colorcet's Glasbey colours in that order, without greys and very dark or light ones (HLS saturation
+    under 0.25, lightness outside 0.3 to 0.8); the default black, the references grey."""
 
     def __init__(self, cells: Sequence[CellResult]) -> None:
         hls = [(rgb, colorsys.rgb_to_hls(*rgb)) for rgb in colorcet.glasbey_category10]
