@@ -58,12 +58,10 @@ def _paired(cell: CellResult, base: CellResult, metric: str, n_resamples: int, s
 
 
 def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Paired tests of every finished cell against its baseline cell: per-task recall
-    (:func:`recall_metric`), and success when both ran a generator.
-
-    Returns cell id -> ``{"baseline": id or None, "recall_metric", "recall", "success"}``, the last
-    two :func:`primsel.eval.significance.compare` results, None for the baseline and without one.
-    """
+    """Paired tests of every finished cell against its baseline cell: per-task recall (:func:`recall_metric`), and
+    success when both ran a generator. Returns cell id -> ``{"baseline": id or None, "recall_metric", "recall",
+    "success"}``, the last two :func:`primsel.eval.significance.compare` results, None for the baseline and without
+    one."""
     out: dict[str, dict[str, Any]] = {}
     by_id = {c.id: c for c in experiment.cells}
     for cid, bid in baseline_pairs(experiment).items():
@@ -136,9 +134,8 @@ def best_of_configurations(cells: Sequence[CellResult], prefer_k: int | None = N
 
 
 def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
-    """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the
-    best others in leaderboard order, at most ``limit`` (references and selectors apart); one per
-    retriever first, at the lowest seed. ReportError as :func:`baseline_retriever`."""
+    """Ranking keys a figure draws: the default's and the baseline's, then the best others in leaderboard order, at
+    most ``limit`` (references, selectors apart), one per retriever first, lowest seed first; ReportError as above."""
     best = best_of_configurations(experiment.cells)
     if not best:
         return set()
@@ -158,10 +155,9 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
 
 @dataclass(frozen=True)
 class Standing:
-    """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95% bootstrap
-    ``interval`` of its per-task :data:`LEADER_METRIC`, its paired tests of that metric against the
-    baseline configuration (``recall``) and of success against its baseline cell (``success``), each
-    None when missing; ``baseline``: it is the baseline."""
+    """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95% bootstrap ``interval`` of
+    its per-task :data:`LEADER_METRIC`, its paired tests of that metric against the baseline configuration
+    (``recall``) and of success against its baseline cell (``success``), None when missing; ``baseline``: is it."""
 
     label: str
     cell: CellResult

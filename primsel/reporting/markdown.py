@@ -1,6 +1,5 @@
-"""The report's text: the leaderboard (or the summary by dataset), the figures, then the tables
-of every cell, ties, generation, ASPERA's figures, the frontier and reflection rounds with their
-notes; and the table of best cells ``primsel run`` prints. Aggregates only, never per-task rows."""
+"""The report's text: the leaderboard (or summary by dataset), figures, tables of every cell, ties, generation,
+ASPERA, frontier and reflection rounds with notes; the best cells ``primsel run`` prints. Never per-task rows."""
 
 from __future__ import annotations
 
@@ -133,9 +132,8 @@ def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any
 
 
 def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
-    """Markdown lines of the table of ties under heading ``title``: a row per ranking, each
-    ranking metric in primitive-id order and tie-aware, and the tasks with a tie across k = 5,
-    10, 15, 20. Empty when no cell has tie-aware values."""
+    """Markdown lines of the table of ties under ``title``: a row per ranking, each ranking metric in id order and
+    tie-aware, and the tasks with a tie across k = 5, 10, 15, 20; empty when no cell has tie-aware values."""
     series: dict[str, CellResult] = {}
     for c in (c for c in cells if c.record.ranking.tie_aware):
         series.setdefault(ranking_key(c), c)
@@ -150,9 +148,8 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
         values = [x for m, _ in RANKED_COLUMNS for x in (num(c.record.metric(m)), num(r.tie_aware.get(m)))]
         ties = ["–" if r.tied(k) is None else str(int(r.tied_tasks[k])) for k in REPORT_KS]
         rows.append([labels[key], *values, *ties])
-    return [f"## {title}", "",
-            "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
-            "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
+    return [f"## {title}", "", "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware "
+            "(*ta*: the mean over every order of the tied primitives, computed exactly per group of tied scores; "
             f"McSherry and Najork, ECIR 2008). ties@k: tasks (of {n_tasks}) whose ranking has a tie across rank k.",
             "", *table(header, rows), ""]
 
@@ -174,9 +171,8 @@ def frontier_table(frontiers: Mapping[str, tuple[Sequence[float], Sequence[float
 
 
 def generation_table(cells: Sequence[Any]) -> list[str]:
-    """Markdown lines of the generation section: heading, table (a row per finished cell with a generator: success
-    and its Wilson interval, score, success by completeness of the selection, tokens, minutes) and note; empty when
-    no cell ran a generator."""
+    """Markdown lines of the generation section (none without a generator): a row per cell with one, its success
+    and Wilson interval, score, success by completeness of the selection, tokens and minutes; then the note."""
     rows = []
     for c in cells:
         if not (c.settings.get("generator") and c.record.success is not None):
@@ -193,8 +189,7 @@ def generation_table(cells: Sequence[Any]) -> list[str]:
         rows.append([c.label, str(c.settings.get("k")), str(n), f"{passed / n if n else 0:.3f} [{low:.3f}, {high:.3f}]",
                      "–" if record.aspera is None or record.aspera.score is None else f"{record.aspera.score:.1f}",
                      "–" if record.selection.recall_macro is None else f"{record.selection.recall_macro:.3f}",
-                     f"{cover['complete'][0] / n if n else 0:.2f}", " / ".join(rate),
-                     p_value(cover["p_fisher"]),
+                     f"{cover['complete'][0] / n if n else 0:.2f}", " / ".join(rate), p_value(cover["p_fisher"]),
                      *(f"{mean[k]:,.0f}" for k in ("prompt", "computed", "completion")),
                      f"{float(record.run.seconds or 0.0) / 60:.1f}"])
     header = ["configuration", "k", "tasks", "success [95% CI]", "score", "sel. R", "gold complete",
@@ -300,10 +295,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                     images: Sequence[tuple[str, str]] = (), n_resamples: int = N_RESAMPLES,
                     seed: int = 0, frontier: Sequence[str] = (), standings: Sequence[Standing] = (),
                     learning: Sequence[str] = (), shown_note: str = "") -> str:
-    """The report text of ``experiment`` with its ``tests`` (:func:`~primsel.reporting.compare.significance`),
-    the figures ``images`` ((title, file name)), the notes' ``n_resamples`` and ``seed``, the lines of
-    :func:`frontier_table`, the ``standings`` of the leaderboard (none when empty), the ``learning``
-    retrievers' labels and the ``shown_note`` under the figures' heading."""
+    """The report text of ``experiment``: its ``tests`` (:func:`~primsel.reporting.compare.significance`), figures
+    ``images`` ((title, file name)), the notes' ``n_resamples`` and ``seed``, the :func:`frontier_table` lines, the
+    leaderboard's ``standings`` (none when empty), ``learning`` retrievers' labels, ``shown_note`` under the figures."""
     cells = [c for c in experiment.cells if c.finished]
     flags = (other_columns(cells), any(c.settings.get("generator") for c in cells),
              any(c.record.run.llm_answers for c in cells))
@@ -362,10 +356,9 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
 
 
 def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
-    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line
-    naming it: the best cell of each ranking (at k = :data:`HEADLINE_K` where run; by success
-    with a generator, else set F1, then fewer tokens), ordered by success, recall@15 and set F1,
-    at most ``limit`` rows and a line counting the others. Empty when no cell finished."""
+    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each ranking's
+    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens) by success, recall@15
+    and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished."""
     out: list[str] = []
     for data, group in dataset_groups(experiment):
         cells = [c for c in group if c.finished]

@@ -128,9 +128,8 @@ def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: 
 
 
 def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) -> bool:
-    """Selection recall (macro) against documentation tokens per task: a line per shown ranking
-    over k (solid without closure, dashed with), selector cells as points, the whole library as
-    a vertical line, 95% bootstrap intervals on recall."""
+    """Selection recall (macro) against documentation tokens per task: a line per shown ranking over k (solid without
+    closure, dashed with), selectors as points, the whole library a vertical line, 95% bootstrap intervals."""
     cells = _token_cells(experiment)
     if not cells:
         return False
@@ -187,9 +186,8 @@ def ranking_frontiers(experiment: Experiment) -> dict[str, tuple[str, CellResult
 
 def plot_frontier(experiment: Experiment, path: Path, frontiers: Mapping[str, tuple[str, CellResult, FrontierCurve]],
                   palette: Palette) -> bool:
-    """Recall against documentation tokens of the top k for every k, a line per shown ranking
-    (:func:`ranking_frontiers`) with a 95% bootstrap band, references in grey, the whole library
-    as a vertical line and the selector cells as points."""
+    """Recall against documentation tokens of the top k for every k, a line per shown ranking (``frontiers``) with a
+    95% bootstrap band, references in grey, the whole library a vertical line and the selector cells as points."""
     cells = _token_cells(experiment)
     if not frontiers:
         return False

@@ -1,6 +1,5 @@
-"""How the report names, formats and colours what it shows: a configuration is the cells that
-share every setting but ``k``, ``closure`` and the dataset; its colour is its ranking's (without
-the selector), black for the recommended default, grey for the references."""
+"""How the report names, formats and colours: a configuration is the cells sharing every setting but ``k``,
+``closure`` and the dataset; its colour is its ranking's (no selector), black for the default, grey for references."""
 
 from __future__ import annotations
 
