@@ -1,5 +1,4 @@
-"""The report of an experiment: comparisons against the baseline (``compare``), the Markdown text
-(``markdown``), the figures (``plots``, ``style``); :func:`write_report` writes it all."""
+"""The report of an experiment: tests (``compare``), text (``markdown``), figures (``plots``), files (``report``)."""
 
 from primsel.experiments.results import CellResult, Experiment, ReportError, load_experiment
 from primsel.reporting.compare import baseline_pairs, significance

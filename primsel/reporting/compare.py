@@ -58,10 +58,9 @@ def _paired(cell: CellResult, base: CellResult, metric: str, n_resamples: int, s
 
 
 def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Paired tests of every finished cell against its baseline cell: per-task recall (:func:`recall_metric`), and
-    success when both ran a generator. Returns cell id -> ``{"baseline": id or None, "recall_metric", "recall",
-    "success"}``, the last two :func:`primsel.eval.significance.compare` results, None for the baseline and without
-    one."""
+    """Paired tests of each finished cell against its baseline cell: per-task recall (:func:`recall_metric`), success
+    when both ran a generator. Returns cell id -> ``{"baseline": id or None, "recall_metric", "recall", "success"}``,
+    the last two :func:`primsel.eval.significance.compare` results, None for the baseline and without one."""
     out: dict[str, dict[str, Any]] = {}
     by_id = {c.id: c for c in experiment.cells}
     for cid, bid in baseline_pairs(experiment).items():

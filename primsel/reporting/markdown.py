@@ -199,10 +199,9 @@ def generation_table(cells: Sequence[Any]) -> list[str]:
 
 def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:
     """Per summary metric, a table of a row per retriever and a column per dataset."""
-    labels = list(dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished))
     sources = [str(d.get("source", "?")) for d, _ in groups]
     found = {label: [next((c for c in cells if c.finished and c.retriever == label), None) for _, cells in groups]
-             for label in labels}
+             for label in dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished)}
     lines = []
     for key, heading in SUMMARY_METRICS:
         rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)]

@@ -103,10 +103,9 @@ def _token_cells(experiment: Experiment) -> list[CellResult]:
             if c.finished and c.record.docs_tokens is not None and c.record.selection.recall_macro is not None]
 
 
-def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: Experiment,
-            handles: list[Any]) -> list[Any] | None:
-    """Draw the selector cells of the shown rankings as points and the whole library as a
-    vertical line; all legend handles, None when only the whole library would be drawn."""
+def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: Experiment, handles: list[Any]) -> bool:
+    """Draw the selector cells of the shown rankings as points and the whole library as a vertical line, adding their
+    legend ``handles``; False (drawing nothing) when only the whole library would be drawn."""
     shown, markers = shown_rankings(experiment), iter(SELECTOR_MARKERS * 4)
     for c in cells:
         if c.settings.get("selector") and ranking_key(c) in shown:
@@ -119,12 +118,12 @@ def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: 
                                   label=f"{short_value(c.settings['selector'])} selector (k <= {c.settings.get('k')}) "
                                         "on the ranking of its colour"))
     if not handles:
-        return None
+        return False
     if whole := [c for c in cells if ranks_nothing(c)]:
         tokens = whole[0].record.docs_tokens
         ax.axvline(tokens, color=palette.colour(whole[0]), **{**palette.line(whole[0]), "linewidth": 1.2})
         handles.append(_legend(f"all: the whole library ({tokens:,.0f} tokens, recall 1)", whole[0], palette))
-    return handles
+    return True
 
 
 def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) -> bool:
@@ -134,10 +133,9 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) 
     if not cells:
         return False
     groups: dict[str, dict[str, CellResult]] = {}
-    for c in cells:  # one cell per (k, closure, threshold): what follows the selection selects the same
-        if not c.settings.get("selector"):
-            cut = canonical_json([c.settings.get("k"), bool(c.settings.get("closure")), c.settings.get("threshold")])
-            groups.setdefault(ranking_key(c), {}).setdefault(cut, c)
+    for c in (c for c in cells if not c.settings.get("selector")):  # one cell per (k, closure, threshold)
+        cut = canonical_json([c.settings.get("k"), bool(c.settings.get("closure")), c.settings.get("threshold")])
+        groups.setdefault(ranking_key(c), {}).setdefault(cut, c)
     fig, ax = new_figure()
     handles = []
     for key, label, best in _rankings(experiment):
@@ -156,7 +154,7 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) 
                 _errorbar(ax, c.record.docs_tokens, c.record.selection.recall_macro, task_interval(c, "set_recall"),
                           colour)
         handles.append(_legend(label, best, palette))
-    if _points(ax, cells, palette, experiment, handles) is None:
+    if not _points(ax, cells, palette, experiment, handles):
         return False
     tokens = [c.record.docs_tokens for c in cells if c.record.docs_tokens > 0]
     if tokens and max(tokens) > LOG_AXIS_RATIO * min(tokens):
@@ -203,7 +201,7 @@ def plot_frontier(experiment: Experiment, path: Path, frontiers: Mapping[str, tu
             ax.fill_between(found.tokens, low, high, color=palette.colour(c), alpha=0.15, linewidth=0)
         handles.append(_legend(label, c, palette))
         right = max(right, next((t for t, r in zip(found.tokens, found.mean_recall) if r >= 0.995), found.tokens[-1]))
-    if _points(ax, cells, palette, experiment, handles) is None:
+    if not _points(ax, cells, palette, experiment, handles):
         return False
     right = max([right, *(c.record.docs_tokens for c in cells if c.settings.get("selector"))])
     ax.set_xlim(0, right * 1.05 if right else None)
