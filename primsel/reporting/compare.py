@@ -27,8 +27,8 @@ N_BOOTSTRAP = 2000
 
 
 def baseline_retriever(experiment: Experiment) -> str:
-    """The retriever label of the experiment's baseline; ReportError when ``baseline`` names no
-    retriever label, retriever type or cell id of it."""
+    """The retriever label of the experiment's baseline; ReportError when ``baseline`` names no retriever label,
+    retriever type or cell id of it."""
     try:
         return baseline_label(experiment.baseline, [(c.id, c.settings.get("retriever", "?")) for c in experiment.cells])
     except ValueError as exc:
@@ -133,8 +133,9 @@ def best_of_configurations(cells: Sequence[CellResult], prefer_k: int | None = N
 
 
 def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
-    """Ranking keys a figure draws: the default's and the baseline's, then the best others in leaderboard order, at
-    most ``limit`` (references, selectors apart), one per retriever first, lowest seed first; ReportError as above."""
+    """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the best others in
+    leaderboard order, at most ``limit`` (references and selectors apart); one per retriever first, at the lowest
+    seed. ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     if not best:
         return set()
@@ -156,7 +157,7 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
 class Standing:
     """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95% bootstrap ``interval`` of
     its per-task :data:`LEADER_METRIC`, its paired tests of that metric against the baseline configuration
-    (``recall``) and of success against its baseline cell (``success``), None when missing; ``baseline``: is it."""
+    (``recall``) and of success against its baseline cell (``success``), or None; ``baseline``: it is the baseline."""
 
     label: str
     cell: CellResult

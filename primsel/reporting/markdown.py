@@ -356,8 +356,8 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
 
 def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
     """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each ranking's
-    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens) by success, recall@15
-    and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished."""
+    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens), ordered by success,
+    recall@15 and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished."""
     out: list[str] = []
     for data, group in dataset_groups(experiment):
         cells = [c for c in group if c.finished]

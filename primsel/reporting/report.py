@@ -21,24 +21,23 @@ from primsel.reporting.style import Palette, is_reference, ranking_key, slug
 
 def _draw(experiment: Experiment, palette: Palette, frontiers: dict, single: bool) -> list[tuple[str, str]]:
     """Draw the experiment's figures into its directory; (title, file) of those drawn."""
-    if single:
-        figures = [("recall_at_k", "recall@k", lambda p: plot_recall_curves(experiment, p, palette)),
-                   ("recall_vs_tokens", "recall against tokens",
-                    lambda p: plot_recall_vs_tokens(experiment, p, palette)),
-                   ("frontier", "recall/tokens frontier", lambda p: plot_frontier(experiment, p, frontiers, palette)),
-                   ("success", "task success", lambda p: plot_success(experiment, p, palette)),
-                   ("success_by_round", "success by round", lambda p: plot_success_by_round(experiment, p, palette))]
+    if single:  # each draws (experiment, path, palette) and answers whether it wrote the file
+        figures = [("recall_at_k", "recall@k", plot_recall_curves),
+                   ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
+                   ("frontier", "recall/tokens frontier", lambda e, p, c: plot_frontier(e, p, frontiers, c)),
+                   ("success", "task success", plot_success),
+                   ("success_by_round", "success by round", plot_success_by_round)]
     else:
-        figures = [("ndcg_by_dataset", "nDCG@10 by dataset", lambda p: plot_metric_by_dataset(experiment, p, palette))]
+        figures = [("ndcg_by_dataset", "nDCG@10 by dataset", plot_metric_by_dataset)]
         for data, cells in dataset_groups(experiment):
             sub = dataclasses.replace(experiment, data=data, cells=tuple(cells), datasets=())
             figures.append((f"{slug(data.get('source', '?'))}_recall_at_k", f"recall@k, {data.get('source', '?')}",
-                            lambda p, sub=sub: plot_recall_curves(sub, p, palette)))
+                            lambda _, p, c, sub=sub: plot_recall_curves(sub, p, c)))
     images = []
     for suffix, heading, draw in figures:
         file = f"{experiment.name}_{suffix}.png"
         try:
-            if draw(experiment.directory / file):
+            if draw(experiment, experiment.directory / file, palette):
                 images.append((heading, file))
         except OSError as exc:
             raise ReportError(f"cannot write {experiment.directory / file}: {exc.strerror or exc}") from None

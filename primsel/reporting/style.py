@@ -72,11 +72,8 @@ def wrap(label: str, width: int = 38, max_lines: int = 5) -> str:
     than two lines after its ``+`` and ``,``); at most ``max_lines``, the last ending " …" when cut."""
     words = []
     for word in label.split(" "):
-        if len(word) <= 2 * width:
-            words.append(word)
-            continue
         chunk = ""
-        for part in re.split(r"(?<=[+,])", word):
+        for part in re.split(r"(?<=[+,])", word) if len(word) > 2 * width else [word]:
             if chunk and len(chunk) + len(part) > width:
                 words.append(chunk)
                 chunk = ""
@@ -111,10 +108,8 @@ def configuration_key(cell: CellResult) -> tuple[str, str]:
 
 
 def ranking_key(cell: CellResult) -> str:
-    """:func:`primsel.retrieval.store.retrieval_key` of the cell's :data:`RANKING_KEYS`; the
-    figures draw one series per ranking key."""
-    s = cell.settings
-    return retrieval_key(None, s.get("retriever"), s.get("folds"), s.get("seed"), s.get("depth"))
+    """:func:`primsel.retrieval.store.retrieval_key` of the cell's :data:`RANKING_KEYS` (a figure series per key)."""
+    return retrieval_key(None, *(cell.settings.get(key) for key in RANKING_KEYS))
 
 
 def _labels(cells: Sequence[CellResult], keys: Sequence[str], key: Callable[[CellResult], Any]) -> dict[Any, str]:
