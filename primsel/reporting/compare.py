@@ -1,6 +1,5 @@
-"""Comparisons of an experiment's cells: paired tests of each cell against its baseline cell (the
-cell of the baseline retriever with the same other settings, or ``pair_on`` ones), bootstrap
-intervals and the leaderboard of configurations."""
+"""Paired tests of each cell against its baseline cell (the baseline retriever's with the same other
+settings, or ``pair_on`` ones), bootstrap intervals and the leaderboard of configurations."""
 
 from __future__ import annotations
 
@@ -28,8 +27,8 @@ N_BOOTSTRAP = 2000
 
 
 def baseline_retriever(experiment: Experiment) -> str:
-    """The retriever label of the experiment's baseline; ReportError when ``baseline`` names no
-    retriever label, retriever type or cell id of it."""
+    """The retriever label of the experiment's baseline; ReportError when ``baseline`` names no retriever label,
+    retriever type or cell id of it."""
     try:
         return baseline_label(experiment.baseline, [(c.id, c.settings.get("retriever", "?")) for c in experiment.cells])
     except ValueError as exc:
@@ -40,13 +39,10 @@ def baseline_pairs(experiment: Experiment) -> dict[str, str | None]:
     """Finished cell id -> its baseline cell id (the first in grid order; None without one);
     ReportError as :func:`baseline_retriever`."""
     finished = [c for c in experiment.cells if c.finished]
-    if not finished:
-        return {}
-    wanted = baseline_retriever(experiment)
+    wanted = baseline_retriever(experiment) if finished else None
     base: dict[str, str] = {}
-    for c in finished:
-        if c.retriever == wanted:
-            base.setdefault(pair_key(c.settings, experiment.pair_on), c.id)
+    for c in (c for c in finished if c.retriever == wanted):
+        base.setdefault(pair_key(c.settings, experiment.pair_on), c.id)
     return {c.id: base.get(pair_key(c.settings, experiment.pair_on)) for c in finished}
 
 
@@ -62,36 +58,28 @@ def _paired(cell: CellResult, base: CellResult, metric: str, n_resamples: int, s
 
 
 def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Paired tests of every finished cell against its baseline cell: per-task recall
-    (:func:`recall_metric`), and success when both ran a generator.
-
-    Returns
-    -------
-    cell id -> ``{"baseline": id or None, "recall_metric", "recall", "success"}``, the last two
-    :func:`primsel.eval.significance.compare` results, None for the baseline and without one.
-    """
+    """Paired tests of each finished cell against its baseline cell: per-task recall (:func:`recall_metric`), success
+    when both ran a generator. Returns cell id -> ``{"baseline": id or None, "recall_metric", "recall", "success"}``,
+    the last two :func:`primsel.eval.significance.compare` results, None for the baseline and without one."""
     out: dict[str, dict[str, Any]] = {}
     by_id = {c.id: c for c in experiment.cells}
     for cid, bid in baseline_pairs(experiment).items():
-        entry: dict[str, Any] = {"baseline": bid, "recall_metric": None, "recall": None, "success": None}
+        out[cid] = entry = {"baseline": bid, "recall_metric": None, "recall": None, "success": None}
         if bid is not None and bid != cid:
             cell, base = by_id[cid], by_id[bid]
             entry["recall_metric"] = recall_metric(cell, base)
             entry["recall"] = _paired(cell, base, entry["recall_metric"], n_resamples, seed)
             if cell.settings.get("generator") and base.settings.get("generator"):
                 entry["success"] = _paired(cell, base, "success", n_resamples, seed)
-        out[cid] = entry
     return out
 
 
 def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = N_BOOTSTRAP, seed: int = 0,
                        confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap interval of the mean over tasks (``scipy.stats.bootstrap``).
-
-    ``values``: shape ``(n_tasks,)`` or ``(n_tasks, n_points)`` (one interval per column, the same
-    resampled tasks for each). Returns (low, high) of shape ``()`` or ``(n_points,)``, both the
-    mean for one task or constant values. ValueError: no tasks, or values not finite.
-    """
+    """Percentile bootstrap interval of the mean over tasks (``scipy.stats.bootstrap``) of ``values``,
+    shape ``(n_tasks,)`` or ``(n_tasks, n_points)`` (one interval per column, the same resampled tasks
+    for each). Returns (low, high) of shape ``()`` or ``(n_points,)``, both the mean for one task or
+    constant values. ValueError: no tasks, or values not finite."""
     data = np.asarray(values, dtype=float)
     if data.ndim not in (1, 2) or data.shape[0] == 0:
         raise ValueError("bootstrap needs per-task values of shape (n_tasks,) or (n_tasks, n_points), "
@@ -101,20 +89,18 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = 
     mean = data.mean(axis=0)
     if data.shape[0] == 1:
         return mean, mean
-    result = stats.bootstrap((data,), np.mean, axis=0, vectorized=True, n_resamples=n_resamples,
-                             confidence_level=confidence, method="percentile", random_state=seed)
+    low, high = stats.bootstrap((data,), np.mean, axis=0, vectorized=True, n_resamples=n_resamples,
+                                confidence_level=confidence, method="percentile", random_state=seed).confidence_interval
     constant = np.ptp(data, axis=0) == 0  # every resample has the same mean: keep it exact
-    low, high = result.confidence_interval
     return np.where(constant, mean, low), np.where(constant, mean, high)
 
 
 def task_interval(cell: CellResult, metric: str, seed: int = 0) -> tuple[float, float] | None:
     """95% bootstrap interval of a cell's per-task ``metric``; None when tasks.jsonl lacks it."""
     try:
-        values = list(per_task_values(cell, metric).values())
+        low, high = bootstrap_interval(list(per_task_values(cell, metric).values()), seed=seed)
     except ReportError:
         return None
-    low, high = bootstrap_interval(values, seed=seed)
     return float(low), float(high)
 
 
@@ -147,9 +133,9 @@ def best_of_configurations(cells: Sequence[CellResult], prefer_k: int | None = N
 
 
 def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
-    """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the
-    best others in leaderboard order, at most ``limit`` (references and selectors apart); one per
-    retriever first, at the lowest seed. ReportError as :func:`baseline_retriever`."""
+    """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the best others in
+    leaderboard order, at most ``limit`` (references and selectors apart); one per retriever first, at the lowest
+    seed. ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     if not best:
         return set()
@@ -157,9 +143,7 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
     cells = [c for c in best.values() if not is_reference(c) and not c.settings.get("selector")]
     first = [c for c in cells if is_default(c)] + [c for c in cells if c.retriever == wanted and not is_default(c)]
     lowest = min((c.settings.get("seed") for c in cells if isinstance(c.settings.get("seed"), int)), default=None)
-    retrievers: set[str] = set()
-    primary: list[str] = []
-    others: list[str] = []
+    retrievers, primary, others = set(), [], []
     for c in sorted(first + cells, key=lambda c: c.settings.get("seed") != lowest):  # stable: the order above
         key = ranking_key(c)
         if key not in primary and key not in others:
@@ -171,10 +155,9 @@ def shown_rankings(experiment: Experiment, limit: int = MAX_SERIES) -> set[str]:
 
 @dataclass(frozen=True)
 class Standing:
-    """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95%
-    bootstrap ``interval`` of its per-task :data:`LEADER_METRIC`, its paired tests of that metric
-    against the baseline configuration (``recall``) and of success against its baseline cell
-    (``success``), each None when missing; ``baseline``: it is the baseline."""
+    """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95% bootstrap ``interval`` of
+    its per-task :data:`LEADER_METRIC`, its paired tests of that metric against the baseline configuration
+    (``recall``) and of success against its baseline cell (``success``), or None; ``baseline``: it is the baseline."""
 
     label: str
     cell: CellResult
@@ -192,16 +175,14 @@ def _unranked(cell: CellResult) -> str:
 
 def leaderboard(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], n_resamples: int = N_RESAMPLES,
                 seed: int = 0) -> list[Standing]:
-    """One :class:`Standing` per configuration of the finished cells of an experiment on one
-    dataset, in leaderboard order; ``tests``: its :func:`significance` (for the success tests).
-    ReportError as :func:`baseline_retriever`."""
+    """One :class:`Standing` per configuration of the finished cells of an experiment on one dataset, in leaderboard
+    order; ``tests``: its :func:`significance` (for the success tests). ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     labels = configuration_labels(list(best.values()))
     wanted = baseline_retriever(experiment)
     partners: dict[str, CellResult] = {}
-    for c in best.values():
-        if c.retriever == wanted and not c.settings.get("selector"):
-            partners.setdefault(_unranked(c), c)
+    for c in (c for c in best.values() if c.retriever == wanted and not c.settings.get("selector")):
+        partners.setdefault(_unranked(c), c)
     intervals = {c.id: task_interval(c, LEADER_METRIC, seed) for c in best.values()}
     out = []
     for key, c in best.items():
@@ -214,8 +195,7 @@ def leaderboard(experiment: Experiment, tests: Mapping[str, Mapping[str, Any]], 
 
 
 def passed_by_round(directory: Path, rounds: int) -> list[dict[str, float]]:
-    """Per reflection round r (index r - 1) of a cell directory, ``{task id: 1.0 if passed by round r
-    else 0.0}``."""
+    """Per reflection round r (index r - 1) of a cell directory, ``{task id: 1.0 if passed by round r else 0.0}``."""
     out: list[dict[str, float]] = [{} for _ in range(rounds)]
     for _, row in read_jsonl(directory / "tasks.jsonl"):
         entries = row.get("rounds") or [{"round": 1, "status": row.get("status")}]

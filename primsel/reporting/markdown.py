@@ -1,6 +1,5 @@
-"""The report's text: the leaderboard (or the summary by dataset), the figures, then the tables
-of every cell, ties, generation, ASPERA's figures, the frontier and reflection rounds with their
-notes; and the table of best cells ``primsel run`` prints. Aggregates only, never per-task rows."""
+"""The report's text: the leaderboard (or summary by dataset), figures, tables of every cell, ties, generation,
+ASPERA, frontier and reflection rounds with notes; the best cells ``primsel run`` prints. Never per-task rows."""
 
 from __future__ import annotations
 
@@ -23,22 +22,21 @@ from primsel.reporting.style import configuration_labels, is_default, is_referen
 #: The cut-off :func:`best_cells` prefers, and the widest line it prints.
 HEADLINE_K = 15
 SUMMARY_WIDTH = 100
-COLUMNS_NOTE = (
-    "R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the top k) read each "
-    "task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, recall and F1 of the selection (the "
-    "top k, plus the library types it depends on when closure is on), micro (mi: pooled over tasks) and macro (ma: "
-    "mean over tasks). tokens: mean documentation tokens of the selected primitives per task (estimated as "
-    "characters / 4 of the stubs a prompt shows). ties@k: tasks whose ranking has a tie across the cell's k (equal "
-    "scores at ranks k and k + 1, so primitive-id order, not the retriever, decides what is selected); the table of "
-    "ties below gives the ranking metrics averaged over tie orders.")
-GENERATION_NOTE = (
-    "- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / evaluated, minus "
-    "refused / all); sel. R: selection recall (macro: the mean over tasks of the share of gold primitives "
-    "selected); gold complete: share of tasks whose selection held every gold primitive, with the success of those "
-    "tasks and of the others, and Fisher's exact test of the difference (two-sided); prompt sent / computed: mean "
-    "prompt tokens per task sent to the model and computed by it (sent minus the tokens its prompt cache held); "
-    "answer: mean completion tokens per task; wall: the cell's wall time in minutes (answers from primsel's answer "
-    "cache take none).")
+COLUMNS_NOTE = ("R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the top k) "
+                "read each task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, recall and F1 of "
+                "the selection (the top k, plus the library types it depends on when closure is on), micro (mi: "
+                "pooled over tasks) and macro (ma: mean over tasks). tokens: mean documentation tokens of the "
+                "selected primitives per task (estimated as characters / 4 of the stubs a prompt shows). ties@k: "
+                "tasks whose ranking has a tie across the cell's k (equal scores at ranks k and k + 1, so "
+                "primitive-id order, not the retriever, decides what is selected); the table of ties below gives the "
+                "ranking metrics averaged over tie orders.")
+GENERATION_NOTE = ("- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / "
+                   "evaluated, minus refused / all); sel. R: selection recall (macro: the mean over tasks of the "
+                   "share of gold primitives selected); gold complete: share of tasks whose selection held every gold "
+                   "primitive, with the success of those tasks and of the others, and Fisher's exact test of the "
+                   "difference (two-sided); prompt sent / computed: mean prompt tokens per task sent to the model and "
+                   "computed by it (sent minus the tokens its prompt cache held); answer: mean completion tokens per "
+                   "task; wall: the cell's wall time in minutes (answers from primsel's answer cache take none).")
 
 
 def _leader_row(rank: int, s: Standing, has_gen: bool) -> list[str]:
@@ -83,8 +81,7 @@ def _headline(standings: Sequence[Standing], has_gen: bool) -> list[str]:
 
 
 def leaderboard_lines(standings: Sequence[Standing], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
-    """Markdown lines of the leaderboard (:func:`primsel.reporting.compare.leaderboard`), empty
-    when no cell finished."""
+    """Markdown lines of the leaderboard (:func:`~primsel.reporting.compare.leaderboard`), empty when none."""
     if not standings:
         return []
     has_gen = any(s.cell.settings.get("generator") for s in standings)
@@ -127,7 +124,7 @@ def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any
         if has_llm:
             row.append(f"{int(r.run.llm_answers_cached or 0)}/{int(r.run.llm_answers)}" if r.run.llm_answers else "–")
         t = tests.get(c.id, {})
-        mark = "" if str(t.get("recall_metric") or "recall@").startswith("recall@") else " (set)"
+        mark = " (set)" if t.get("recall_metric") == "set_recall" else ""
         row += ["baseline", "–", "–"] if t.get("baseline") == c.id else tested(t.get("recall"), mark)
         row += tested(t.get("success")) if has_gen else []
         rows.append(row + [f"`{c.id}`" + ("" if c.complete else " *incomplete*")])
@@ -135,13 +132,11 @@ def cell_table(cells: Sequence[CellResult], tests: Mapping[str, Mapping[str, Any
 
 
 def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
-    """Markdown lines of the table of ties under heading ``title``: a row per ranking, each
-    ranking metric in primitive-id order and tie-aware, and the tasks with a tie across k = 5,
-    10, 15, 20. Empty when no cell has tie-aware values."""
+    """Markdown lines of the table of ties under ``title``: a row per ranking, each ranking metric in id order and
+    tie-aware, and the tasks with a tie across k = 5, 10, 15, 20; empty when no cell has tie-aware values."""
     series: dict[str, CellResult] = {}
-    for c in cells:
-        if c.record.ranking.tie_aware:
-            series.setdefault(ranking_key(c), c)
+    for c in (c for c in cells if c.record.ranking.tie_aware):
+        series.setdefault(ranking_key(c), c)
     if not series:
         return []
     labels = ranking_labels(list(series.values()))
@@ -153,9 +148,8 @@ def tie_table(cells: Sequence[CellResult], title: str = "Ties") -> list[str]:
         values = [x for m, _ in RANKED_COLUMNS for x in (num(c.record.metric(m)), num(r.tie_aware.get(m)))]
         ties = ["–" if r.tied(k) is None else str(int(r.tied_tasks[k])) for k in REPORT_KS]
         rows.append([labels[key], *values, *ties])
-    return [f"## {title}", "",
-            "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware (*ta*: "
-            "the mean over every order of the tied primitives, computed exactly per group of tied scores; "
+    return [f"## {title}", "", "Each ranking metric with tied scores in primitive-id order (as above) and tie-aware "
+            "(*ta*: the mean over every order of the tied primitives, computed exactly per group of tied scores; "
             f"McSherry and Najork, ECIR 2008). ties@k: tasks (of {n_tasks}) whose ranking has a tie across rank k.",
             "", *table(header, rows), ""]
 
@@ -177,16 +171,15 @@ def frontier_table(frontiers: Mapping[str, tuple[Sequence[float], Sequence[float
 
 
 def generation_table(cells: Sequence[Any]) -> list[str]:
-    """Markdown lines of the generation table (a row per finished cell with a generator: success
-    and its Wilson interval, score, success by completeness of the selection, tokens, minutes),
-    its note last; empty when no cell ran a generator."""
+    """Markdown lines of the generation section (none without a generator): a row per cell with one, its success
+    and Wilson interval, score, success by completeness of the selection, tokens and minutes; then the note."""
     rows = []
     for c in cells:
-        if not (getattr(c, "finished", True) and c.settings.get("generator") and c.record.success is not None):
+        if not (c.settings.get("generator") and c.record.success is not None):
             continue
         tasks = [row for _, row in read_jsonl(c.directory / "tasks.jsonl")]
         n, record, cover = len(tasks), c.record, success_by_coverage(tasks)
-        passed, fisher = sum(row.get("status") == "pass" for row in tasks), cover["p_fisher"]
+        passed = sum(row.get("status") == "pass" for row in tasks)
         low, high = wilson_interval(passed, n) if n else (0.0, 0.0)
         tokens = {key: sum(float((row.get("tokens") or {}).get(key, 0)) for row in tasks)
                   for key in ("prompt", "prompt_cached", "completion")}
@@ -196,24 +189,22 @@ def generation_table(cells: Sequence[Any]) -> list[str]:
         rows.append([c.label, str(c.settings.get("k")), str(n), f"{passed / n if n else 0:.3f} [{low:.3f}, {high:.3f}]",
                      "–" if record.aspera is None or record.aspera.score is None else f"{record.aspera.score:.1f}",
                      "–" if record.selection.recall_macro is None else f"{record.selection.recall_macro:.3f}",
-                     f"{cover['complete'][0] / n if n else 0:.2f}", " / ".join(rate),
-                     "–" if fisher is None else f"{fisher:.3f}" if fisher >= 0.001 else "<0.001",
+                     f"{cover['complete'][0] / n if n else 0:.2f}", " / ".join(rate), p_value(cover["p_fisher"]),
                      *(f"{mean[k]:,.0f}" for k in ("prompt", "computed", "completion")),
                      f"{float(record.run.seconds or 0.0) / 60:.1f}"])
     header = ["configuration", "k", "tasks", "success [95% CI]", "score", "sel. R", "gold complete",
               "success: complete / not", "p Fisher", "prompt sent", "computed", "answer", "wall min"]
-    return [*table(header, rows, "lrrlrrrlrrrrr"), "", GENERATION_NOTE] if rows else []
+    return ["", "## Generation", "", *table(header, rows, "lrrlrrrlrrrrr"), "", GENERATION_NOTE] if rows else []
 
 
 def _summary(groups: Sequence[tuple[Mapping[str, Any], Sequence[CellResult]]]) -> list[str]:
     """Per summary metric, a table of a row per retriever and a column per dataset."""
-    labels = list(dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished))
     sources = [str(d.get("source", "?")) for d, _ in groups]
     found = {label: [next((c for c in cells if c.finished and c.retriever == label), None) for _, cells in groups]
-             for label in labels}
+             for label in dict.fromkeys(c.retriever for _, cells in groups for c in cells if c.finished)}
     lines = []
     for key, heading in SUMMARY_METRICS:
-        rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)] 
+        rows = [[label, *("–" if c is None else num(c.record.metric(key)) for c in row)]
                 for label, row in found.items()]
         lines += [f"**{heading}** by dataset", "", *table(["retriever", *sources], rows), ""]
     return lines
@@ -228,8 +219,7 @@ def _preamble(experiment: Experiment, cells: Sequence[CellResult]) -> list[str]:
         done += (f"; {len(incomplete)} more incomplete (LLM requests failed after their retries; marked "
                  "*incomplete*, recomputed by the next `primsel run`)")
     lines.append(f"Data: {data_text(experiment.data)}. {done}.")
-    other = experiment.other_data
-    if other:
+    if other := experiment.other_data:
         which = f"on {next(iter(other))}" if len(other) == 1 else \
             "on other data (" + ", ".join(f"{n} on {text}" for text, n in other.items()) + ")"
         lines += ["", f"This report covers only the cells run on {data_text(experiment.data)}. The directory "
@@ -262,8 +252,8 @@ def _notes(experiment: Experiment, cells: Sequence[CellResult], tests: Mapping[s
            learning: Sequence[str], n_resamples: int, seed: int) -> list[str]:
     """The notes under the tables: columns, significance, success, cache, folds and depth."""
     by_id = {c.id: c for c in experiment.cells}
-    baselines = ", ".join(sorted({by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")}))
-    baselines = baselines or "none"
+    named = {by_id[t["baseline"]].retriever for t in tests.values() if t.get("baseline")}
+    baselines = ", ".join(sorted(named)) or "none"
     pairs = "other settings" if experiment.pair_on is None else ", ".join(experiment.pair_on) or "data"
     sets = any(t.get("recall_metric") == "set_recall" for t in tests.values())
     notes = [COLUMNS_NOTE, f"Significance: each cell against the cell of the baseline retriever ({baselines}) "
@@ -304,10 +294,9 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
                     images: Sequence[tuple[str, str]] = (), n_resamples: int = N_RESAMPLES,
                     seed: int = 0, frontier: Sequence[str] = (), standings: Sequence[Standing] = (),
                     learning: Sequence[str] = (), shown_note: str = "") -> str:
-    """The report text of ``experiment`` with its ``tests`` (:func:`~primsel.reporting.compare.significance`),
-    the figures ``images`` ((title, file name)), the notes' ``n_resamples`` and ``seed``, the lines of
-    :func:`frontier_table`, the ``standings`` of the leaderboard (none when empty), the ``learning``
-    retrievers' labels and the ``shown_note`` under the figures' heading."""
+    """The report text of ``experiment``: its ``tests`` (:func:`~primsel.reporting.compare.significance`), figures
+    ``images`` ((title, file name)), the notes' ``n_resamples`` and ``seed``, the :func:`frontier_table` lines, the
+    leaderboard's ``standings`` (none when empty), ``learning`` retrievers' labels, ``shown_note`` under the figures."""
     cells = [c for c in experiment.cells if c.finished]
     flags = (other_columns(cells), any(c.settings.get("generator") for c in cells),
              any(c.record.run.llm_answers for c in cells))
@@ -321,23 +310,21 @@ def render_markdown(experiment: Experiment, tests: Mapping[str, Mapping[str, Any
     else:
         lines += leaderboard_lines(standings, n_resamples, seed)
         sections = ["## All cells", "", *cell_table(cells, tests, *flags)]
-    figures = ["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)] if images else []
-    lines += figures + sections
+    lines += ["## Figures", "", *([shown_note, ""] if shown_note else []), *_images(images)] if images else []
+    lines += sections
     lines += _notes(experiment, cells, tests, learning, n_resamples, seed)
     for data, group in groups:  # one table per dataset: the same retriever ranks each differently
         lines += tie_table(cells) if len(groups) == 1 else \
             tie_table([c for c in group if c.finished], title=f"Ties: {data.get('source', '?')}")
-    generation = generation_table(cells)
-    lines += ["", "## Generation", "", *generation] if generation else []
+    lines += generation_table(cells)
     lines += aspera_table([(c.label, c.record.aspera.to_json() if c.record.aspera is not None else {})
                            for c in cells if c.settings.get("generator")])
     return "\n".join(lines + list(frontier) + rounds_table(cells, n_resamples=n_resamples, seed=seed))
 
 
 def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[str]:
-    """Markdown lines of the reflection table of finished cells (``label``, ``directory``,
-    ``record``), a row per round; empty when no cell has rounds. ``n_resamples``, ``seed``: of
-    the randomisation test."""
+    """Markdown lines of the reflection table of finished cells (``label``, ``directory``, ``record``), a row per
+    round; empty when no cell has rounds. ``n_resamples``, ``seed``: of the randomisation test."""
     cells = [c for c in cells if c.record.rounds]
     if not cells:
         return []
@@ -356,22 +343,21 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
                          *([num(rep.selection_recall)] if reselect else [])])
     return ["## Reflection rounds", "", "Configurations are named by the settings that differ between them (the cell "
             "ids are in the first table).", "", *table(header, rows), "",
-            "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over "
-            "the round before; p t: two-sided paired t-test and p rand: paired randomisation "
-            f"(sign-flip) test, {n_resamples} resamples, seed {seed}, on per-task success by the round "
-            "against by the round before. requests: generation requests of the round (failed tasks of "
-            "the round before; answered from the cache or not); sent: HTTP requests the generator sent "
-            "(retries included); cached: answered from the cache. Tokens as the endpoint reported them; "
-            "cumulative: rounds 1 to this one (plus the LLM selector's tokens when it selects again)."
+            "- success: fraction of tasks passed by that round (a task that passes stops). Δ: gain over the round "
+            f"before; p t: two-sided paired t-test and p rand: paired randomisation (sign-flip) test, {n_resamples} "
+            f"resamples, seed {seed}, on per-task success by the round against by the round before. requests: "
+            "generation requests of the round (failed tasks of the round before; answered from the cache or not); "
+            "sent: HTTP requests the generator sent (retries included); cached: answered from the cache. Tokens as "
+            "the endpoint reported them; cumulative: rounds 1 to this one (plus the LLM selector's tokens when it "
+            "selects again)."
             + (" selection recall: mean set recall of the selection each task had in that round "
                "(reselect: ranked again with the query plus the error)." if reselect else ""), ""]
 
 
 def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
-    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line
-    naming it: the best cell of each ranking (at k = :data:`HEADLINE_K` where run; by success
-    with a generator, else set F1, then fewer tokens), ordered by success, recall@15 and set F1,
-    at most ``limit`` rows and a line counting the others. Empty when no cell finished."""
+    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each ranking's
+    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens), ordered by success,
+    recall@15 and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished."""
     out: list[str] = []
     for data, group in dataset_groups(experiment):
         cells = [c for c in group if c.finished]

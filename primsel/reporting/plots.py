@@ -1,6 +1,5 @@
-"""The report's figures, with 95% bootstrap intervals over tasks; each ``plot_*`` takes the
-experiment, the PNG's path and the :class:`~primsel.reporting.style.Palette` and returns False
-(writing no file) when there is nothing to draw."""
+"""The report's figures, with 95% bootstrap intervals over tasks; each ``plot_*`` takes the experiment, the PNG's
+path and the :class:`~primsel.reporting.style.Palette`, and returns False (no file) when there is nothing to draw."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from primsel.experiments.results import CellResult, Experiment, FrontierCurve, dataset_groups
-from primsel.experiments.results import ranking_frontier as frontier_of
+from primsel.experiments.results import CellResult, Experiment, FrontierCurve, dataset_groups, ranking_frontier
 from primsel.files import canonical_json
 from primsel.reporting.compare import best_of_configurations, bootstrap_interval, passed_by_round, shown_rankings, \
     task_interval
@@ -38,8 +36,7 @@ def save(fig: Figure, ax: Any, path: Path, heading: str, xlabel: str, ylabel: st
     """Set ``ylim``, label the axes, put the legend (labels wrapped) beside them and save the PNG."""
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.set_title(heading, loc="left", fontsize=10)
     ax.grid(True, alpha=0.3)
     handles = list(handles) if handles is not None else ax.get_legend_handles_labels()[0]
@@ -83,23 +80,22 @@ def plot_recall_curves(experiment: Experiment, path: Path, palette: Palette) -> 
     """Recall@k against k (up to 20), one curve per shown ranking but the whole library, with
     95% bootstrap intervals at the k whose per-task recall tasks.jsonl keeps."""
     fig, ax = new_figure()
-    drawn = False
     for _, label, c in _rankings(experiment):
         ks = c.record.ranking.recall_ks()
         ks = [k for k in ks if k <= 20] or ks
         if ranks_nothing(c) or not ks:
             continue
         values = [float(c.record.ranking.values[f"recall@{k}"]) for k in ks]
-        ax.plot(ks, values, marker=".", markersize=4, color=palette.colour(c),
-                label=_named(label, c), **palette.line(c))
+        ax.plot(ks, values, marker=".", markersize=4, color=palette.colour(c), label=_named(label, c),
+                **palette.line(c))
         for k, value in zip(ks, values):
             if not is_reference(c):
                 _errorbar(ax, k, value, task_interval(c, f"recall@{k}"), palette.colour(c))
-        drawn = True
-    if drawn:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        save(fig, ax, path, title(experiment, "recall@k"), "k (primitives selected)", "recall@k (mean over tasks)")
-    return drawn
+    if not ax.lines:
+        return False
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    save(fig, ax, path, title(experiment, "recall@k"), "k (primitives selected)", "recall@k (mean over tasks)")
+    return True
 
 
 def _token_cells(experiment: Experiment) -> list[CellResult]:
@@ -107,10 +103,9 @@ def _token_cells(experiment: Experiment) -> list[CellResult]:
             if c.finished and c.record.docs_tokens is not None and c.record.selection.recall_macro is not None]
 
 
-def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: Experiment,
-            handles: list[Any]) -> list[Any] | None:
-    """Draw the selector cells of the shown rankings as points and the whole library as a
-    vertical line; all legend handles, None when only the whole library would be drawn."""
+def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: Experiment, handles: list[Any]) -> bool:
+    """Draw the selector cells of the shown rankings as points and the whole library as a vertical line, adding their
+    legend ``handles``; False (drawing nothing) when only the whole library would be drawn."""
     shown, markers = shown_rankings(experiment), iter(SELECTOR_MARKERS * 4)
     for c in cells:
         if c.settings.get("selector") and ranking_key(c) in shown:
@@ -123,27 +118,24 @@ def _points(ax: Any, cells: Sequence[CellResult], palette: Palette, experiment: 
                                   label=f"{short_value(c.settings['selector'])} selector (k <= {c.settings.get('k')}) "
                                         "on the ranking of its colour"))
     if not handles:
-        return None
-    whole = [c for c in cells if ranks_nothing(c)]
-    if whole:
+        return False
+    if whole := [c for c in cells if ranks_nothing(c)]:
         tokens = whole[0].record.docs_tokens
         ax.axvline(tokens, color=palette.colour(whole[0]), **{**palette.line(whole[0]), "linewidth": 1.2})
         handles.append(_legend(f"all: the whole library ({tokens:,.0f} tokens, recall 1)", whole[0], palette))
-    return handles
+    return True
 
 
 def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) -> bool:
-    """Selection recall (macro) against documentation tokens per task: a line per shown ranking
-    over k (solid without closure, dashed with), selector cells as points, the whole library as
-    a vertical line, 95% bootstrap intervals on recall."""
+    """Selection recall (macro) against documentation tokens per task: a line per shown ranking over k (solid without
+    closure, dashed with), selectors as points, the whole library a vertical line, 95% bootstrap intervals."""
     cells = _token_cells(experiment)
     if not cells:
         return False
     groups: dict[str, dict[str, CellResult]] = {}
-    for c in cells:  # one cell per (k, closure, threshold): what follows the selection selects the same
-        if not c.settings.get("selector"):
-            cut = canonical_json([c.settings.get("k"), bool(c.settings.get("closure")), c.settings.get("threshold")])
-            groups.setdefault(ranking_key(c), {}).setdefault(cut, c)
+    for c in (c for c in cells if not c.settings.get("selector")):  # one cell per (k, closure, threshold)
+        cut = canonical_json([c.settings.get("k"), bool(c.settings.get("closure")), c.settings.get("threshold")])
+        groups.setdefault(ranking_key(c), {}).setdefault(cut, c)
     fig, ax = new_figure()
     handles = []
     for key, label, best in _rankings(experiment):
@@ -162,7 +154,7 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) 
                 _errorbar(ax, c.record.docs_tokens, c.record.selection.recall_macro, task_interval(c, "set_recall"),
                           colour)
         handles.append(_legend(label, best, palette))
-    if _points(ax, cells, palette, experiment, handles) is None:
+    if not _points(ax, cells, palette, experiment, handles):
         return False
     tokens = [c.record.docs_tokens for c in cells if c.record.docs_tokens > 0]
     if tokens and max(tokens) > LOG_AXIS_RATIO * min(tokens):
@@ -177,13 +169,6 @@ def plot_recall_vs_tokens(experiment: Experiment, path: Path, palette: Palette) 
     return True
 
 
-def ranking_frontier(cell: CellResult) -> tuple[list[float], list[float]] | None:
-    """(mean documentation tokens per k, mean recall per k) of the top k of a cell's ranking for
-    k = 1 .. library size, over the tasks; None when the cell has no frontier."""
-    found = frontier_of(cell)
-    return None if found is None else (list(found.tokens), found.mean_recall)
-
-
 def ranking_frontiers(experiment: Experiment) -> dict[str, tuple[str, CellResult, FrontierCurve]]:
     """Ranking key -> (label, its first finished cell with a frontier, the frontier), in grid
     order, for the cells without a selector."""
@@ -192,16 +177,15 @@ def ranking_frontiers(experiment: Experiment) -> dict[str, tuple[str, CellResult
     out: dict[str, tuple[str, CellResult, FrontierCurve]] = {}
     for c in cells:
         key = ranking_key(c)
-        if key not in out and (found := frontier_of(c)) is not None:
+        if key not in out and (found := ranking_frontier(c)) is not None:
             out[key] = (labels[key], c, found)
     return out
 
 
 def plot_frontier(experiment: Experiment, path: Path, frontiers: Mapping[str, tuple[str, CellResult, FrontierCurve]],
                   palette: Palette) -> bool:
-    """Recall against documentation tokens of the top k for every k, a line per shown ranking
-    (:func:`ranking_frontiers`) with a 95% bootstrap band, references in grey, the whole library
-    as a vertical line and the selector cells as points."""
+    """Recall against documentation tokens of the top k for every k, a line per shown ranking (``frontiers``) with a
+    95% bootstrap band, references in grey, the whole library a vertical line and the selector cells as points."""
     cells = _token_cells(experiment)
     if not frontiers:
         return False
@@ -217,7 +201,7 @@ def plot_frontier(experiment: Experiment, path: Path, frontiers: Mapping[str, tu
             ax.fill_between(found.tokens, low, high, color=palette.colour(c), alpha=0.15, linewidth=0)
         handles.append(_legend(label, c, palette))
         right = max(right, next((t for t, r in zip(found.tokens, found.mean_recall) if r >= 0.995), found.tokens[-1]))
-    if _points(ax, cells, palette, experiment, handles) is None:
+    if not _points(ax, cells, palette, experiment, handles):
         return False
     right = max([right, *(c.record.docs_tokens for c in cells if c.settings.get("selector"))])
     ax.set_xlim(0, right * 1.05 if right else None)
@@ -284,8 +268,7 @@ def plot_success_by_round(experiment: Experiment, path: Path, palette: Palette) 
     labels = short_labels(cells)
     fig, ax = new_figure(8.0, 4.6)
     for c in cells:
-        rounds = list(range(1, len(c.record.rounds) + 1))
-        colour = palette.colour(c)
+        rounds, colour = list(range(1, len(c.record.rounds) + 1)), palette.colour(c)
         success = [float(f.success or 0.0) for f in c.record.rounds]
         ax.plot(rounds, success, marker="o", label=labels[c.id], color=colour)
         passed = passed_by_round(Path(c.directory), len(rounds))

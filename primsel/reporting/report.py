@@ -1,6 +1,5 @@
-"""Write an experiment's report beside its run folder: ``report.md``, the figures
-(``<name>_<figure>.png``) and ``colours.json`` (``{"cells": {cell id: "#rrggbb"}}``, the colours
-the explorer shows)."""
+"""Write an experiment's report beside its run folder: ``report.md``, the figures (``<name>_<figure>.png``) and
+``colours.json`` (``{"cells": {cell id: "#rrggbb"}}``, the colours the explorer shows)."""
 
 from __future__ import annotations
 
@@ -20,26 +19,25 @@ from primsel.reporting.plots import plot_frontier, plot_metric_by_dataset, plot_
 from primsel.reporting.style import Palette, is_reference, ranking_key, slug
 
 
-def _draw(experiment: Experiment, palette: Palette, frontiers: dict) -> list[tuple[str, str]]:
+def _draw(experiment: Experiment, palette: Palette, frontiers: dict, single: bool) -> list[tuple[str, str]]:
     """Draw the experiment's figures into its directory; (title, file) of those drawn."""
-    if len(dataset_groups(experiment)) == 1:
-        figures = [("recall_at_k", "recall@k", lambda p: plot_recall_curves(experiment, p, palette)),
-                   ("recall_vs_tokens", "recall against tokens",
-                    lambda p: plot_recall_vs_tokens(experiment, p, palette)),
-                   ("frontier", "recall/tokens frontier", lambda p: plot_frontier(experiment, p, frontiers, palette)),
-                   ("success", "task success", lambda p: plot_success(experiment, p, palette)),
-                   ("success_by_round", "success by round", lambda p: plot_success_by_round(experiment, p, palette))]
+    if single:  # each draws (experiment, path, palette) and answers whether it wrote the file
+        figures = [("recall_at_k", "recall@k", plot_recall_curves),
+                   ("recall_vs_tokens", "recall against tokens", plot_recall_vs_tokens),
+                   ("frontier", "recall/tokens frontier", lambda e, p, c: plot_frontier(e, p, frontiers, c)),
+                   ("success", "task success", plot_success),
+                   ("success_by_round", "success by round", plot_success_by_round)]
     else:
-        figures = [("ndcg_by_dataset", "nDCG@10 by dataset", lambda p: plot_metric_by_dataset(experiment, p, palette))]
+        figures = [("ndcg_by_dataset", "nDCG@10 by dataset", plot_metric_by_dataset)]
         for data, cells in dataset_groups(experiment):
             sub = dataclasses.replace(experiment, data=data, cells=tuple(cells), datasets=())
             figures.append((f"{slug(data.get('source', '?'))}_recall_at_k", f"recall@k, {data.get('source', '?')}",
-                            lambda p, sub=sub: plot_recall_curves(sub, p, palette)))
+                            lambda _, p, c, sub=sub: plot_recall_curves(sub, p, c)))
     images = []
     for suffix, heading, draw in figures:
         file = f"{experiment.name}_{suffix}.png"
         try:
-            if draw(experiment.directory / file):
+            if draw(experiment, experiment.directory / file, palette):
                 images.append((heading, file))
         except OSError as exc:
             raise ReportError(f"cannot write {experiment.directory / file}: {exc.strerror or exc}") from None
@@ -48,25 +46,20 @@ def _draw(experiment: Experiment, palette: Palette, frontiers: dict) -> list[tup
 
 def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[str] | None = None,
                  n_resamples: int = N_RESAMPLES, seed: int = 0) -> Path:
-    """Write ``report.md``, the figures and ``colours.json`` into ``directory`` (``<out>/<name>``);
-    with ``export``, also ``<export>/<name>.md`` and its figures. ``n_resamples``, ``seed``: of the
-    randomisation test (``seed`` also seeds the bootstrap intervals).
-
-    Returns
-    -------
-    Path of ``report.md``.
+    """Write ``report.md``, the figures and ``colours.json`` into ``directory`` (``<out>/<name>``); with ``export``,
+    also ``<export>/<name>.md`` and its figures. ``n_resamples``, ``seed``: of the randomisation test (``seed`` also
+    seeds the bootstrap intervals). Returns the Path of ``report.md``.
 
     Raises
     ------
-    ReportError : the experiment cannot be read or paired with its baseline, or a file cannot be
-        written (the message names it).
+    ReportError : the experiment cannot be read or paired with its baseline, or a file cannot be written (named).
     """
     experiment = load_experiment(directory)
     tests = significance(experiment, n_resamples=n_resamples, seed=seed)
     single = len(dataset_groups(experiment)) == 1
     frontiers = ranking_frontiers(experiment) if single else {}
     palette = Palette(experiment.cells)
-    images = _draw(experiment, palette, frontiers)
+    images = _draw(experiment, palette, frontiers, single)
     rankings = {ranking_key(c) for c in experiment.cells
                 if c.finished and not c.settings.get("selector") and not is_reference(c)}
     shown = "Error bars and bands: 95% bootstrap intervals over tasks."

@@ -1,6 +1,5 @@
-"""How the report names, formats and colours what it shows: a configuration is the cells that
-share every setting but ``k``, ``closure`` and the dataset; its colour is its ranking's (without
-the selector), black for the recommended default, grey for the references."""
+"""How the report names, formats and colours: a configuration is the cells sharing every setting but ``k``,
+``closure`` and the dataset; its colour is its ranking's (no selector), black for the default, grey for references."""
 
 from __future__ import annotations
 
@@ -73,11 +72,8 @@ def wrap(label: str, width: int = 38, max_lines: int = 5) -> str:
     than two lines after its ``+`` and ``,``); at most ``max_lines``, the last ending " …" when cut."""
     words = []
     for word in label.split(" "):
-        if len(word) <= 2 * width:
-            words.append(word)
-            continue
         chunk = ""
-        for part in re.split(r"(?<=[+,])", word):
+        for part in re.split(r"(?<=[+,])", word) if len(word) > 2 * width else [word]:
             if chunk and len(chunk) + len(part) > width:
                 words.append(chunk)
                 chunk = ""
@@ -112,10 +108,8 @@ def configuration_key(cell: CellResult) -> tuple[str, str]:
 
 
 def ranking_key(cell: CellResult) -> str:
-    """:func:`primsel.retrieval.store.retrieval_key` of the cell's :data:`RANKING_KEYS`; the
-    figures draw one series per ranking key."""
-    s = cell.settings
-    return retrieval_key(None, s.get("retriever"), s.get("folds"), s.get("seed"), s.get("depth"))
+    """:func:`primsel.retrieval.store.retrieval_key` of the cell's :data:`RANKING_KEYS` (a figure series per key)."""
+    return retrieval_key(None, *(cell.settings.get(key) for key in RANKING_KEYS))
 
 
 def _labels(cells: Sequence[CellResult], keys: Sequence[str], key: Callable[[CellResult], Any]) -> dict[Any, str]:
@@ -166,10 +160,9 @@ def is_default(cell: CellResult) -> bool:
 
 
 class Palette:
-    """One colour per ranking of ``cells`` (an experiment's, in grid order), the same in every figure
-    and in the explorer: colorcet's Glasbey colours in that order, without greys and very dark or
-    light ones (HLS saturation under 0.25, lightness outside 0.3 to 0.8); the default black, the
-    references grey."""
+    """One colour per ranking of ``cells`` (an experiment's, in grid order), the same in every figure and in the
+    explorer: colorcet's Glasbey colours in that order, without greys and very dark or light ones (HLS saturation
+    under 0.25, lightness outside 0.3 to 0.8); the default black, the references grey."""
 
     def __init__(self, cells: Sequence[CellResult]) -> None:
         hls = [(rgb, colorsys.rgb_to_hls(*rgb)) for rgb in colorcet.glasbey_category10]

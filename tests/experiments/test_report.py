@@ -251,7 +251,8 @@ def test_unwritable_export_directory_is_a_report_error(experiment, tmp_path, cap
 
 
 def test_frontier_of_a_ranking_and_selector_cells_as_points(tmp_path):
-    from primsel.reporting import frontier_table, load_experiment, ranking_frontier
+    from primsel.experiments.results import ranking_frontier
+    from primsel.reporting import frontier_table, load_experiment
     from primsel.simulator.library import build_library
     from primsel.retrieval.selector import estimate_tokens
 
@@ -272,7 +273,8 @@ def test_frontier_of_a_ranking_and_selector_cells_as_points(tmp_path):
     (root / "c_rank" / "tasks.jsonl").write_text(
         json.dumps({"task_id": "t1", "gold": [a, b]}) + "\n" + json.dumps({"task_id": "t2", "gold": [a]}) + "\n")
     exp = load_experiment(make_experiment(tmp_path / "runs", cells))
-    spent, recall = ranking_frontier(exp.cells[0])
+    curve = ranking_frontier(exp.cells[0])
+    spent, recall = list(curve.tokens), curve.mean_recall
     # k=1: t1 has a (recall 1/2), t2 has c (0); k=2: t1 a, b (1), t2 c, a (1); k=3: both 1
     assert recall == pytest.approx([0.25, 1.0, 1.0])
     assert spent == pytest.approx([(tokens[a] + tokens[c]) / 2, (tokens[a] + tokens[b] + tokens[c] + tokens[a]) / 2,
