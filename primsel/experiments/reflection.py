@@ -1,11 +1,6 @@
-"""Reflection rounds: after a program that did not pass, the model gets feedback and tries again.
-
-Round 1 is the cell's ordinary generation; in each later round every task whose program did not
-pass (and got an answer) is sent the conversation so far (:class:`primsel.types.Revises`) with
-feedback drawn from the execution result alone (:mod:`primsel.eval.feedback`), and the new
-program runs in the sandbox. A task's final status is that of its last round. With ``reselect``
-the library is ranked again with the query plus the error. The settings and figures are
-described in docs/user-guide.md ("Reflection rounds").
+"""Reflection rounds: a task whose program did not pass (and got an answer) is sent the conversation so far
+with feedback from its execution result (:mod:`primsel.eval.feedback`) and runs the revised program; its
+status is that of its last round. Settings and figures: docs/user-guide.md ("Reflection rounds").
 """
 
 from __future__ import annotations
@@ -25,6 +20,8 @@ from primsel.types import ExecutionResult, Program, Revises, Selection, Summaris
 REFLECTION_KEYS = ("rounds", "feedback", "reselect")
 #: Feedback levels (:data:`primsel.eval.feedback.LEVELS`).
 FEEDBACK_LEVELS = ("verdict", "error", "trace")
+#: A re-selection: ``{task id: text}`` -> ``{task id: selection}``.
+Reselect = Callable[[Mapping[str, str]], Mapping[str, Selection]]
 
 
 @dataclass(frozen=True)
@@ -52,14 +49,13 @@ class Reflection:
     def __post_init__(self) -> None:
         feedback = None if self.feedback in FEEDBACK_LEVELS else \
             f"must be one of {', '.join(repr(v) for v in FEEDBACK_LEVELS)}, got {self.feedback!r}"
-        problems = {"rounds": number_problem(self.rounds, **ROUNDS_BOUNDS), "feedback": feedback,
-                    "reselect": flag_problem(self.reselect)}
-        for key, problem in problems.items():
-            if problem is not None:
-                raise ValueError(f"{key} {problem}")
         unknown = [key for key in self.given if key not in REFLECTION_KEYS]
-        if unknown:
-            raise ValueError(f"given must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}")
+        problems = {"rounds": number_problem(self.rounds, **ROUNDS_BOUNDS), "feedback": feedback,
+                    "reselect": flag_problem(self.reselect),
+                    "given": unknown and f"must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}"}
+        for key, problem in problems.items():
+            if problem:
+                raise ValueError(f"{key} {problem}")
         object.__setattr__(self, "given", tuple(key for key in REFLECTION_KEYS if key in self.given))
 
     @property
@@ -98,14 +94,12 @@ def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str,
     results = {t.id: r for t in tasks if (r := entry_point_error(programs[t.id])) is not None}
     jobs = [(t, programs[t.id].code, programs[t.id].entry_point) for t in tasks
             if programs[t.id].status == "ok" and t.id not in results]
-    if on_result is not None:
-        for _ in range(len(tasks) - len(jobs)):
-            on_result()
-    if jobs:
-        for result in sandbox.execute_many(jobs):
-            results[result.task_id] = result
-            if on_result is not None:
-                on_result()
+    tick = on_result if on_result is not None else (lambda: None)
+    for _ in range(len(tasks) - len(jobs)):
+        tick()
+    for result in (sandbox.execute_many(jobs) if jobs else ()):
+        results[result.task_id] = result
+        tick()
     return results
 
 
@@ -150,7 +144,8 @@ def _entry(round_no: int, program: Program, result: ExecutionResult | None,
     entry = {"round": round_no, "status": _status(program, result), "error_type": result.error_type if ran else None,
              "message": result.message if ran else (program.raw if program.status == "llm_error" else None),
              "line": result.line if ran else None, "program_status": program.status, "program": program.code,
-             "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
+             "tokens": {"prompt": int(usage.get("prompt_tokens", 0)),
+                        "completion": int(usage.get("completion_tokens", 0)),
                         "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
              "cached": bool(usage.get("cached", 0)), "category": None, "feedback": None}
     if selection is not None:
@@ -179,22 +174,21 @@ def _tell(reflection: Reflection, retry: Sequence[Task], out: RoundsOutcome, lib
     return errors
 
 
-def _reselect(reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]], texts: Mapping[str, str],
-              out: RoundsOutcome, docs: dict[str, list[Any]], library: Any) -> float:
+def _reselect(reselect: Reselect | None, texts: Mapping[str, str], out: RoundsOutcome, docs: dict[str, list[Any]],
+              library: Any) -> float:
     """Rank the tasks of ``texts`` again; returns the tokens the re-selection used."""
     tokens = 0.0
-    for task_id, selection in (reselect(texts) if texts else {}).items():
+    for task_id, selection in (reselect(texts) if texts and reselect is not None else {}).items():
         out.selections[task_id] = selection
         docs[task_id] = [library[p] for p in selection.ids]
-        tokens += float(selection.usage.get("prompt_tokens", 0.0)) + float(selection.usage.get("completion_tokens", 0.0))
+        tokens += sum(float(selection.usage.get(key, 0.0)) for key in ("prompt_tokens", "completion_tokens"))
     return tokens
 
 
 def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[str, Any],
                selections: Mapping[str, Selection], programs: Mapping[str, Program],
                results: Mapping[str, ExecutionResult], sandbox: Any, library: Any, *, timeout: float | None = None,
-               reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None,
-               task_bar: Any = None) -> RoundsOutcome:
+               reselect: Reselect | None = None, task_bar: Any = None) -> RoundsOutcome:
     """Rounds 2..R of every task whose program did not pass, after round 1 (``selections``,
     ``programs`` and ``results``); ``owners`` maps a task id to the generator that wrote its
     program, ``timeout`` is named in the feedback on a timeout, ``reselect`` gives new
@@ -215,9 +209,8 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
     generators = list({id(g): g for g in owners.values()}.values())
     gold = {t.id: frozenset(t.gold) for t in tasks}
     chosen = selections if reflection.reselect else {}
-    out = RoundsOutcome(programs=dict(programs), results=dict(results), selections=dict(selections),
-                        rounds={t.id: [_entry(1, programs[t.id], results.get(t.id), chosen.get(t.id), gold[t.id])]
-                                for t in tasks})
+    rounds = {t.id: [_entry(1, programs[t.id], results.get(t.id), chosen.get(t.id), gold[t.id])] for t in tasks}
+    out = RoundsOutcome(programs=dict(programs), results=dict(results), selections=dict(selections), rounds=rounds)
     out.usage.append({"requests": _sent(generators), "reselect_tokens": 0.0})
     turns: dict[str, list[tuple[Program, str]]] = {t.id: [] for t in tasks}
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
@@ -235,10 +228,8 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
             task_bar.refresh()
         reference_runs(sandbox, [t for t in retry if t.id in out.results], out.references)
         errors = _tell(reflection, retry, out, library, turns, timeout)
-        reselect_tokens = 0.0
-        if reflection.reselect and reselect is not None:
-            texts = {t.id: f"{t.query}\n{errors[t.id]}" for t in retry if errors[t.id]}
-            reselect_tokens = _reselect(reselect, texts, out, docs, library)
+        texts = {t.id: f"{t.query}\n{errors[t.id]}" for t in retry if errors[t.id]} if reflection.reselect else {}
+        reselect_tokens = _reselect(reselect, texts, out, docs, library)
         revised: dict[str, Program] = {}
         for generator in generators:
             mine = [t for t in retry if owners[t.id] is generator]
@@ -280,8 +271,7 @@ def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[
         passed = sum(1 for task in rounds.values() if any(e["status"] == "pass" for e in task if e["round"] <= r))
         prompt = math.fsum(e["tokens"]["prompt"] for e in entries)
         completion = math.fsum(e["tokens"]["completion"] for e in entries)
-        extra = float(usage[r - 1]["reselect_tokens"]) if r - 1 < len(usage) else 0.0
-        cumulative += prompt + completion + extra
+        cumulative += prompt + completion + (float(usage[r - 1]["reselect_tokens"]) if r - 1 < len(usage) else 0.0)
         selection_recall = None
         if reflection.reselect:
             last = [max((e for e in task if e["round"] <= r), key=lambda e: e["round"]) for task in rounds.values()]

@@ -1,10 +1,6 @@
-"""The settings of one cell: a frozen, typed object, and the only checker of a cell's values.
-
-:class:`CellSettings` checks everything about a cell once, on construction: the values against
-their bounds (:mod:`primsel.checks`), the metric names, the component specifications in depth
-(:func:`primsel.spec.check`), and that the generator can revise when ``rounds`` > 1. A
-:class:`SettingError` names the setting (``"k"``, ``"retriever.members[1]"``); callers name it
-their way (an experiment file's key, a flag).
+"""The settings of one cell: :class:`CellSettings`, the only checker of a cell's values (bounds, metric names,
+component specifications in depth, a generator that can revise when ``rounds`` > 1), once, on construction.
+A :class:`SettingError` names the setting (``"retriever.members[1]"``); callers name it their way.
 """
 
 from __future__ import annotations
@@ -34,13 +30,8 @@ COMPONENT_KEYS = ("retriever", "generator", "selector")
 
 
 class SettingError(ValueError):
-    """A cell setting has a bad value.
-
-    Parameters
-    ----------
-    key : the setting (``"k"``, ``"timeout"``, ...).
-    problem : what is wrong (``"must be an integer >= 1, got 0"``).
-    """
+    """A cell setting has a bad value: ``key`` names the setting (``"k"``), ``problem`` says what is wrong
+    (``"must be an integer >= 1, got 0"``)."""
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"{key}: {problem}")
@@ -90,9 +81,9 @@ def _reflection(value: Any) -> tuple[str | None, Any]:
 
 
 def check_setting(key: str, value: Any) -> Any:
-    """Check the value of one cell setting on its own (specifications in form only); returns it
-    normalised (seconds and thresholds as floats, metric names sorted without repeats, tables as
-    plain dicts, a ``reflection`` table as a :class:`Reflection`).
+    """Check the value of one cell setting on its own (specifications in form only); returns it normalised
+    (seconds and thresholds as floats, metric names sorted without repeats, tables as plain dicts, a
+    ``reflection`` table as a :class:`Reflection`).
 
     Raises
     ------
@@ -129,10 +120,9 @@ class CellSettings:
 
     Parameters
     ----------
-    retriever, selector : specifications (:mod:`primsel.spec`) in canonical form; selector None:
-        the fixed rules of :func:`primsel.retrieval.selector.select`.
-    k, threshold, closure : selection size (>= 1), minimum score (or None), add the types the
-        selection depends on.
+    retriever, selector : specifications (:mod:`primsel.spec`) in canonical form; selector None: the fixed rules
+        of :func:`primsel.retrieval.selector.select`.
+    k, threshold, closure : selection size (>= 1), minimum score (or None), add the types the selection needs.
     folds, seed : cross-validation folds (>= 2) and seed (>= 0).
     generator : generator table or None (retrieval only); reflection keys in it move to ``reflection``.
     reflection : a :class:`Reflection` or a table of its keys; only with a generator.
@@ -143,8 +133,8 @@ class CellSettings:
 
     Raises
     ------
-    SettingError : a bad value or specification, reflection without a generator or set twice,
-        rounds > 1 for a generator that cannot revise (the message names the key).
+    SettingError : a bad value or specification, reflection without a generator or set twice, rounds > 1 for a
+        generator that cannot revise (the message names the key).
     """
 
     retriever: Any
@@ -168,8 +158,7 @@ class CellSettings:
         for field in dataclasses.fields(self):
             put(field.name, check_setting(field.name, getattr(self, field.name)))
         put("retriever", specs.canonical(self.retriever))
-        if self.selector is not None:
-            put("selector", specs.canonical(self.selector))
+        put("selector", None if self.selector is None else specs.canonical(self.selector))
         put("metrics", tuple(self.metrics))
         reflection_key = "reflection"
         if self.generator is not None:
@@ -185,12 +174,11 @@ class CellSettings:
             put("generator", generator)
         elif self.reflection.configured:
             raise SettingError("reflection", "needs a generator: the rounds revise generated programs")
-        for key in COMPONENT_KEYS:
-            if getattr(self, key) is not None:
-                try:
-                    specs.check(getattr(self, key), key)
-                except specs.SpecError as exc:
-                    raise SettingError(".".join(k for k in (key, exc.key) if k), exc.problem) from None
+        for key in [key for key in COMPONENT_KEYS if getattr(self, key) is not None]:
+            try:
+                specs.check(getattr(self, key), key)
+            except specs.SpecError as exc:
+                raise SettingError(".".join(k for k in (key, exc.key) if k), exc.problem) from None
         if self.reflection.rounds > 1 and not isinstance(registry.build(self.generator, "generator"), Revises):
             raise SettingError(f"{reflection_key}.rounds",
                                f"generator {specs.type_name(self.generator)!r} cannot revise a program; "
@@ -212,18 +200,17 @@ class CellSettings:
         return cls(**dict(settings))
 
     def sources(self) -> dict[str, dict[str, str]]:
-        """Digests of the source of every component class the settings name
-        (:func:`primsel.spec.sources`): ``{"retriever": {name: digest}, "generator": {...}}`` (no
-        ``generator`` key without one); a finished cell whose recorded sources differ is stale."""
+        """Digests of the source of every component class named (:func:`primsel.spec.sources`): ``{"retriever":
+        {name: digest}, "generator": {...}}`` (no generator, no key); a cell whose recorded sources differ is stale."""
         out = {"retriever": specs.sources(self.retriever, "retriever")}
         if self.generator is not None:
             out["generator"] = specs.sources(self.generator, "generator")
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The resolved settings as JSON data (``config.json``; its hash is the cell id):
-        ``timeout`` only with a generator, ``metrics``, ``threshold``, ``selector`` and ``depth``
-        only when set, the reflection keys that were set inside the generator table."""
+        """The resolved settings as JSON data (``config.json``; its hash is the cell id): ``timeout`` only with a
+        generator, ``metrics``, ``threshold``, ``selector`` and ``depth`` only when set, the reflection keys that
+        were set inside the generator table."""
         out: dict[str, Any] = {"retriever": self.retriever, "k": self.k, "closure": self.closure,
                                "folds": self.folds, "seed": self.seed, "generator": None}
         if self.generator is not None:
