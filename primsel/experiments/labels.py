@@ -1,7 +1,5 @@
-"""Names of cells and of their settings, as the runner and the report show them.
-
-Every function reads settings as JSON data (:meth:`CellSettings.to_json` or ``config.json``),
-addressed by top-level or dotted keys (``"k"``, ``"generator.seed"``).
+"""Names of cells and of their settings, as the runner and the report show them, read from settings as JSON data
+(:meth:`CellSettings.to_json` or ``config.json``) by top-level or dotted keys (``"k"``, ``"generator.seed"``).
 """
 
 from __future__ import annotations
@@ -15,8 +13,8 @@ from primsel.files import canonical_json
 
 
 def get_dotted(settings: Mapping[str, Any], key: str) -> Any:
-    """A setting by top-level or dotted key, None when absent; ``"reflection.rounds"`` is read
-    as ``"generator.rounds"``, ``"reflection"`` is the table of the reflection keys set."""
+    """A setting by top-level or dotted key, None when absent; ``"reflection.rounds"`` is read as
+    ``"generator.rounds"``, ``"reflection"`` is the table of the reflection keys set."""
     top, _, rest = key.partition(".")
     if top == "reflection":
         generator = settings.get("generator")
@@ -72,13 +70,9 @@ def varied_keys(settings: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> l
 
 
 def baseline_label(wanted: str | None, cells: Sequence[tuple[str, Any]]) -> str:
-    """The retriever label of an experiment's baseline.
-
-    Parameters
-    ----------
-    wanted : the ``baseline`` setting: a retriever label, a cell id, or a retriever type that
-        exactly one retriever label has; None: the first cell's retriever.
-    cells : (cell id, retriever specification) of every cell, in grid order; non-empty.
+    """The retriever label of an experiment's baseline ``wanted`` (a retriever label, a cell id, or a retriever
+    type that exactly one retriever label has; None: the first cell's retriever) among ``cells``, the (cell id,
+    retriever specification) of every cell in grid order (non-empty).
 
     Raises
     ------

@@ -33,8 +33,8 @@ class Reflection:
     rounds : most programs per task, >= 1.
     feedback : ``"verdict"``, ``"error"`` or ``"trace"``: what the model is told of a failure.
     reselect : re-rank with the query plus the error message before each later round.
-    given : the keys the experiment set (:data:`REFLECTION_KEYS` order); only these are written
-        back into the cell's settings (:meth:`to_table`), and with any, reports show rounds.
+    given : the keys the experiment set (:data:`REFLECTION_KEYS` order); only these are written back into the
+        cell's settings (:meth:`to_table`), and with any, reports show rounds.
 
     Raises
     ------
@@ -65,12 +65,8 @@ class Reflection:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> Reflection:
-        """The reflection keys a table sets (other keys ignored).
-
-        Raises
-        ------
-        ValueError : a value out of its range, as ``"<key> <problem>"``.
-        """
+        """The reflection keys a table sets (other keys ignored); ValueError for a value out of its range, as
+        ``"<key> <problem>"``."""
         given = tuple(key for key in REFLECTION_KEYS if key in table)
         return cls(**{key: table[key] for key in given}, given=given)
 
@@ -81,13 +77,9 @@ class Reflection:
 
 def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Program],
                      on_result: Callable[[], None] | None = None) -> dict[str, ExecutionResult]:
-    """Run the programs whose status is ``ok`` in ``sandbox`` (an entry point ASPERA's rules refuse
-    gets their verdict without running); ``on_result`` is called once per task.
-
-    Returns
-    -------
-    task id -> execution result, for the tasks that got one.
-    """
+    """Run the programs whose status is ``ok`` in ``sandbox`` (an entry point ASPERA's rules refuse gets their
+    verdict without running), calling ``on_result`` once per task; returns task id -> execution result, for the
+    tasks that got one."""
     # local: the settings import this module, and primsel.generation loads the LLM clients
     from primsel.generation.extract import entry_point_error
 
@@ -116,8 +108,7 @@ class RoundsOutcome:
 
     Parameters
     ----------
-    programs, results, selections : task id -> the last round's program, execution result (if
-        any) and selection.
+    programs, results, selections : task id -> the last round's program, execution result (if any) and selection.
     rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and
         ``feedback`` are those given to the next round).
     references : task id -> the reference program's run, for the tasks that failed a round.
@@ -132,16 +123,13 @@ class RoundsOutcome:
     usage: list[dict[str, float]] = field(default_factory=list)
 
 
-def _status(program: Program, result: ExecutionResult | None) -> str:
-    return result.status if result is not None else program.status
-
-
 def _entry(round_no: int, program: Program, result: ExecutionResult | None,
            selection: Selection | None = None, gold: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One round's record of a task; with ``selection``, its ids and set recall against ``gold``."""
     usage = dict(program.usage)
     ran = result is not None
-    entry = {"round": round_no, "status": _status(program, result), "error_type": result.error_type if ran else None,
+    entry = {"round": round_no, "status": result.status if ran else program.status,
+             "error_type": result.error_type if ran else None,
              "message": result.message if ran else (program.raw if program.status == "llm_error" else None),
              "line": result.line if ran else None, "program_status": program.status, "program": program.code,
              "tokens": {"prompt": int(usage.get("prompt_tokens", 0)),
@@ -189,20 +177,15 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
                selections: Mapping[str, Selection], programs: Mapping[str, Program],
                results: Mapping[str, ExecutionResult], sandbox: Any, library: Any, *, timeout: float | None = None,
                reselect: Reselect | None = None, task_bar: Any = None) -> RoundsOutcome:
-    """Rounds 2..R of every task whose program did not pass, after round 1 (``selections``,
-    ``programs`` and ``results``); ``owners`` maps a task id to the generator that wrote its
-    program, ``timeout`` is named in the feedback on a timeout, ``reselect`` gives new
-    selections of ``{task id: text}`` (with ``reflection.reselect``), ``task_bar`` (a tqdm bar)
-    grows by two steps per retried task and round.
-
-    Returns
-    -------
-    :class:`RoundsOutcome`.
+    """Rounds 2..R of every task whose program did not pass, after round 1 (``selections``, ``programs`` and
+    ``results``), as a :class:`RoundsOutcome`; ``owners`` maps a task id to the generator that wrote its program,
+    ``timeout`` is named in the feedback on a timeout, ``reselect`` gives new selections of ``{task id: text}``
+    (with ``reflection.reselect``), ``task_bar`` (a tqdm bar) grows by two steps per retried task and round.
 
     Raises
     ------
-    ValueError : a retried task's generator cannot revise, or ``reflection.reselect`` without
-        ``reselect``; and whatever the generator or the sandbox raises.
+    ValueError : a retried task's generator cannot revise, or ``reflection.reselect`` without ``reselect``; and
+        whatever the generator or the sandbox raises.
     """
     if reflection.reselect and reselect is None:
         raise ValueError("reselect needs the cell's retriever to rank again")
@@ -215,8 +198,9 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
     turns: dict[str, list[tuple[Program, str]]] = {t.id: [] for t in tasks}
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     for round_no in range(2, reflection.rounds + 1):
-        retry = [t for t in tasks if _status(out.programs[t.id], out.results.get(t.id)) != "pass"
-                 and out.programs[t.id].status not in ("llm_error", "prompt_too_long")]
+        last = {t.id: out.rounds[t.id][-1] for t in tasks}  # of the programs and results in ``out``
+        retry = [t for t in tasks if last[t.id]["status"] != "pass"
+                 and last[t.id]["program_status"] not in ("llm_error", "prompt_too_long")]
         if not retry:
             break
         for t in retry:
@@ -255,14 +239,9 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
 
 def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[str, Any]]],
                   usage: Sequence[Mapping[str, float]]) -> tuple[Round, ...]:
-    """The figures of rounds 1..``reflection.rounds`` of a cell, from :attr:`RoundsOutcome.rounds`
-    and :attr:`RoundsOutcome.usage` (a round no task reached repeats the last success).
-
-    Returns
-    -------
-    One :class:`primsel.experiments.results.Round` per round (``selection_recall`` None without
-    ``reselect``).
-    """
+    """The figures of rounds 1..``reflection.rounds`` of a cell from :attr:`RoundsOutcome.rounds` and ``usage`` (a
+    round no task reached repeats the last success): one :class:`primsel.experiments.results.Round` per round
+    (``selection_recall`` None without ``reselect``)."""
     n = len(rounds)
     out: list[Round] = []
     cumulative = 0.0
