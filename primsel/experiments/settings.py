@@ -39,45 +39,37 @@ class SettingError(ValueError):
         self.problem = problem
 
 
-def _spec_problem(key: str, value: Any) -> str | None:
-    """What is wrong with a specification's form (and a generator table's reflection keys)."""
-    if isinstance(value, str):
-        return "must not be an empty name" if not value else None
-    if not isinstance(value, Mapping):
-        return f"must be a name or a table, got {specs.toml_type(value)} {value!r}"
-    if not (isinstance(value.get("type"), str) and value.get("type")):
-        return "needs a 'type' string"
-    if key == "generator":
-        try:
-            Reflection.from_table(value)
-        except ValueError as exc:  # "rounds must be an integer >= 1, got 0"
-            return str(exc)
-    return None
+def _spec(key: str, value: Any) -> Any:
+    """A specification whose form (and a generator table's reflection keys) is right, tables as plain dicts;
+    ValueError saying what is wrong otherwise."""
+    if isinstance(value, str) and not value:
+        raise ValueError("must not be an empty name")
+    if not isinstance(value, (str, Mapping)):
+        raise ValueError(f"must be a name or a table, got {specs.toml_type(value)} {value!r}")
+    if isinstance(value, Mapping) and not (isinstance(value.get("type"), str) and value.get("type")):
+        raise ValueError("needs a 'type' string")
+    if key == "generator" and isinstance(value, Mapping):
+        Reflection.from_table(value)  # raises "rounds must be an integer >= 1, got 0"
+    return dict(value) if isinstance(value, Mapping) else value
 
 
-def _metrics_problem(value: Any) -> str | None:
+def _metrics(value: Any) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) and m for m in value):
-        return f"must be an array of metric names, got {value!r}"
+        raise ValueError(f"must be an array of metric names, got {value!r}")
     for metric in value:
-        try:
-            parse_metric(metric)
-        except ValueError as exc:
-            return str(exc)
-    return None
+        parse_metric(metric)  # raises for an unknown metric
+    return sorted(dict.fromkeys(value))
 
 
-def _reflection(value: Any) -> tuple[str | None, Any]:
+def _reflection(value: Any) -> Reflection:
     if isinstance(value, Reflection):
-        return None, value
+        return value
     if not isinstance(value, Mapping):
-        return f"must be a table of {', '.join(REFLECTION_KEYS)}, got {specs.toml_type(value)} {value!r}", value
+        raise ValueError(f"must be a table of {', '.join(REFLECTION_KEYS)}, got {specs.toml_type(value)} {value!r}")
     unknown = [key for key in value if key not in REFLECTION_KEYS]
     if unknown:
-        return f"{unknown[0]!r} is not a reflection setting; expected one of {', '.join(REFLECTION_KEYS)}", value
-    try:
-        return None, Reflection.from_table(value)
-    except ValueError as exc:
-        return str(exc), value
+        raise ValueError(f"{unknown[0]!r} is not a reflection setting; expected one of {', '.join(REFLECTION_KEYS)}")
+    return Reflection.from_table(value)
 
 
 def check_setting(key: str, value: Any) -> Any:
@@ -91,24 +83,25 @@ def check_setting(key: str, value: Any) -> Any:
     """
     if key in _OPTIONAL and value is None:
         return None
-    problem: str | None
-    if key in NUMBER_BOUNDS:
-        problem = number_problem(value, **NUMBER_BOUNDS[key])
-        value = float(value) if problem is None and key in _FLOATS else value
-    elif key in COMPONENT_KEYS:
-        problem = _spec_problem(key, value)
-        value = dict(value) if isinstance(value, Mapping) else value
-    elif key == "closure":
-        problem = flag_problem(value)
-    elif key == "reflection":
-        problem, value = _reflection(value)
-    elif key == "metrics":
-        problem = _metrics_problem(value)
-        value = value if problem else sorted(dict.fromkeys(value))
-    elif key == "dataset":
-        problem = None if isinstance(value, str) else f"must be a string, got {value!r}"
-    else:
-        problem = f"is not a cell setting; expected one of {', '.join(SETTING_KEYS)}"
+    problem: str | None = None
+    try:
+        if key in NUMBER_BOUNDS:
+            problem = number_problem(value, **NUMBER_BOUNDS[key])
+            value = float(value) if problem is None and key in _FLOATS else value
+        elif key in COMPONENT_KEYS:
+            value = _spec(key, value)
+        elif key == "closure":
+            problem = flag_problem(value)
+        elif key == "reflection":
+            value = _reflection(value)
+        elif key == "metrics":
+            value = _metrics(value)
+        elif key == "dataset":
+            problem = None if isinstance(value, str) else f"must be a string, got {value!r}"
+        else:
+            problem = f"is not a cell setting; expected one of {', '.join(SETTING_KEYS)}"
+    except ValueError as exc:
+        problem = str(exc)
     if problem is not None:
         raise SettingError(key, problem)
     return value
@@ -186,15 +179,10 @@ class CellSettings:
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> CellSettings:
-        """Settings from a mapping of setting keys (defaults filled for the missing ones).
-
-        Raises
-        ------
-        SettingError : an unknown key (naming it), a missing retriever, or a bad value.
-        """
-        for key in settings:
-            if key not in SETTING_KEYS:
-                check_setting(key, settings[key])  # raises: not a cell setting
+        """Settings from a mapping of setting keys (defaults filled for the missing ones); SettingError for an
+        unknown key (naming it), a missing retriever, or a bad value."""
+        for key in [key for key in settings if key not in SETTING_KEYS]:
+            check_setting(key, settings[key])  # raises: not a cell setting
         if "retriever" not in settings:
             raise SettingError("retriever", "is missing")
         return cls(**dict(settings))
@@ -202,10 +190,8 @@ class CellSettings:
     def sources(self) -> dict[str, dict[str, str]]:
         """Digests of the source of every component class named (:func:`primsel.spec.sources`): ``{"retriever":
         {name: digest}, "generator": {...}}`` (no generator, no key); a cell whose recorded sources differ is stale."""
-        out = {"retriever": specs.sources(self.retriever, "retriever")}
-        if self.generator is not None:
-            out["generator"] = specs.sources(self.generator, "generator")
-        return out
+        generator = {} if self.generator is None else {"generator": specs.sources(self.generator, "generator")}
+        return {"retriever": specs.sources(self.retriever, "retriever"), **generator}
 
     def to_json(self) -> dict[str, Any]:
         """The resolved settings as JSON data (``config.json``; its hash is the cell id): ``timeout`` only with a
@@ -214,8 +200,7 @@ class CellSettings:
         out: dict[str, Any] = {"retriever": self.retriever, "k": self.k, "closure": self.closure,
                                "folds": self.folds, "seed": self.seed, "generator": None}
         if self.generator is not None:
-            out["generator"] = {**self.generator, **self.reflection.to_table()}
-            out["timeout"] = self.timeout
+            out.update(generator={**self.generator, **self.reflection.to_table()}, timeout=self.timeout)
         if self.metrics:
             out["metrics"] = list(self.metrics)
         out.update((key, getattr(self, key)) for key in ("threshold", "selector", "depth")
@@ -224,12 +209,8 @@ class CellSettings:
         return out
 
     def for_dataset(self, dataset: str) -> CellSettings:
-        """The same settings on the tasks of fingerprint ``dataset`` (the others not checked again).
-
-        Raises
-        ------
-        SettingError : ``dataset`` is not a string.
-        """
+        """The same settings on the tasks of fingerprint ``dataset`` (the others not checked again); SettingError
+        when ``dataset`` is not a string."""
         out = copy.copy(self)
         object.__setattr__(out, "dataset", check_setting("dataset", dataset))
         return out
