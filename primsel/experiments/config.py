@@ -37,14 +37,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One configuration of an experiment grid.
-
-    Parameters
-    ----------
-    id : :func:`cell_id` of ``settings``.
-    settings : the cell's checked settings (``settings.to_json()`` is what ``config.json`` holds).
-    label : short readable label (:func:`primsel.experiments.labels.cell_label`).
-    """
+    """One configuration of an experiment grid: ``id`` (:func:`cell_id` of ``settings``), the checked ``settings``
+    (``settings.to_json()`` is what ``config.json`` holds), a short readable ``label`` (:func:`cell_label`)."""
 
     id: str
     settings: CellSettings
@@ -57,8 +51,7 @@ class ExperimentConfig:
 
     Parameters
     ----------
-    path, base_dir : the TOML file and its directory, against which relative paths are resolved (None: the
-        working directory).
+    path, base_dir : the TOML file and its directory, which relative paths are resolved against (None: the cwd).
     base : the top-level cell settings as written, with defaults filled.
     grids : each grid as dotted key -> list of values, in file order.
     data : the ``data`` path (a tuple for an array) resolved against ``base_dir``, or None.
@@ -283,12 +276,8 @@ def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[s
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and check an experiment TOML file (:func:`parse_config`).
-
-    Raises
-    ------
-    ConfigError : unreadable file, TOML syntax error, or any problem of :func:`parse_config`.
-    """
+    """Read and check an experiment TOML file (:func:`parse_config`); ConfigError for an unreadable file, a TOML
+    syntax error, or any problem of :func:`parse_config`."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -307,13 +296,8 @@ def _data_key(path: Any) -> str:
 
 def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> list[Cell]:
     """The cells of an experiment on the tasks of fingerprint ``dataset`` (part of every cell's settings and id),
-    checked by :func:`parse_config` and not again; a grid whose ``data`` list does not name ``data`` (the
-    dataset's path; None: every grid) gives no cells.
-
-    Returns
-    -------
-    Cells in grid order; cells whose resolved settings coincide are kept once.
-    """
+    in grid order, those whose resolved settings coincide once; checked by :func:`parse_config` and not again. A
+    grid whose ``data`` list does not name ``data`` (the dataset's path; None: every grid) gives no cells."""
     resolved: dict[str, CellSettings] = {}
     for g, settings in config.cells:
         grid = config.grids[g]
@@ -321,7 +305,6 @@ def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> lis
             continue
         cell_settings = settings.for_dataset(dataset)
         resolved.setdefault(cell_id(cell_settings), cell_settings)
-    keys = list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
     jsons = [s.to_json() for s in resolved.values()]
-    varied = varied_keys(jsons, keys)
+    varied = varied_keys(jsons, list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data")))
     return [Cell(id=cid, settings=s, label=cell_label(d, varied)) for (cid, s), d in zip(resolved.items(), jsons)]

@@ -35,14 +35,10 @@ def generator_label(gen: Mapping[str, Any] | str | None) -> str:
 
 
 def cell_label(settings: Mapping[str, Any], varied: Sequence[str] = ()) -> str:
-    """Readable label of a cell: retriever, ``k=..``, ``+closure`` when on, the generator, then
-    ``key=value`` for every other key in ``varied`` that the cell sets."""
-    parts = [specs.label(settings["retriever"]), f"k={settings['k']}"]
-    if settings.get("closure"):
-        parts.append("+closure")
-    gen = settings.get("generator")
-    if gen:
-        parts.append(generator_label(gen))
+    """Readable label of a cell: retriever, ``k=..``, ``+closure`` when on, the generator, then ``key=value`` for
+    every other key in ``varied`` that the cell sets."""
+    shown = ["+closure" if settings.get("closure") else "", generator_label(settings.get("generator"))]
+    parts = [specs.label(settings["retriever"]), f"k={settings['k']}", *(part for part in shown if part)]
     for key in varied:
         if key.split(".", 1)[0] in ("retriever", "k", "closure", "dataset") or \
                 key in ("generator", "generator.type", "generator.model"):

@@ -109,8 +109,8 @@ class RoundsOutcome:
     Parameters
     ----------
     programs, results, selections : task id -> the last round's program, execution result (if any) and selection.
-    rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and
-        ``feedback`` are those given to the next round).
+    rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and ``feedback`` are those
+        given to the next round).
     references : task id -> the reference program's run, for the tasks that failed a round.
     usage : per round, the generator's ``requests`` and the ``reselect_tokens``.
     """
@@ -198,9 +198,8 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
     turns: dict[str, list[tuple[Program, str]]] = {t.id: [] for t in tasks}
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     for round_no in range(2, reflection.rounds + 1):
-        last = {t.id: out.rounds[t.id][-1] for t in tasks}  # of the programs and results in ``out``
-        retry = [t for t in tasks if last[t.id]["status"] != "pass"
-                 and last[t.id]["program_status"] not in ("llm_error", "prompt_too_long")]
+        retry = [t for t in tasks if out.rounds[t.id][-1]["status"] != "pass"  # the last round's record
+                 and out.rounds[t.id][-1]["program_status"] not in ("llm_error", "prompt_too_long")]
         if not retry:
             break
         for t in retry:
