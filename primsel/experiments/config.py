@@ -276,8 +276,8 @@ def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[s
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and check an experiment TOML file (:func:`parse_config`); ConfigError for an unreadable file, a TOML
-    syntax error, or any problem of :func:`parse_config`."""
+    """Read and check an experiment TOML file (:func:`parse_config`); raises ConfigError for an unreadable file,
+    a TOML syntax error, or any problem of :func:`parse_config`."""
     path = Path(path)
     try:
         with path.open("rb") as fh:

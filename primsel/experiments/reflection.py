@@ -50,11 +50,11 @@ class Reflection:
         feedback = None if self.feedback in FEEDBACK_LEVELS else \
             f"must be one of {', '.join(repr(v) for v in FEEDBACK_LEVELS)}, got {self.feedback!r}"
         unknown = [key for key in self.given if key not in REFLECTION_KEYS]
+        given = f"must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}" if unknown else None
         problems = {"rounds": number_problem(self.rounds, **ROUNDS_BOUNDS), "feedback": feedback,
-                    "reselect": flag_problem(self.reselect),
-                    "given": unknown and f"must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}"}
+                    "reselect": flag_problem(self.reselect), "given": given}
         for key, problem in problems.items():
-            if problem:
+            if problem is not None:
                 raise ValueError(f"{key} {problem}")
         object.__setattr__(self, "given", tuple(key for key in REFLECTION_KEYS if key in self.given))
 
@@ -65,8 +65,8 @@ class Reflection:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> Reflection:
-        """The reflection keys a table sets (other keys ignored); ValueError for a value out of its range, as
-        ``"<key> <problem>"``."""
+        """The reflection keys a table sets (other keys ignored); raises ValueError for a value out of its range
+        (``"<key> <problem>"``)."""
         given = tuple(key for key in REFLECTION_KEYS if key in table)
         return cls(**{key: table[key] for key in given}, given=given)
 

@@ -41,7 +41,7 @@ class SettingError(ValueError):
 
 def _spec(key: str, value: Any) -> Any:
     """A specification whose form (and a generator table's reflection keys) is right, tables as plain dicts;
-    ValueError saying what is wrong otherwise."""
+    raises ValueError saying what is wrong otherwise."""
     if isinstance(value, str) and not value:
         raise ValueError("must not be an empty name")
     if not isinstance(value, (str, Mapping)):
@@ -179,8 +179,8 @@ class CellSettings:
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> CellSettings:
-        """Settings from a mapping of setting keys (defaults filled for the missing ones); SettingError for an
-        unknown key (naming it), a missing retriever, or a bad value."""
+        """Settings from a mapping of setting keys (defaults filled for the missing ones); raises SettingError for
+        an unknown key (naming it), a missing retriever, or a bad value."""
         for key in [key for key in settings if key not in SETTING_KEYS]:
             check_setting(key, settings[key])  # raises: not a cell setting
         if "retriever" not in settings:
@@ -209,8 +209,8 @@ class CellSettings:
         return out
 
     def for_dataset(self, dataset: str) -> CellSettings:
-        """The same settings on the tasks of fingerprint ``dataset`` (the others not checked again); SettingError
-        when ``dataset`` is not a string."""
+        """The same settings on the tasks of fingerprint ``dataset`` (the others not checked again); raises
+        SettingError when ``dataset`` is not a string."""
         out = copy.copy(self)
         object.__setattr__(out, "dataset", check_setting("dataset", dataset))
         return out
