@@ -1,6 +1,5 @@
-"""Experiments: grids of retrieval (and generation) pipelines declared in TOML, run resumably,
-and their reports. The names below are loaded on first use: importing the settings alone loads
-no runner, retriever or sandbox.
+"""Experiments: grids of retrieval (and generation) pipelines declared in TOML, run resumably, and their reports.
+The names below load on first use: importing the settings alone loads no runner, retriever or sandbox.
 """
 
 from __future__ import annotations

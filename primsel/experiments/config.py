@@ -1,10 +1,7 @@
-"""Experiment declarations: read a TOML file, check it, expand its grid into cells.
-
-An experiment file holds base settings and one grid (``[grid]``) or several (``[[grid]]``) of
-lists (keys: experiments/README.md); the cells are the union of each grid's Cartesian product
-(in file order, the last key varying fastest) over the base settings. Each cell's settings are a
-:class:`primsel.experiments.settings.CellSettings`, which checks them; errors name the key of
-the file that set the value (``k``, ``grid.k[1]``, ``grid.retriever.k1``).
+"""Experiment declarations: base settings and one grid (``[grid]``) or several (``[[grid]]``) of lists (keys:
+experiments/README.md); the cells are the union of each grid's Cartesian product (in file order, the last key
+varying fastest) over the base settings, each a checked :class:`CellSettings`. Errors name the key of the file
+that set the value (``k``, ``grid.k[1]``, ``grid.retriever.k1``).
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,14 +37,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One configuration of an experiment grid.
-
-    Parameters
-    ----------
-    id : :func:`cell_id` of ``settings``.
-    settings : the cell's checked settings (``settings.to_json()`` is what ``config.json`` holds).
-    label : short readable label (:func:`primsel.experiments.labels.cell_label`).
-    """
+    """One configuration of an experiment grid: ``id`` (:func:`cell_id` of ``settings``), the checked ``settings``
+    (``settings.to_json()`` is what ``config.json`` holds), a short readable ``label`` (:func:`cell_label`)."""
 
     id: str
     settings: CellSettings
@@ -60,8 +51,7 @@ class ExperimentConfig:
 
     Parameters
     ----------
-    path, base_dir : the TOML file and its directory, against which relative paths are resolved
-        (None when built from a mapping: the working directory).
+    path, base_dir : the TOML file and its directory, which relative paths are resolved against (None: the cwd).
     base : the top-level cell settings as written, with defaults filled.
     grids : each grid as dotted key -> list of values, in file order.
     data : the ``data`` path (a tuple for an array) resolved against ``base_dir``, or None.
@@ -84,8 +74,7 @@ class ExperimentConfig:
 def cell_id(settings: CellSettings | Mapping[str, Any]) -> str:
     """Stable id of a cell's settings: the first 12 hex characters of the sha256 of the canonical
     JSON of :meth:`CellSettings.to_json` (or of the mapping given)."""
-    data = settings.to_json() if isinstance(settings, CellSettings) else settings
-    return digest(data)[:CELL_ID_LENGTH]
+    return digest(settings.to_json() if isinstance(settings, CellSettings) else settings)[:CELL_ID_LENGTH]
 
 
 def _fail(where: str, key: str, problem: str) -> ConfigError:
@@ -109,10 +98,8 @@ def _set_dotted(settings: dict[str, Any], key: str, value: Any, where: str) -> N
             raise _fail(where, top, exc.problem) from None
     node = settings[top] = {"type": table} if isinstance(table, str) else dict(table)
     parts = rest.split(".")
-    for part in parts[:-1]:
-        child = node.get(part)
-        node[part] = child = dict(child) if isinstance(child, Mapping) else {}
-        node = child
+    for part in parts[:-1]:  # node[part] first, then node
+        node[part] = node = dict(node[part]) if isinstance(node.get(part), Mapping) else {}
     node[parts[-1]] = value
 
 
@@ -150,15 +137,14 @@ def _pair_on(raw: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
 
 def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | None = None,
                  base_dir: Path | None = None) -> ExperimentConfig:
-    """The experiment a parsed TOML mapping ``raw`` declares, its grid expanded into checked cell
-    settings; ``where`` names the source in errors, ``name`` is the default experiment name (None:
-    "experiment"), ``base_dir`` the directory relative paths are resolved against.
+    """The experiment a parsed TOML mapping ``raw`` declares, its grid expanded into checked cell settings;
+    ``where`` names the source in errors, ``name`` is the default name (None: "experiment"), ``base_dir`` the
+    directory relative paths are resolved against.
 
     Raises
     ------
-    ConfigError : an unknown key, a bad value (:class:`CellSettings`), an empty or non-list grid
-        entry, no retriever, a missing ``programs`` file, a ``baseline`` or ``pair_on`` that finds
-        no single baseline cell; the message names ``where`` and the key.
+    ConfigError : an unknown key, a bad value, an empty or non-list grid entry, no retriever, a missing ``programs``
+        file, a ``baseline`` or ``pair_on`` that finds no single baseline cell (naming ``where`` and the key).
     """
     exp_name = _check_top(raw, where, name or "experiment")
     base: dict[str, Any] = {**DEFAULTS, **{key: raw[key] for key in CELL_KEYS if key in raw}}
@@ -174,23 +160,19 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
             grid_name = "grid" if len(grids) == 1 else f"grid[{i}]"
             raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{grid_name}.retriever'")
     data = raw.get("data")
-    config = ExperimentConfig(
-        name=exp_name, path=None, base=base, grids=tuple(grids),
-        data=(tuple(_data_path(d, base_dir) for d in data) if isinstance(data, list)
-              else _data_path(data, base_dir)),
-        description=raw.get("description", ""), baseline=raw.get("baseline"), base_dir=base_dir,
-        pair_on=_pair_on(raw, where), cells=tuple(_grid_cells(where, base, grids)),
-    )
+    paths = tuple(_data_path(d, base_dir) for d in data) if isinstance(data, list) else _data_path(data, base_dir)
+    config = ExperimentConfig(name=exp_name, path=None, base=base, grids=tuple(grids), data=paths,
+                              description=raw.get("description", ""), baseline=raw.get("baseline"), base_dir=base_dir,
+                              pair_on=_pair_on(raw, where), cells=tuple(_grid_cells(where, base, grids)))
     cells = expand(config)
     for cell in cells:
         spec = generator_spec(cell.settings.generator, base_dir)
         if isinstance(spec, Mapping) and isinstance(spec.get("programs"), str) and not Path(spec["programs"]).is_file():
             raise _fail(where, "generator.programs", f"no such file: {spec['programs']}")
-    is_cell_id = config.baseline is not None and len(config.baseline) == CELL_ID_LENGTH and \
-        all(ch in "0123456789abcdef" for ch in config.baseline)
-    if not is_cell_id:  # a cell id depends on the dataset: the report checks it
+    baseline = config.baseline  # a cell id depends on the dataset: the report checks it
+    if not (baseline and len(baseline) == CELL_ID_LENGTH and set(baseline) <= set("0123456789abcdef")):
         try:
-            wanted = baseline_label(config.baseline, [(c.id, c.settings.retriever) for c in cells])
+            wanted = baseline_label(baseline, [(c.id, c.settings.retriever) for c in cells])
         except ValueError as exc:
             raise _fail(where, "baseline", str(exc)) from None
         _check_pairs(where, config.pair_on, cells, wanted)
@@ -249,11 +231,13 @@ def generator_spec(spec: Any, base_dir: Path | None) -> Any:
     joined to ``base_dir``; other specifications unchanged."""
     if not isinstance(spec, Mapping):
         return spec
-    paths = {key: str(_data_path(spec[key], base_dir)) for key in ("programs", "gguf") if isinstance(spec.get(key), str)}
+    paths = {key: str(_data_path(spec[key], base_dir)) for key in ("programs", "gguf")
+             if isinstance(spec.get(key), str)}
     return {**spec, **paths} if paths else spec
 
 
-def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, list[Any]]:
+def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any],
+                base_dir: Path | None = None) -> dict[str, list[Any]]:
     """The grid as dotted key -> list of values (the cells check the values); ``data`` as paths."""
     grid: dict[str, list[Any]] = {}
     for key, values in _flatten_grid(grid_raw):
@@ -261,16 +245,14 @@ def _check_grid(where: str, name: str, grid_raw: Mapping[str, Any], base_dir: Pa
         if key == "data":
             if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
                 raise _fail(where, gkey, f"expected a non-empty array of paths, got {values!r}")
-            grid[key] = [_data_path(v, base_dir) for v in values]
-            continue
-        if not _is_setting(key):
+        elif not _is_setting(key):
             raise _fail(where, gkey, f"unknown grid key; expected one of {', '.join(CELL_KEYS)} "
                                      "or a dotted key into 'retriever', 'generator' or 'selector'")
-        if not isinstance(values, list):
+        elif not isinstance(values, list):
             raise _fail(where, gkey, f"expected an array of values, got {specs.toml_type(values)} {values!r}")
-        if not values:
+        elif not values:
             raise _fail(where, gkey, "empty list: the grid would have no cells")
-        grid[key] = values
+        grid[key] = [_data_path(v, base_dir) for v in values] if key == "data" else values
     return grid
 
 
@@ -283,25 +265,19 @@ def _data_path(value: str | None, base_dir: Path | None) -> Path | None:
     return path if path.is_absolute() or base_dir is None else base_dir / path
 
 
-def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted key, value) pairs; TOML ``generator.model = [...]`` arrives as a nested table."""
-    out: list[tuple[str, Any]] = []
     for key, value in grid.items():
         full = f"{prefix}{key}"
         if isinstance(value, Mapping) and full.split(".", 1)[0] in TABLE_KEYS:
-            out.extend(_flatten_grid(value, full + "."))
+            yield from _flatten_grid(value, full + ".")
         else:
-            out.append((full, value))
-    return out
+            yield full, value
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and check an experiment TOML file (:func:`parse_config`).
-
-    Raises
-    ------
-    ConfigError : unreadable file, TOML syntax error, or any problem of :func:`parse_config`.
-    """
+    """Read and check an experiment TOML file (:func:`parse_config`); raises ConfigError for an unreadable file,
+    a TOML syntax error, or any problem of :func:`parse_config`."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -319,14 +295,9 @@ def _data_key(path: Any) -> str:
 
 
 def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> list[Cell]:
-    """The cells of an experiment on the tasks of fingerprint ``dataset`` (part of every cell's
-    settings and id), checked by :func:`parse_config` and not again; a grid whose ``data`` list
-    does not name ``data`` (the dataset's path; None: every grid) gives no cells.
-
-    Returns
-    -------
-    Cells in grid order; cells whose resolved settings coincide are kept once.
-    """
+    """The cells of an experiment on the tasks of fingerprint ``dataset`` (part of every cell's settings and id),
+    in grid order, those whose resolved settings coincide once; checked by :func:`parse_config` and not again. A
+    grid whose ``data`` list does not name ``data`` (the dataset's path; None: every grid) gives no cells."""
     resolved: dict[str, CellSettings] = {}
     for g, settings in config.cells:
         grid = config.grids[g]
@@ -334,7 +305,6 @@ def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> lis
             continue
         cell_settings = settings.for_dataset(dataset)
         resolved.setdefault(cell_id(cell_settings), cell_settings)
-    keys = list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
     jsons = [s.to_json() for s in resolved.values()]
-    varied = varied_keys(jsons, keys)
+    varied = varied_keys(jsons, list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data")))
     return [Cell(id=cid, settings=s, label=cell_label(d, varied)) for (cid, s), d in zip(resolved.items(), jsons)]

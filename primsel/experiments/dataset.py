@@ -1,8 +1,5 @@
-"""The tasks of an experiment: loaded, gold primitives filled, fingerprinted, with their library.
-
-A cell's identity holds the fingerprint of its tasks, so a cell id changes when (and only when)
-its tasks change. Executable tasks are ranked against the assistant library; retrieval-only data
-(:mod:`primsel.datasets.retrieval_only`) brings its own corpus, which its fingerprint covers.
+"""The tasks of an experiment, gold filled and fingerprinted (a cell id changes when, and only when, its tasks
+change), with their library: the assistant library, or the corpus retrieval-only data brings (fingerprinted too).
 """
 
 from __future__ import annotations
@@ -27,14 +24,13 @@ class Dataset:
 
     Parameters
     ----------
-    tasks : the tasks.
-    source : ``"asper-bench"``, ``"builtin"`` or the tasks' ``source`` (``"metatool-single"``).
+    tasks, source : the tasks; ``"asper-bench"``, ``"builtin"`` or the tasks' ``source`` (``"metatool-single"``).
     fingerprint : ``"<source>/<n tasks>/<sha256 prefix of the task contents>"``.
     library : the library the tasks are ranked against; None: the assistant library.
     notes : what the loader merged or dropped (retrieval-only data).
     info : facts recorded beside results (``pydoc``: Python and package versions).
-    population : for a subset, every task of the whole dataset (folds and worked examples are
-        drawn from it, so a task gets the same prompt as in the full run); else empty.
+    population : for a subset, every task of the whole dataset (folds and worked examples are drawn from it, so a
+        task gets the same prompt as in the full run); else empty.
     subset : for a subset, how it was chosen and its ``task_ids``.
     """
 
@@ -58,8 +54,8 @@ class Dataset:
         return all(t.executable for t in self.tasks)
 
     def summary(self) -> dict[str, Any]:
-        """``{"source", "n_tasks", "fingerprint"}``, plus ``n_documents`` and ``info`` for
-        retrieval-only data and ``subset`` for a subset: what config.json records of the data."""
+        """What config.json records of the data: ``{"source", "n_tasks", "fingerprint"}``, plus ``n_documents`` and
+        ``info`` for retrieval-only data and ``subset`` for a subset."""
         out: dict[str, Any] = {"source": self.source, "n_tasks": len(self.tasks), "fingerprint": self.fingerprint}
         if not self.executable and self.library is not None:
             out["n_documents"] = len(self.library)
@@ -72,19 +68,18 @@ class Dataset:
 
 def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] | None = None,
            seed: int = 0, fold: int | None = None, folds: int = 5) -> Dataset:
-    """The dataset restricted to some of its tasks: ``sample`` tasks drawn with
-    ``random.Random(seed)``, the tasks ``task_ids``, or those of cross-validation fold ``fold`` of
-    ``folds`` with ``seed`` (:func:`primsel.retrieval.cv.fold_assignment`).
+    """The dataset restricted to some of its tasks: ``sample`` tasks drawn with ``random.Random(seed)``, the tasks
+    ``task_ids``, or those of cross-validation fold ``fold`` of ``folds`` with ``seed`` (:func:`fold_assignment`).
 
     Returns
     -------
-    A :class:`Dataset` of the chosen tasks in dataset order, its fingerprint the whole one's
-    followed by ``/subset-<hash of the ids>``, its ``population`` the whole dataset's tasks.
+    A :class:`Dataset` of the chosen tasks in dataset order, its fingerprint the whole one's followed by
+    ``/subset-<hash of the ids>``, its ``population`` the whole dataset's tasks.
 
     Raises
     ------
-    primsel.datasets.DatasetError : not exactly one of ``sample``, ``task_ids`` and ``fold``, a
-        sample size below 1, a fold outside 0 .. folds - 1, or unknown task ids (named).
+    primsel.datasets.DatasetError : not exactly one of ``sample``, ``task_ids`` and ``fold``, a sample size below 1,
+        a fold outside 0 .. folds - 1, or unknown task ids (named).
     """
     if sum(x is not None for x in (sample, task_ids, fold)) != 1:
         raise DatasetError("give one of a sample size, a list of task ids or a fold")
@@ -93,8 +88,7 @@ def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] 
         if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold < folds:
             raise DatasetError(f"the fold must be an integer from 0 to {folds - 1} (the experiment has "
                                f"{folds} folds), got {fold!r}")
-        assignment = fold_assignment(ids, folds, seed)
-        chosen = {t for t in ids if assignment[t] == fold}
+        chosen = {t for t, f in fold_assignment(ids, folds, seed).items() if f == fold}
         how: dict[str, Any] = {"fold": fold, "folds": folds, "seed": seed}
     elif sample is not None:
         if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
@@ -119,8 +113,8 @@ def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] 
 
 def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str] = (),
                  info: Mapping[str, Any] | None = None) -> Dataset:
-    """A :class:`Dataset` of tasks whose gold sets are filled; ``library`` None is the assistant
-    library, else (retrieval-only tasks) its fingerprint joins the tasks'.
+    """A :class:`Dataset` of tasks whose gold sets are filled; ``library`` None is the assistant library, else
+    (retrieval-only tasks) its fingerprint joins the tasks'.
 
     Raises
     ------
@@ -146,16 +140,15 @@ def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str
 
 def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None,
                   library: Any = None, origin: str = "--data") -> list[Dataset]:
-    """The datasets a data path names, each with its library: retrieval-only data
-    (:func:`primsel.datasets.load_retrieval_data`, each against its own corpus), else the
-    executable tasks of ``path`` (else ``$PRIMSEL_ASPER_BENCH``, else the built-in tasks, said on
-    ``log``) against ``library`` (default: the assistant library). ``origin`` names ``path`` in
-    messages (:func:`primsel.datasets.resolve_dataset`).
+    """The datasets a data path names, each with its library: retrieval-only data (:func:`load_retrieval_data`,
+    each against its own corpus), else the executable tasks of ``path`` (else ``$PRIMSEL_ASPER_BENCH``, else the
+    built-in tasks, said on ``log``) against ``library`` (default: the assistant library); ``origin`` names
+    ``path`` in messages (:func:`primsel.datasets.resolve_dataset`).
 
     Raises
     ------
-    primsel.datasets.DatasetError : a missing or malformed archive or dataset, a reference program
-        that does not parse, or a task whose reference program uses no library primitive.
+    primsel.datasets.DatasetError : a missing or malformed archive or dataset, a reference program that does not
+        parse, or a task whose reference program uses no library primitive.
     """
     # local: the assistant library (pydantic and the simulated apps) only for executable tasks
     from primsel.simulator.library import build_library

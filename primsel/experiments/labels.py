@@ -1,7 +1,5 @@
-"""Names of cells and of their settings, as the runner and the report show them.
-
-Every function reads settings as JSON data (:meth:`CellSettings.to_json` or ``config.json``),
-addressed by top-level or dotted keys (``"k"``, ``"generator.seed"``).
+"""Names of cells and of their settings, as the runner and the report show them, read from settings as JSON data
+(:meth:`CellSettings.to_json` or ``config.json``) by top-level or dotted keys (``"k"``, ``"generator.seed"``).
 """
 
 from __future__ import annotations
@@ -15,8 +13,8 @@ from primsel.files import canonical_json
 
 
 def get_dotted(settings: Mapping[str, Any], key: str) -> Any:
-    """A setting by top-level or dotted key, None when absent; ``"reflection.rounds"`` is read
-    as ``"generator.rounds"``, ``"reflection"`` is the table of the reflection keys set."""
+    """A setting by top-level or dotted key, None when absent; ``"reflection.rounds"`` is read as
+    ``"generator.rounds"``, ``"reflection"`` is the table of the reflection keys set."""
     top, _, rest = key.partition(".")
     if top == "reflection":
         generator = settings.get("generator")
@@ -37,14 +35,10 @@ def generator_label(gen: Mapping[str, Any] | str | None) -> str:
 
 
 def cell_label(settings: Mapping[str, Any], varied: Sequence[str] = ()) -> str:
-    """Readable label of a cell: retriever, ``k=..``, ``+closure`` when on, the generator, then
-    ``key=value`` for every other key in ``varied`` that the cell sets."""
-    parts = [specs.label(settings["retriever"]), f"k={settings['k']}"]
-    if settings.get("closure"):
-        parts.append("+closure")
-    gen = settings.get("generator")
-    if gen:
-        parts.append(generator_label(gen))
+    """Readable label of a cell: retriever, ``k=..``, ``+closure`` when on, the generator, then ``key=value`` for
+    every other key in ``varied`` that the cell sets."""
+    shown = ["+closure" if settings.get("closure") else "", generator_label(settings.get("generator"))]
+    parts = [specs.label(settings["retriever"]), f"k={settings['k']}", *(part for part in shown if part)]
     for key in varied:
         if key.split(".", 1)[0] in ("retriever", "k", "closure", "dataset") or \
                 key in ("generator", "generator.type", "generator.model"):
@@ -72,13 +66,9 @@ def varied_keys(settings: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> l
 
 
 def baseline_label(wanted: str | None, cells: Sequence[tuple[str, Any]]) -> str:
-    """The retriever label of an experiment's baseline.
-
-    Parameters
-    ----------
-    wanted : the ``baseline`` setting: a retriever label, a cell id, or a retriever type that
-        exactly one retriever label has; None: the first cell's retriever.
-    cells : (cell id, retriever specification) of every cell, in grid order; non-empty.
+    """The retriever label of an experiment's baseline ``wanted`` (a retriever label, a cell id, or a retriever
+    type that exactly one retriever label has; None: the first cell's retriever) among ``cells``, the (cell id,
+    retriever specification) of every cell in grid order (non-empty).
 
     Raises
     ------

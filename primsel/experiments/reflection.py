@@ -1,11 +1,6 @@
-"""Reflection rounds: after a program that did not pass, the model gets feedback and tries again.
-
-Round 1 is the cell's ordinary generation; in each later round every task whose program did not
-pass (and got an answer) is sent the conversation so far (:class:`primsel.types.Revises`) with
-feedback drawn from the execution result alone (:mod:`primsel.eval.feedback`), and the new
-program runs in the sandbox. A task's final status is that of its last round. With ``reselect``
-the library is ranked again with the query plus the error. The settings and figures are
-described in docs/user-guide.md ("Reflection rounds").
+"""Reflection rounds: a task whose program did not pass (and got an answer) is sent the conversation so far
+with feedback from its execution result (:mod:`primsel.eval.feedback`) and runs the revised program; its
+status is that of its last round. Settings and figures: docs/user-guide.md ("Reflection rounds").
 """
 
 from __future__ import annotations
@@ -25,6 +20,8 @@ from primsel.types import ExecutionResult, Program, Revises, Selection, Summaris
 REFLECTION_KEYS = ("rounds", "feedback", "reselect")
 #: Feedback levels (:data:`primsel.eval.feedback.LEVELS`).
 FEEDBACK_LEVELS = ("verdict", "error", "trace")
+#: A re-selection: ``{task id: text}`` -> ``{task id: selection}``.
+Reselect = Callable[[Mapping[str, str]], Mapping[str, Selection]]
 
 
 @dataclass(frozen=True)
@@ -36,8 +33,8 @@ class Reflection:
     rounds : most programs per task, >= 1.
     feedback : ``"verdict"``, ``"error"`` or ``"trace"``: what the model is told of a failure.
     reselect : re-rank with the query plus the error message before each later round.
-    given : the keys the experiment set (:data:`REFLECTION_KEYS` order); only these are written
-        back into the cell's settings (:meth:`to_table`), and with any, reports show rounds.
+    given : the keys the experiment set (:data:`REFLECTION_KEYS` order); only these are written back into the
+        cell's settings (:meth:`to_table`), and with any, reports show rounds.
 
     Raises
     ------
@@ -52,14 +49,13 @@ class Reflection:
     def __post_init__(self) -> None:
         feedback = None if self.feedback in FEEDBACK_LEVELS else \
             f"must be one of {', '.join(repr(v) for v in FEEDBACK_LEVELS)}, got {self.feedback!r}"
+        unknown = [key for key in self.given if key not in REFLECTION_KEYS]
+        given = f"must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}" if unknown else None
         problems = {"rounds": number_problem(self.rounds, **ROUNDS_BOUNDS), "feedback": feedback,
-                    "reselect": flag_problem(self.reselect)}
+                    "reselect": flag_problem(self.reselect), "given": given}
         for key, problem in problems.items():
             if problem is not None:
                 raise ValueError(f"{key} {problem}")
-        unknown = [key for key in self.given if key not in REFLECTION_KEYS]
-        if unknown:
-            raise ValueError(f"given must name keys among {', '.join(REFLECTION_KEYS)}, got {unknown[0]!r}")
         object.__setattr__(self, "given", tuple(key for key in REFLECTION_KEYS if key in self.given))
 
     @property
@@ -69,12 +65,8 @@ class Reflection:
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> Reflection:
-        """The reflection keys a table sets (other keys ignored).
-
-        Raises
-        ------
-        ValueError : a value out of its range, as ``"<key> <problem>"``.
-        """
+        """The reflection keys a table sets (other keys ignored); raises ValueError for a value out of its range
+        (``"<key> <problem>"``)."""
         given = tuple(key for key in REFLECTION_KEYS if key in table)
         return cls(**{key: table[key] for key in given}, given=given)
 
@@ -85,27 +77,21 @@ class Reflection:
 
 def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Program],
                      on_result: Callable[[], None] | None = None) -> dict[str, ExecutionResult]:
-    """Run the programs whose status is ``ok`` in ``sandbox`` (an entry point ASPERA's rules refuse
-    gets their verdict without running); ``on_result`` is called once per task.
-
-    Returns
-    -------
-    task id -> execution result, for the tasks that got one.
-    """
+    """Run the programs whose status is ``ok`` in ``sandbox`` (an entry point ASPERA's rules refuse gets their
+    verdict without running), calling ``on_result`` once per task; returns task id -> execution result, for the
+    tasks that got one."""
     # local: the settings import this module, and primsel.generation loads the LLM clients
     from primsel.generation.extract import entry_point_error
 
     results = {t.id: r for t in tasks if (r := entry_point_error(programs[t.id])) is not None}
     jobs = [(t, programs[t.id].code, programs[t.id].entry_point) for t in tasks
             if programs[t.id].status == "ok" and t.id not in results]
-    if on_result is not None:
-        for _ in range(len(tasks) - len(jobs)):
-            on_result()
-    if jobs:
-        for result in sandbox.execute_many(jobs):
-            results[result.task_id] = result
-            if on_result is not None:
-                on_result()
+    tick = on_result if on_result is not None else (lambda: None)
+    for _ in range(len(tasks) - len(jobs)):
+        tick()
+    for result in (sandbox.execute_many(jobs) if jobs else ()):
+        results[result.task_id] = result
+        tick()
     return results
 
 
@@ -122,10 +108,9 @@ class RoundsOutcome:
 
     Parameters
     ----------
-    programs, results, selections : task id -> the last round's program, execution result (if
-        any) and selection.
-    rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and
-        ``feedback`` are those given to the next round).
+    programs, results, selections : task id -> the last round's program, execution result (if any) and selection.
+    rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and ``feedback`` are those
+        given to the next round).
     references : task id -> the reference program's run, for the tasks that failed a round.
     usage : per round, the generator's ``requests`` and the ``reselect_tokens``.
     """
@@ -138,19 +123,17 @@ class RoundsOutcome:
     usage: list[dict[str, float]] = field(default_factory=list)
 
 
-def _status(program: Program, result: ExecutionResult | None) -> str:
-    return result.status if result is not None else program.status
-
-
 def _entry(round_no: int, program: Program, result: ExecutionResult | None,
            selection: Selection | None = None, gold: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One round's record of a task; with ``selection``, its ids and set recall against ``gold``."""
     usage = dict(program.usage)
     ran = result is not None
-    entry = {"round": round_no, "status": _status(program, result), "error_type": result.error_type if ran else None,
+    entry = {"round": round_no, "status": result.status if ran else program.status,
+             "error_type": result.error_type if ran else None,
              "message": result.message if ran else (program.raw if program.status == "llm_error" else None),
              "line": result.line if ran else None, "program_status": program.status, "program": program.code,
-             "tokens": {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
+             "tokens": {"prompt": int(usage.get("prompt_tokens", 0)),
+                        "completion": int(usage.get("completion_tokens", 0)),
                         "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
              "cached": bool(usage.get("cached", 0)), "category": None, "feedback": None}
     if selection is not None:
@@ -179,51 +162,44 @@ def _tell(reflection: Reflection, retry: Sequence[Task], out: RoundsOutcome, lib
     return errors
 
 
-def _reselect(reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]], texts: Mapping[str, str],
-              out: RoundsOutcome, docs: dict[str, list[Any]], library: Any) -> float:
+def _reselect(reselect: Reselect | None, texts: Mapping[str, str], out: RoundsOutcome, docs: dict[str, list[Any]],
+              library: Any) -> float:
     """Rank the tasks of ``texts`` again; returns the tokens the re-selection used."""
     tokens = 0.0
-    for task_id, selection in (reselect(texts) if texts else {}).items():
+    for task_id, selection in (reselect(texts) if texts and reselect is not None else {}).items():
         out.selections[task_id] = selection
         docs[task_id] = [library[p] for p in selection.ids]
-        tokens += float(selection.usage.get("prompt_tokens", 0.0)) + float(selection.usage.get("completion_tokens", 0.0))
+        tokens += sum(float(selection.usage.get(key, 0.0)) for key in ("prompt_tokens", "completion_tokens"))
     return tokens
 
 
 def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[str, Any],
                selections: Mapping[str, Selection], programs: Mapping[str, Program],
                results: Mapping[str, ExecutionResult], sandbox: Any, library: Any, *, timeout: float | None = None,
-               reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None = None,
-               task_bar: Any = None) -> RoundsOutcome:
-    """Rounds 2..R of every task whose program did not pass, after round 1 (``selections``,
-    ``programs`` and ``results``); ``owners`` maps a task id to the generator that wrote its
-    program, ``timeout`` is named in the feedback on a timeout, ``reselect`` gives new
-    selections of ``{task id: text}`` (with ``reflection.reselect``), ``task_bar`` (a tqdm bar)
-    grows by two steps per retried task and round.
-
-    Returns
-    -------
-    :class:`RoundsOutcome`.
+               reselect: Reselect | None = None, task_bar: Any = None) -> RoundsOutcome:
+    """Rounds 2..R of every task whose program did not pass, after round 1 (``selections``, ``programs`` and
+    ``results``), as a :class:`RoundsOutcome`; ``owners`` maps a task id to the generator that wrote its program,
+    ``timeout`` is named in the feedback on a timeout, ``reselect`` gives new selections of ``{task id: text}``
+    (with ``reflection.reselect``), ``task_bar`` (a tqdm bar) grows by two steps per retried task and round.
 
     Raises
     ------
-    ValueError : a retried task's generator cannot revise, or ``reflection.reselect`` without
-        ``reselect``; and whatever the generator or the sandbox raises.
+    ValueError : a retried task's generator cannot revise, or ``reflection.reselect`` without ``reselect``; and
+        whatever the generator or the sandbox raises.
     """
     if reflection.reselect and reselect is None:
         raise ValueError("reselect needs the cell's retriever to rank again")
     generators = list({id(g): g for g in owners.values()}.values())
     gold = {t.id: frozenset(t.gold) for t in tasks}
     chosen = selections if reflection.reselect else {}
-    out = RoundsOutcome(programs=dict(programs), results=dict(results), selections=dict(selections),
-                        rounds={t.id: [_entry(1, programs[t.id], results.get(t.id), chosen.get(t.id), gold[t.id])]
-                                for t in tasks})
+    rounds = {t.id: [_entry(1, programs[t.id], results.get(t.id), chosen.get(t.id), gold[t.id])] for t in tasks}
+    out = RoundsOutcome(programs=dict(programs), results=dict(results), selections=dict(selections), rounds=rounds)
     out.usage.append({"requests": _sent(generators), "reselect_tokens": 0.0})
     turns: dict[str, list[tuple[Program, str]]] = {t.id: [] for t in tasks}
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     for round_no in range(2, reflection.rounds + 1):
-        retry = [t for t in tasks if _status(out.programs[t.id], out.results.get(t.id)) != "pass"
-                 and out.programs[t.id].status not in ("llm_error", "prompt_too_long")]
+        retry = [t for t in tasks if out.rounds[t.id][-1]["status"] != "pass"  # the last round's record
+                 and out.rounds[t.id][-1]["program_status"] not in ("llm_error", "prompt_too_long")]
         if not retry:
             break
         for t in retry:
@@ -235,10 +211,8 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
             task_bar.refresh()
         reference_runs(sandbox, [t for t in retry if t.id in out.results], out.references)
         errors = _tell(reflection, retry, out, library, turns, timeout)
-        reselect_tokens = 0.0
-        if reflection.reselect and reselect is not None:
-            texts = {t.id: f"{t.query}\n{errors[t.id]}" for t in retry if errors[t.id]}
-            reselect_tokens = _reselect(reselect, texts, out, docs, library)
+        texts = {t.id: f"{t.query}\n{errors[t.id]}" for t in retry if errors[t.id]} if reflection.reselect else {}
+        reselect_tokens = _reselect(reselect, texts, out, docs, library)
         revised: dict[str, Program] = {}
         for generator in generators:
             mine = [t for t in retry if owners[t.id] is generator]
@@ -264,14 +238,9 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
 
 def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[str, Any]]],
                   usage: Sequence[Mapping[str, float]]) -> tuple[Round, ...]:
-    """The figures of rounds 1..``reflection.rounds`` of a cell, from :attr:`RoundsOutcome.rounds`
-    and :attr:`RoundsOutcome.usage` (a round no task reached repeats the last success).
-
-    Returns
-    -------
-    One :class:`primsel.experiments.results.Round` per round (``selection_recall`` None without
-    ``reselect``).
-    """
+    """The figures of rounds 1..``reflection.rounds`` of a cell from :attr:`RoundsOutcome.rounds` and ``usage`` (a
+    round no task reached repeats the last success): one :class:`primsel.experiments.results.Round` per round
+    (``selection_recall`` None without ``reselect``)."""
     n = len(rounds)
     out: list[Round] = []
     cumulative = 0.0
@@ -280,8 +249,7 @@ def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[
         passed = sum(1 for task in rounds.values() if any(e["status"] == "pass" for e in task if e["round"] <= r))
         prompt = math.fsum(e["tokens"]["prompt"] for e in entries)
         completion = math.fsum(e["tokens"]["completion"] for e in entries)
-        extra = float(usage[r - 1]["reselect_tokens"]) if r - 1 < len(usage) else 0.0
-        cumulative += prompt + completion + extra
+        cumulative += prompt + completion + (float(usage[r - 1]["reselect_tokens"]) if r - 1 < len(usage) else 0.0)
         selection_recall = None
         if reflection.reselect:
             last = [max((e for e in task if e["round"] <= r), key=lambda e: e["round"]) for task in rounds.values()]

@@ -1,10 +1,6 @@
-"""The settings of one cell: a frozen, typed object, and the only checker of a cell's values.
-
-:class:`CellSettings` checks everything about a cell once, on construction: the values against
-their bounds (:mod:`primsel.checks`), the metric names, the component specifications in depth
-(:func:`primsel.spec.check`), and that the generator can revise when ``rounds`` > 1. A
-:class:`SettingError` names the setting (``"k"``, ``"retriever.members[1]"``); callers name it
-their way (an experiment file's key, a flag).
+"""The settings of one cell: :class:`CellSettings`, the only checker of a cell's values (bounds, metric names,
+component specifications in depth, a generator that can revise when ``rounds`` > 1), once, on construction.
+A :class:`SettingError` names the setting (``"retriever.members[1]"``); callers name it their way.
 """
 
 from __future__ import annotations
@@ -34,13 +30,8 @@ COMPONENT_KEYS = ("retriever", "generator", "selector")
 
 
 class SettingError(ValueError):
-    """A cell setting has a bad value.
-
-    Parameters
-    ----------
-    key : the setting (``"k"``, ``"timeout"``, ...).
-    problem : what is wrong (``"must be an integer >= 1, got 0"``).
-    """
+    """A cell setting has a bad value: ``key`` names the setting (``"k"``), ``problem`` says what is wrong
+    (``"must be an integer >= 1, got 0"``)."""
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"{key}: {problem}")
@@ -48,51 +39,43 @@ class SettingError(ValueError):
         self.problem = problem
 
 
-def _spec_problem(key: str, value: Any) -> str | None:
-    """What is wrong with a specification's form (and a generator table's reflection keys)."""
-    if isinstance(value, str):
-        return "must not be an empty name" if not value else None
-    if not isinstance(value, Mapping):
-        return f"must be a name or a table, got {specs.toml_type(value)} {value!r}"
-    if not (isinstance(value.get("type"), str) and value.get("type")):
-        return "needs a 'type' string"
-    if key == "generator":
-        try:
-            Reflection.from_table(value)
-        except ValueError as exc:  # "rounds must be an integer >= 1, got 0"
-            return str(exc)
-    return None
+def _spec(key: str, value: Any) -> Any:
+    """A specification whose form (and a generator table's reflection keys) is right, tables as plain dicts;
+    raises ValueError saying what is wrong otherwise."""
+    if isinstance(value, str) and not value:
+        raise ValueError("must not be an empty name")
+    if not isinstance(value, (str, Mapping)):
+        raise ValueError(f"must be a name or a table, got {specs.toml_type(value)} {value!r}")
+    if isinstance(value, Mapping) and not (isinstance(value.get("type"), str) and value.get("type")):
+        raise ValueError("needs a 'type' string")
+    if key == "generator" and isinstance(value, Mapping):
+        Reflection.from_table(value)  # raises "rounds must be an integer >= 1, got 0"
+    return dict(value) if isinstance(value, Mapping) else value
 
 
-def _metrics_problem(value: Any) -> str | None:
+def _metrics(value: Any) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) and m for m in value):
-        return f"must be an array of metric names, got {value!r}"
+        raise ValueError(f"must be an array of metric names, got {value!r}")
     for metric in value:
-        try:
-            parse_metric(metric)
-        except ValueError as exc:
-            return str(exc)
-    return None
+        parse_metric(metric)  # raises for an unknown metric
+    return sorted(dict.fromkeys(value))
 
 
-def _reflection(value: Any) -> tuple[str | None, Any]:
+def _reflection(value: Any) -> Reflection:
     if isinstance(value, Reflection):
-        return None, value
+        return value
     if not isinstance(value, Mapping):
-        return f"must be a table of {', '.join(REFLECTION_KEYS)}, got {specs.toml_type(value)} {value!r}", value
+        raise ValueError(f"must be a table of {', '.join(REFLECTION_KEYS)}, got {specs.toml_type(value)} {value!r}")
     unknown = [key for key in value if key not in REFLECTION_KEYS]
     if unknown:
-        return f"{unknown[0]!r} is not a reflection setting; expected one of {', '.join(REFLECTION_KEYS)}", value
-    try:
-        return None, Reflection.from_table(value)
-    except ValueError as exc:
-        return str(exc), value
+        raise ValueError(f"{unknown[0]!r} is not a reflection setting; expected one of {', '.join(REFLECTION_KEYS)}")
+    return Reflection.from_table(value)
 
 
 def check_setting(key: str, value: Any) -> Any:
-    """Check the value of one cell setting on its own (specifications in form only); returns it
-    normalised (seconds and thresholds as floats, metric names sorted without repeats, tables as
-    plain dicts, a ``reflection`` table as a :class:`Reflection`).
+    """Check the value of one cell setting on its own (specifications in form only); returns it normalised
+    (seconds and thresholds as floats, metric names sorted without repeats, tables as plain dicts, a
+    ``reflection`` table as a :class:`Reflection`).
 
     Raises
     ------
@@ -100,24 +83,25 @@ def check_setting(key: str, value: Any) -> Any:
     """
     if key in _OPTIONAL and value is None:
         return None
-    problem: str | None
-    if key in NUMBER_BOUNDS:
-        problem = number_problem(value, **NUMBER_BOUNDS[key])
-        value = float(value) if problem is None and key in _FLOATS else value
-    elif key in COMPONENT_KEYS:
-        problem = _spec_problem(key, value)
-        value = dict(value) if isinstance(value, Mapping) else value
-    elif key == "closure":
-        problem = flag_problem(value)
-    elif key == "reflection":
-        problem, value = _reflection(value)
-    elif key == "metrics":
-        problem = _metrics_problem(value)
-        value = value if problem else sorted(dict.fromkeys(value))
-    elif key == "dataset":
-        problem = None if isinstance(value, str) else f"must be a string, got {value!r}"
-    else:
-        problem = f"is not a cell setting; expected one of {', '.join(SETTING_KEYS)}"
+    problem: str | None = None
+    try:
+        if key in NUMBER_BOUNDS:
+            problem = number_problem(value, **NUMBER_BOUNDS[key])
+            value = float(value) if problem is None and key in _FLOATS else value
+        elif key in COMPONENT_KEYS:
+            value = _spec(key, value)
+        elif key == "closure":
+            problem = flag_problem(value)
+        elif key == "reflection":
+            value = _reflection(value)
+        elif key == "metrics":
+            value = _metrics(value)
+        elif key == "dataset":
+            problem = None if isinstance(value, str) else f"must be a string, got {value!r}"
+        else:
+            problem = f"is not a cell setting; expected one of {', '.join(SETTING_KEYS)}"
+    except ValueError as exc:
+        problem = str(exc)
     if problem is not None:
         raise SettingError(key, problem)
     return value
@@ -129,10 +113,9 @@ class CellSettings:
 
     Parameters
     ----------
-    retriever, selector : specifications (:mod:`primsel.spec`) in canonical form; selector None:
-        the fixed rules of :func:`primsel.retrieval.selector.select`.
-    k, threshold, closure : selection size (>= 1), minimum score (or None), add the types the
-        selection depends on.
+    retriever, selector : specifications (:mod:`primsel.spec`) in canonical form; selector None: the fixed rules
+        of :func:`primsel.retrieval.selector.select`.
+    k, threshold, closure : selection size (>= 1), minimum score (or None), add the types the selection needs.
     folds, seed : cross-validation folds (>= 2) and seed (>= 0).
     generator : generator table or None (retrieval only); reflection keys in it move to ``reflection``.
     reflection : a :class:`Reflection` or a table of its keys; only with a generator.
@@ -143,8 +126,8 @@ class CellSettings:
 
     Raises
     ------
-    SettingError : a bad value or specification, reflection without a generator or set twice,
-        rounds > 1 for a generator that cannot revise (the message names the key).
+    SettingError : a bad value or specification, reflection without a generator or set twice, rounds > 1 for a
+        generator that cannot revise (the message names the key).
     """
 
     retriever: Any
@@ -168,8 +151,7 @@ class CellSettings:
         for field in dataclasses.fields(self):
             put(field.name, check_setting(field.name, getattr(self, field.name)))
         put("retriever", specs.canonical(self.retriever))
-        if self.selector is not None:
-            put("selector", specs.canonical(self.selector))
+        put("selector", None if self.selector is None else specs.canonical(self.selector))
         put("metrics", tuple(self.metrics))
         reflection_key = "reflection"
         if self.generator is not None:
@@ -185,12 +167,11 @@ class CellSettings:
             put("generator", generator)
         elif self.reflection.configured:
             raise SettingError("reflection", "needs a generator: the rounds revise generated programs")
-        for key in COMPONENT_KEYS:
-            if getattr(self, key) is not None:
-                try:
-                    specs.check(getattr(self, key), key)
-                except specs.SpecError as exc:
-                    raise SettingError(".".join(k for k in (key, exc.key) if k), exc.problem) from None
+        for key in [key for key in COMPONENT_KEYS if getattr(self, key) is not None]:
+            try:
+                specs.check(getattr(self, key), key)
+            except specs.SpecError as exc:
+                raise SettingError(".".join(k for k in (key, exc.key) if k), exc.problem) from None
         if self.reflection.rounds > 1 and not isinstance(registry.build(self.generator, "generator"), Revises):
             raise SettingError(f"{reflection_key}.rounds",
                                f"generator {specs.type_name(self.generator)!r} cannot revise a program; "
@@ -198,37 +179,28 @@ class CellSettings:
 
     @classmethod
     def from_mapping(cls, settings: Mapping[str, Any]) -> CellSettings:
-        """Settings from a mapping of setting keys (defaults filled for the missing ones).
-
-        Raises
-        ------
-        SettingError : an unknown key (naming it), a missing retriever, or a bad value.
-        """
-        for key in settings:
-            if key not in SETTING_KEYS:
-                check_setting(key, settings[key])  # raises: not a cell setting
+        """Settings from a mapping of setting keys (defaults filled for the missing ones); raises SettingError for
+        an unknown key (naming it), a missing retriever, or a bad value."""
+        for key in [key for key in settings if key not in SETTING_KEYS]:
+            check_setting(key, settings[key])  # raises: not a cell setting
         if "retriever" not in settings:
             raise SettingError("retriever", "is missing")
         return cls(**dict(settings))
 
     def sources(self) -> dict[str, dict[str, str]]:
-        """Digests of the source of every component class the settings name
-        (:func:`primsel.spec.sources`): ``{"retriever": {name: digest}, "generator": {...}}`` (no
-        ``generator`` key without one); a finished cell whose recorded sources differ is stale."""
-        out = {"retriever": specs.sources(self.retriever, "retriever")}
-        if self.generator is not None:
-            out["generator"] = specs.sources(self.generator, "generator")
-        return out
+        """Digests of the source of every component class named (:func:`primsel.spec.sources`): ``{"retriever":
+        {name: digest}, "generator": {...}}`` (no generator, no key); a cell whose recorded sources differ is stale."""
+        generator = {} if self.generator is None else {"generator": specs.sources(self.generator, "generator")}
+        return {"retriever": specs.sources(self.retriever, "retriever"), **generator}
 
     def to_json(self) -> dict[str, Any]:
-        """The resolved settings as JSON data (``config.json``; its hash is the cell id):
-        ``timeout`` only with a generator, ``metrics``, ``threshold``, ``selector`` and ``depth``
-        only when set, the reflection keys that were set inside the generator table."""
+        """The resolved settings as JSON data (``config.json``; its hash is the cell id): ``timeout`` only with a
+        generator, ``metrics``, ``threshold``, ``selector`` and ``depth`` only when set, the reflection keys that
+        were set inside the generator table."""
         out: dict[str, Any] = {"retriever": self.retriever, "k": self.k, "closure": self.closure,
                                "folds": self.folds, "seed": self.seed, "generator": None}
         if self.generator is not None:
-            out["generator"] = {**self.generator, **self.reflection.to_table()}
-            out["timeout"] = self.timeout
+            out.update(generator={**self.generator, **self.reflection.to_table()}, timeout=self.timeout)
         if self.metrics:
             out["metrics"] = list(self.metrics)
         out.update((key, getattr(self, key)) for key in ("threshold", "selector", "depth")
@@ -237,12 +209,8 @@ class CellSettings:
         return out
 
     def for_dataset(self, dataset: str) -> CellSettings:
-        """The same settings on the tasks of fingerprint ``dataset`` (the others not checked again).
-
-        Raises
-        ------
-        SettingError : ``dataset`` is not a string.
-        """
+        """The same settings on the tasks of fingerprint ``dataset`` (the others not checked again); raises
+        SettingError when ``dataset`` is not a string."""
         out = copy.copy(self)
         object.__setattr__(out, "dataset", check_setting("dataset", dataset))
         return out
