@@ -1,12 +1,7 @@
-"""One cell: select from a ranking, (generate, execute,) score, and write the cell's files.
-
-The pipeline of ``primsel run`` (every cell of a grid) and ``primsel retrieve`` (one cell): the
-retrieval (:class:`primsel.retrieval.store.Retrieval`), every task's selection (the fixed rules
-of :func:`primsel.retrieval.selector.select`, or the cell's ``selector``, fitted per fold when it
-learns), with a generator a program per task run in the sandbox (a program whose status is not
-``ok`` is not executed), and the metrics. A cell is incomplete (``"complete": false``) when an
-LLM request it depends on failed after its retries. Its directory holds config.json, run.trec,
-tasks.jsonl, failures.jsonl (with a generator) and report.json, written last.
+"""One cell of ``primsel run`` or ``primsel retrieve``: select from a ranking (a ``selector``
+learning is fitted per fold), with a generator generate and execute a program per task, score, and
+write config.json, run.trec, tasks.jsonl, failures.jsonl (with a generator) and report.json, last. A
+cell is incomplete (``"complete": false``) when an LLM request it depends on failed after its retries.
 """
 
 from __future__ import annotations
@@ -65,15 +60,14 @@ def _mean(values: Iterable[float]) -> float:
     return math.fsum(vals) / len(vals) if vals else 0.0
 
 
-def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *,
-                 name: str = "", workers: int | None = None, base_dir: Path | None = None,
-                 task_bar: Any = None, requery: Callable[[Mapping[str, str]], Retrieval] | None = None
-                 ) -> CellOutcome:
+def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *, name: str = "",
+                 workers: int | None = None, base_dir: Path | None = None, task_bar: Any = None,
+                 requery: Callable[[Mapping[str, str]], Retrieval] | None = None) -> CellOutcome:
     """Select, (generate, execute,) and score one cell over every task of ``dataset``.
 
-    ``name``: the selections' retriever; ``workers``: sandbox processes; ``base_dir``: resolves a
-    relative generator ``programs`` path; ``task_bar``: a tqdm bar advanced per task and step;
-    ``requery``: :meth:`RetrievalStore.rerank` of the cell's retriever, for reflection's ``reselect``.
+    ``name``: the selections' retriever; ``workers``: sandbox processes; ``base_dir``: resolves a relative
+    generator ``programs`` path; ``task_bar``: a tqdm bar advanced per task and step; ``requery``:
+    :meth:`RetrievalStore.rerank` of the cell's retriever, for reflection's ``reselect``.
 
     Returns
     -------
@@ -106,15 +100,12 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
                                  docs_tokens=_mean(tokens.values()), scores=set_metrics(selected, gold))
     selector_usage = SelectorUsage({n: math.fsum(float(u.get(n, 0.0)) for u in retrieval.usage.values())
                                     for n in SELECTOR_USAGE}) if retrieval.usage else None
-    rows = []
-    for t in tasks:
-        metrics = {metric: rows_rank[t.id][metric] for metric in task_names}
-        metrics.update({f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")})
-        rows.append({"task_id": t.id, "fold": retrieval.folds.get(t.id), "selection": list(selected[t.id]),
-                     "closure_added": list(selections[t.id].added_by_closure), "gold": sorted(t.gold),
-                     "metrics": metrics, "docs_tokens": tokens[t.id]})
-        if retrieval.usage:
-            rows[-1]["selection_usage"] = dict(selections[t.id].usage)
+    rows = [{"task_id": t.id, "fold": retrieval.folds.get(t.id), "selection": list(selected[t.id]),
+             "closure_added": list(selections[t.id].added_by_closure), "gold": sorted(t.gold),
+             "metrics": {**{metric: rows_rank[t.id][metric] for metric in task_names},
+                         **{f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")}},
+             "docs_tokens": tokens[t.id], **({"selection_usage": dict(selections[t.id].usage)} if retrieval.usage
+                                             else {})} for t in tasks]
 
     failures, generated, fitted = None, {}, False
     if settings.generator:
@@ -166,7 +157,7 @@ def _select(settings: CellSettings, retrieval: Retrieval, library: Library, task
     """Task id -> its selection, by the selector of its fold, else by the cell's k, threshold, closure."""
     out = {}
     for task_id in task_ids:
-        chooser = selectors.get(retrieval.folds.get(task_id, 0)) if selectors else None
+        chooser = selectors.get(retrieval.folds.get(task_id, 0))
         out[task_id] = (select if chooser is None else chooser.select)(
             retrieval.ranked[task_id], library, k=settings.k, threshold=settings.threshold,
             closure=settings.closure, task_id=task_id, retriever=name, usage=retrieval.usage.get(task_id))
@@ -209,8 +200,7 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     programs, owners, generators = _generate_per_fold(generator_spec(settings.generator, base_dir), dataset,
                                                       library, selections, folds, task_bar)
     advance = (lambda: task_bar.update(1)) if task_bar is not None else None
-    rounds = None
-    references: dict[str, Any] = {}
+    rounds, references = None, {}
     with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
         results = execute_programs(sandbox, tasks, programs, advance)
         if settings.reflection.configured:
@@ -227,7 +217,7 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         reference_runs(sandbox, [t for t in tasks if t.id in results and not results[t.id].passed], references)
 
     rows: dict[str, dict] = {}
-    failures = []
+    failures: list[dict] = []
     for t in tasks:
         prog, res = programs[t.id], results.get(t.id)
         row = rows[t.id] = _program_row(prog, res, lenient.get(t.id))
@@ -242,11 +232,9 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
             row["tokens"] = {part: sum(e["tokens"].get(part, 0) for e in entries)
                              for part in ("prompt", "completion", "prompt_cached")}
     usage: dict[str, float] = {}
-    for gen in generators:
-        if isinstance(gen, SummarisesUsage):
-            for key, value in gen.usage_summary().items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    usage[key] = usage.get(key, 0.0) + float(value)
+    for key, value in (kv for g in generators if isinstance(g, SummarisesUsage) for kv in g.usage_summary().items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            usage[key] = usage.get(key, 0.0) + float(value)
     status = [rows[t.id]["status"] for t in tasks]
     generation = Generation(
         success=_mean(1.0 if s == "pass" else 0.0 for s in status),
@@ -278,9 +266,7 @@ def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections
 
     per_fold = fit_per_fold(probe, lambda: registry.build(spec, "generator"), sorted(groups), fit) if learns \
         else [(0, probe)]
-    programs: dict[str, Any] = {}
-    owners: dict[str, Any] = {}
-    generators = []
+    programs, owners, generators = {}, {}, []
     for fold, gen in per_fold:
         generators.append(gen)
         items = [(t, docs[t.id]) for t in groups[fold]]
@@ -295,20 +281,18 @@ def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections
 def _program_row(prog: Any, res: Any, lenient: str | None) -> dict[str, Any]:
     """The generation part of a task's row in tasks.jsonl (``attribution`` None)."""
     too_long = res is None and prog.status == PROMPT_TOO_LONG
-    usage = dict(prog.usage)
-    return {
-        "status": res.status if res is not None else ("error" if too_long else prog.status),
-        "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
-        "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
-                                                        else None),
-        "program_status": prog.status, "program": prog.code,
-        "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
-                   "prompt_cached": usage.get("prompt_tokens_cached", 0)},
-        "generation_seconds": usage.get("seconds", 0.0), "seconds": res.seconds if res is not None else 0.0,
-        "called_primitives": list(res.called_primitives) if res is not None else [], "attribution": None,
-        "extraction": prog.extraction.get("mode"), "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
-        "parse_failure": prog.extraction.get("parse_failure"), "import_lenient_status": lenient,
-    }
+    usage, extraction = dict(prog.usage), prog.extraction
+    return {"status": res.status if res is not None else ("error" if too_long else prog.status),
+            "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
+            "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
+                                                            else None),
+            "program_status": prog.status, "program": prog.code,
+            "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
+                       "prompt_cached": usage.get("prompt_tokens_cached", 0)},
+            "generation_seconds": usage.get("seconds", 0.0), "seconds": res.seconds if res is not None else 0.0,
+            "called_primitives": list(res.called_primitives) if res is not None else [], "attribution": None,
+            "extraction": extraction.get("mode"), "dropped_lines": list(extraction.get("dropped_lines", ())),
+            "parse_failure": extraction.get("parse_failure"), "import_lenient_status": lenient}
 
 
 @dataclasses.dataclass
@@ -326,16 +310,13 @@ class CellContext:
 
 def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
              sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
-    """Compute one cell (its retrieval from ``ctx.store``, then :func:`compute_cell`) and write
-    its files (:func:`write_cell`); ``sources``: as :func:`write_cell`.
+    """Compute one cell (its retrieval from ``ctx.store``, then :func:`compute_cell`) and write its files
+    (:func:`write_cell`, ``sources`` as there).
 
     Returns
     -------
-    The cell's report (metric name -> value, and ``complete``).
-
-    Raises
-    ------
-    Whatever a component raises; report.json is then not written, so a re-run recomputes the cell.
+    The cell's report (metric name -> value, and ``complete``). Whatever a component raises propagates,
+    report.json unwritten: a re-run recomputes the cell.
     """
     start = time.perf_counter()
     s = cell.settings
@@ -356,14 +337,13 @@ _WINDOWS: dict[tuple[str, str], dict[str, int]] = {}  # (model, digest of the te
 
 
 def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, Any]]:
-    """How every ``dense`` retriever in a specification (:func:`primsel.spec.walk`) embeds the
-    library: :func:`primsel.retrieval.encoders.window_counts` of its document texts.
+    """How every ``dense`` retriever in a specification (:func:`primsel.spec.walk`) embeds the library:
+    :func:`primsel.retrieval.encoders.window_counts` of its document texts.
 
     Returns
     -------
-    ``{key of the dense specification ("" for itself): {"model", "window_tokens", "texts",
-    "longest_tokens", "texts_windowed", "texts_cut"}}``; empty without a ``dense``, or when its
-    model or tokenizer cannot be loaded.
+    ``{key of the dense specification ("" for itself): {"model", "window_tokens", "texts", "longest_tokens",
+    "texts_windowed", "texts_cut"}}``; empty without a ``dense``, or when its model or tokenizer cannot load.
     """
     out: dict[str, dict[str, Any]] = {}
     for key, node in specs.walk(retriever):
@@ -388,9 +368,8 @@ def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, A
 
 def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float,
                sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
-    """Write a computed cell's files, report.json (with ``seconds``, the wall time) last; every
-    backend writes through here. ``sources``: the source digests config.json records (default:
-    :meth:`CellSettings.sources`).
+    """Write a computed cell's files, report.json (with ``seconds``, the wall time) last; every backend writes
+    through here. ``sources``: the source digests config.json records (default: :meth:`CellSettings.sources`).
 
     Returns
     -------

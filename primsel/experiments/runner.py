@@ -1,12 +1,7 @@
-"""Run an experiment grid: every unfinished cell, in grid order, resumably.
-
-``<out>/<name>/experiment.json`` lists the cells; each cell writes its files to
-``<out>/<name>/<cell id>/`` (:mod:`primsel.experiments.cell`). A cell whose report.json says
-``"complete": true`` is skipped on a re-run unless the source of a component it names changed
-since (its config.json records their digests); any other cell is recomputed. With several
-datasets the grid runs on each. Backends: ``"serial"`` (this process) and ``"ray"``
-(:mod:`primsel.experiments.ray_backend`), both writing through
-:func:`primsel.experiments.cell.write_cell`.
+"""Run an experiment grid (on each dataset): every unfinished cell, in grid order, resumably, into
+``<out>/<name>/`` (experiment.json, and a folder per cell). A cell whose report.json says ``"complete": true``
+is skipped unless the source of a component it names changed since (config.json records their digests).
+Backends: ``"serial"`` (this process) and ``"ray"`` (:mod:`primsel.experiments.ray_backend`).
 """
 
 from __future__ import annotations
@@ -49,12 +44,10 @@ class OutputError(ValueError):
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of :data:`VERSIONED_PACKAGES` (None when absent) and of Python."""
-    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    out: dict[str, str | None] = {"python": sys.version.split()[0], **dict.fromkeys(VERSIONED_PACKAGES)}
     for name in VERSIONED_PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
     return out
 
 
@@ -99,12 +92,10 @@ def check_output(directory: Path) -> None:
 
 def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, str], log: TextIO,
                    command: str = "primsel run") -> None:
-    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose
-    every answer did (no endpoint contacted: the cache is not keyed by URL).
-
-    ``answers``: cell id -> (answers, from a cache) (:func:`primsel.experiments.cell.llm_answers`);
-    ``labels``: cell id -> label; ``command``: the prefix of the lines.
-    """
+    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose every answer
+    did (no endpoint contacted: the cache is not keyed by URL). ``answers``: cell id -> (answers, from a
+    cache) (:func:`primsel.experiments.cell.llm_answers`); ``labels``: cell id -> label; ``command``: the
+    prefix of the lines."""
     total = sum(n for n, _ in answers.values())
     if not total:
         return
@@ -121,16 +112,9 @@ def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, 
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentResult:
-    """Outcome of :func:`run_experiment`.
-
-    Parameters
-    ----------
-    directory : ``<out>/<name>``.
-    cells : every cell of the grid, in grid order.
-    computed, skipped : ids of the cells computed by this call, and of those finished before it.
-    seconds : wall time of the call.
-    incomplete : ids of the computed cells whose LLM requests failed (the next run recomputes them).
-    """
+    """Outcome of :func:`run_experiment`: ``directory`` (``<out>/<name>``), ``cells`` (the grid, in grid
+    order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it), ``seconds``
+    (wall time) and ``incomplete`` (computed cells whose LLM requests failed: the next run recomputes them)."""
 
     directory: Path
     cells: tuple[Cell, ...]
@@ -145,11 +129,8 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
     """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
     if tasks is not None:
         return [(None, make_dataset(tasks, library if library is not None else build_library()))]
-    if data is not None:
-        paths, origin = data, "--data"
-    else:
-        paths = config.data
-        origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
+    origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
+    paths, origin = (data, "--data") if data is not None else (config.data, origin)
     out: list[tuple[Any, Dataset]] = []
     for path in (paths if isinstance(paths, tuple) else (paths,)):
         out.extend((path, d) for d in load_datasets(path, log, library, origin=origin))
@@ -161,15 +142,10 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
 
 def _local_models(spec: Any) -> list[str | None]:
     """The ``gguf`` of every ``local`` generator or ``local_selector`` in ``spec`` (any depth)."""
-    found: list[str | None] = []
     if isinstance(spec, Mapping):
-        if spec.get("type") in ("local", "local_selector"):
-            found.append(spec.get("gguf"))
-        spec = list(spec.values())
-    if isinstance(spec, (list, tuple)):
-        for value in spec:
-            found.extend(_local_models(value))
-    return found
+        own = [spec.get("gguf")] if spec.get("type") in ("local", "local_selector") else []
+        return own + _local_models(list(spec.values()))
+    return [gguf for value in spec for gguf in _local_models(value)] if isinstance(spec, (list, tuple)) else []
 
 
 def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids: Sequence[str] | None,
@@ -209,12 +185,11 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                    fold: int | None = None) -> ExperimentResult:
     """Run every unfinished cell of ``config`` and write its outputs to ``<out>/<config.name>``.
 
-    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else
-    the built-in tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset;
-    ``workers``: sandbox processes; ``use_cache=False`` bypasses every on-disk cache;
-    ``on_cell(cell, report)``: called after each computed cell; ``backend``: ``"serial"`` or
-    ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``, ``fold``: run on a subset
-    (:func:`primsel.experiments.dataset.subset`), retrieval staying cross-validated over all tasks.
+    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else the built-in
+    tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset; ``workers``: sandbox processes;
+    ``use_cache=False`` bypasses every on-disk cache; ``on_cell(cell, report)``: called after each computed
+    cell; ``backend``: ``"serial"`` or ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``,
+    ``fold``: run on a subset (:func:`primsel.experiments.dataset.subset`), retrieval cross-validated on all.
 
     Returns
     -------
@@ -259,15 +234,10 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
         done = _finished(directory, cells, sources, log)
         todo = [c for c in cells if c.id not in set(done)]
         contexts = _contexts(config, per_dataset, todo, workers, use_cache, log)
-        computed: list[str] = []
-        incomplete: list[str] = []
-        answers: dict[str, tuple[int, int]] = {}
+        reports: dict[str, Mapping[str, Any]] = {}  # in the order the cells finish
 
         def finished(cell: Cell, report: Mapping[str, Any]) -> None:
-            computed.append(cell.id)
-            if report.get("complete") is False:
-                incomplete.append(cell.id)
-            answers[cell.id] = (int(report.get("llm_answers", 0)), int(report.get("llm_answers_cached", 0)))
+            reports[cell.id] = report
             if on_cell is not None:
                 on_cell(cell, report)
 
@@ -277,10 +247,11 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                 total=len(cells), initial=len(done), name=config.name, sources=sources)
         finally:
             stop_shared_servers()
-        report_answers(answers, {c.id: c.label for c in cells}, log)
-        return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
-                                skipped=tuple(done), seconds=time.perf_counter() - begin,
-                                incomplete=tuple(incomplete))
+        report_answers({cid: (int(r.get("llm_answers", 0)), int(r.get("llm_answers_cached", 0)))
+                        for cid, r in reports.items()}, {c.id: c.label for c in cells}, log)
+        return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(reports), skipped=tuple(done),
+                                seconds=time.perf_counter() - begin,
+                                incomplete=tuple(cid for cid, r in reports.items() if r.get("complete") is False))
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
@@ -296,15 +267,9 @@ def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
 def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapping[str, Mapping[str, str]]],
               log: TextIO) -> list[str]:
     """The ids of the finished cells whose components' sources are unchanged (said on ``log``)."""
-    stale: dict[str, list[str]] = {}
-    done = []
-    for c in cells:
-        if is_finished(directory / c.id):
-            changed = changed_sources(directory / c.id, sources[c.id])
-            if changed:
-                stale[c.id] = changed
-            else:
-                done.append(c.id)
+    changed = {c.id: changed_sources(directory / c.id, sources[c.id]) for c in cells if is_finished(directory / c.id)}
+    done = [cid for cid, names in changed.items() if not names]
+    stale = {cid: names for cid, names in changed.items() if names}
     if done:
         print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
     if stale:
@@ -330,8 +295,8 @@ def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Seq
             d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
         store = RetrievalStore(d.library, whole, use_disk=use_cache)
         contexts.update({c.id: CellContext(experiment=config.name, library=d.library, dataset=d, store=store,
-                                           workers=workers, versions=versions,
-                                           base_dir=config.base_dir) for c in group})
+                                           workers=workers, versions=versions, base_dir=config.base_dir)
+                         for c in group})
         capped = sorted({c.settings.folds for c in group if c in todo
                          and store.effective_folds(c.settings.folds) != c.settings.folds})
         if capped:
