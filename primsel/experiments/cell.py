@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from primsel import registry
-from primsel import spec as specs
+from primsel import registry, spec as specs
 from primsel.eval.aspera import aspera_figures
 from primsel.eval.attribution import attribute, count_categories
 from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
@@ -104,20 +103,17 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
              "closure_added": list(selections[t.id].added_by_closure), "gold": sorted(t.gold),
              "metrics": {**{metric: rows_rank[t.id][metric] for metric in task_names},
                          **{f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")}},
-             "docs_tokens": tokens[t.id], **({"selection_usage": dict(selections[t.id].usage)} if retrieval.usage
-                                             else {})} for t in tasks]
+             "docs_tokens": tokens[t.id],
+             **({"selection_usage": dict(selections[t.id].usage)} if retrieval.usage else {})} for t in tasks]
 
     failures, generated, fitted = None, {}, False
     if settings.generator:
         reselect = None if requery is None else (
             lambda texts: _select(settings, requery(texts), library, list(texts), name, selectors))
-        gen_rows, failures, generated, fitted = _generate_and_execute(
-            settings, dataset, library, selections, retrieval.folds, workers, base_dir, task_bar, reselect)
-        for row in rows:
-            row.update(gen_rows[row["task_id"]])
+        failures, generated, fitted = _generate_and_execute(
+            settings, dataset, library, selections, retrieval.folds, workers, base_dir, task_bar, reselect, rows)
 
-    incomplete = set(retrieval_errors(retrieval))
-    incomplete.update(row["task_id"] for row in rows if row.get("status") == "llm_error")
+    incomplete = {*retrieval_errors(retrieval), *(row["task_id"] for row in rows if row.get("status") == "llm_error")}
     answers = llm_answers(selector_usage, generated.get("generation"), retrieval.cached)
     record = CellReport(
         ranking=ranking, selection=selection, selector_usage=selector_usage, **generated,
@@ -132,8 +128,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
                                               for scores in run.values() for p in scores if p in library}),
         retrieval_key=retrieval.key or retrieval_key(dataset.fingerprint, settings.retriever, settings.folds,
                                                      settings.seed, settings.depth))
-    return CellOutcome(report=record.to_json(), rows=rows, run=run, selections=selections, failures=failures,
-                       record=record)
+    return CellOutcome(record.to_json(), rows, run, selections, failures, record)
 
 
 def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: Library) -> dict[int, Any]:
@@ -192,10 +187,10 @@ def llm_answers(selector: SelectorUsage | None, generation: Generation | None,
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
                           selections: Mapping[str, Selection], folds: Mapping[str, int], workers: int | None,
                           base_dir: Path | None, task_bar: Any,
-                          reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None
-                          ) -> tuple[dict[str, dict], list[dict], dict[str, Any], bool]:
-    """Generate, execute, reflect and attribute: (task id -> row update, failures, the
-    ``generation``, ``rounds`` and ``aspera`` of the record, whether a generator was fitted)."""
+                          reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None,
+                          rows: Sequence[dict[str, Any]]) -> tuple[list[dict], dict[str, Any], bool]:
+    """Generate, execute, reflect and attribute, adding to ``rows`` (tasks.jsonl, in task order): (failures,
+    the ``generation``, ``rounds`` and ``aspera`` of the record, whether a generator was fitted)."""
     tasks = dataset.tasks
     programs, owners, generators = _generate_per_fold(generator_spec(settings.generator, base_dir), dataset,
                                                       library, selections, folds, task_bar)
@@ -216,11 +211,10 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         lenient = {r.task_id: r.status for r in sandbox.execute_many(jobs)} if jobs else {}
         reference_runs(sandbox, [t for t in tasks if t.id in results and not results[t.id].passed], references)
 
-    rows: dict[str, dict] = {}
     failures: list[dict] = []
-    for t in tasks:
+    for t, row in zip(tasks, rows):
         prog, res = programs[t.id], results.get(t.id)
-        row = rows[t.id] = _program_row(prog, res, lenient.get(t.id))
+        row.update(_program_row(prog, res, lenient.get(t.id)))
         if row["status"] != "pass":
             row["attribution"] = attribute(t, selections[t.id], prog, res, library, reference=references.get(t.id))
             failures.append(row["attribution"])
@@ -235,14 +229,15 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
     for key, value in (kv for g in generators if isinstance(g, SummarisesUsage) for kv in g.usage_summary().items()):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             usage[key] = usage.get(key, 0.0) + float(value)
-    status = [rows[t.id]["status"] for t in tasks]
+    status = [row["status"] for row in rows]
     generation = Generation(
         success=_mean(1.0 if s == "pass" else 0.0 for s in status),
         status={n: _mean(1.0 if s == n else 0.0 for s in status) for n in TASK_STATUSES},
         failures={category: float(count) for category, count in count_categories(failures).items()},
         usage=usage, cache_hits=usage.get("cache_hits"))
-    figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
-    return rows, failures, {
+    # the rows hold the first selection; reflection's reselect may have changed it since
+    figure_rows = [{**row, "selection": list(selections[t.id].ids)} for t, row in zip(tasks, rows)]
+    return failures, {
         "generation": generation,
         "rounds": round_figures(settings.reflection, rounds.rounds, rounds.usage) if rounds is not None else (),
         "aspera": Aspera(extraction=getattr(generators[0], "extraction", None) if generators else None,

@@ -78,8 +78,7 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
                                                   ctx.store.use_disk)
             pending[compute.remote(cell, retrievals[key], data_ref, library_ref, ctx.workers, ctx.base_dir,
                                    ctx.store.use_disk, whole_ref)] = cell
-        with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
-                          disable=not progress) as bar:
+        with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log, disable=not progress) as bar:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:

@@ -74,13 +74,8 @@ def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -
     return out
 
 
-def check_output(directory: Path) -> None:
-    """Fail before anything runs when ``directory``, or a folder above it, is a file.
-
-    Raises
-    ------
-    OutputError : naming the file in the way.
-    """
+def _check_output(directory: Path) -> None:
+    """Raise OutputError, naming the file, when ``directory`` or a folder above it is a file."""
     for path in (directory, *directory.parents):
         if path.exists() and not path.is_dir():
             if path == directory:
@@ -103,8 +98,7 @@ def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, 
     print(f"{command}: {cached} of {total} LLM answers from the cache", file=log)
     offline = [cid for cid, (n, c) in answers.items() if n and c == n]
     if offline:
-        names = ", ".join(labels.get(cid, cid) + (f" ({cid})" if labels.get(cid, cid) != cid else "")
-                          for cid in offline)
+        names = ", ".join(labels.get(c, c) + (f" ({c})" if labels.get(c, c) != c else "") for c in offline)
         print(f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
               "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
               "cache_namespace to keep the answers of different endpoints apart)", file=log)
@@ -209,7 +203,7 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
     begin = time.perf_counter()
     with contextlib.nullcontext() if use_cache else caches_disabled():
         directory = Path(out) / config.name
-        check_output(directory)
+        _check_output(directory)
         loaded = _load(config, data, tasks, library, log)
         if sample is not None or task_ids is not None or fold is not None:
             loaded = _subsets(loaded, sample, task_ids, fold, int(config.base.get("seed", 0)),
@@ -273,11 +267,10 @@ def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapp
     if done:
         print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
     if stale:
-        names = sorted({n for changed in stale.values() for n in changed})
+        names = sorted({n for changed_names in stale.values() for n in changed_names})
         print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
               f"{', '.join(names)} changed since they ran", file=log)
-    redo = [c.id for c in cells if c.id not in done and c.id not in stale
-            and (directory / c.id / "report.json").is_file()]
+    redo = [c.id for c in cells if c.id not in changed and (directory / c.id / "report.json").is_file()]
     if redo:
         print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
               "cached answers are reused", file=log)
