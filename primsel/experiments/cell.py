@@ -230,11 +230,10 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             usage[key] = usage.get(key, 0.0) + float(value)
     status = [row["status"] for row in rows]
-    generation = Generation(
-        success=_mean(1.0 if s == "pass" else 0.0 for s in status),
-        status={n: _mean(1.0 if s == n else 0.0 for s in status) for n in TASK_STATUSES},
-        failures={category: float(count) for category, count in count_categories(failures).items()},
-        usage=usage, cache_hits=usage.get("cache_hits"))
+    generation = Generation(success=_mean(1.0 if s == "pass" else 0.0 for s in status),
+                            status={n: _mean(1.0 if s == n else 0.0 for s in status) for n in TASK_STATUSES},
+                            failures={c: float(count) for c, count in count_categories(failures).items()},
+                            usage=usage, cache_hits=usage.get("cache_hits"))
     # the rows hold the first selection; reflection's reselect may have changed it since
     figure_rows = [{**row, "selection": list(selections[t.id].ids)} for t, row in zip(tasks, rows)]
     return failures, {
@@ -248,7 +247,6 @@ def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections
                        folds: Mapping[str, int], task_bar: Any) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
     """Round 1 by a generator per fold (fitted on the other folds) when it learns, else by one:
     (task id -> program, task id -> its generator, the generators)."""
-    docs = {t.id: [library[p] for p in selections[t.id].ids] for t in dataset.tasks}
     probe = registry.build(spec, "generator")
     learns = isinstance(probe, FitsOnTasks)
     groups: dict[int, list[Task]] = {}
@@ -264,7 +262,7 @@ def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections
     programs, owners, generators = {}, {}, []
     for fold, gen in per_fold:
         generators.append(gen)
-        items = [(t, docs[t.id]) for t in groups[fold]]
+        items = [(t, [library[p] for p in selections[t.id].ids]) for t in groups[fold]]
         made = gen.generate_many(items) if isinstance(gen, GeneratesMany) else [gen.generate(*i) for i in items]
         programs.update((t.id, prog) for (t, _), prog in zip(items, made))
         owners.update((t.id, gen) for t in groups[fold])

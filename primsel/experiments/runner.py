@@ -67,11 +67,9 @@ def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -
         recorded = CellConfig.read(directory / "config.json").sources
     except (OSError, ValueError):  # RunFileError included
         recorded = {}
-    out = []
-    for kind, digests in sources.items():
-        old = recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {}
-        out.extend(name for name, value in digests.items() if old.get(name) != value)
-    return out
+    old = {kind: recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {} for kind in sources}
+    return [name for kind, digests in sources.items() for name, value in digests.items()
+            if old[kind].get(name) != value]
 
 
 def _check_output(directory: Path) -> None:
@@ -125,9 +123,8 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
         return [(None, make_dataset(tasks, library if library is not None else build_library()))]
     origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
     paths, origin = (data, "--data") if data is not None else (config.data, origin)
-    out: list[tuple[Any, Dataset]] = []
-    for path in (paths if isinstance(paths, tuple) else (paths,)):
-        out.extend((path, d) for d in load_datasets(path, log, library, origin=origin))
+    out = [(path, d) for path in (paths if isinstance(paths, tuple) else (paths,))
+           for d in load_datasets(path, log, library, origin=origin)]
     names = [d.fingerprint for _, d in out]
     if len(set(names)) != len(names):
         raise DatasetError("the same dataset is named twice in the experiment's data")
@@ -281,8 +278,7 @@ def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Seq
               workers: int | None, use_cache: bool, log: TextIO) -> dict[str, CellContext]:
     """Cell id -> its context (one store per dataset, ranking the whole dataset a subset was
     drawn from); says on ``log`` which folds a dataset with few tasks caps."""
-    contexts = {}
-    versions = package_versions()
+    contexts, versions = {}, package_versions()
     for d, group in per_dataset:
         whole = d if not d.population else dataclasses.replace(
             d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
