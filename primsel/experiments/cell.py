@@ -1,12 +1,7 @@
-"""One cell: select from a ranking, (generate, execute,) score, and write the cell's files.
-
-The pipeline of ``primsel run`` (every cell of a grid) and ``primsel retrieve`` (one cell): the
-retrieval (:class:`primsel.retrieval.store.Retrieval`), every task's selection (the fixed rules
-of :func:`primsel.retrieval.selector.select`, or the cell's ``selector``, fitted per fold when it
-learns), with a generator a program per task run in the sandbox (a program whose status is not
-``ok`` is not executed), and the metrics. A cell is incomplete (``"complete": false``) when an
-LLM request it depends on failed after its retries. Its directory holds config.json, run.trec,
-tasks.jsonl, failures.jsonl (with a generator) and report.json, written last.
+"""One cell of ``primsel run`` or ``primsel retrieve``: select from a ranking (a ``selector``
+learning is fitted per fold), with a generator generate and execute a program per task, score, and
+write config.json, run.trec, tasks.jsonl, failures.jsonl (with a generator) and report.json, last. A
+cell is incomplete (``"complete": false``) when an LLM request it depends on failed after its retries.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from primsel import registry
-from primsel import spec as specs
+from primsel import registry, spec as specs
 from primsel.eval.aspera import aspera_figures
 from primsel.eval.attribution import attribute, count_categories
 from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
@@ -65,15 +59,14 @@ def _mean(values: Iterable[float]) -> float:
     return math.fsum(vals) / len(vals) if vals else 0.0
 
 
-def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *,
-                 name: str = "", workers: int | None = None, base_dir: Path | None = None,
-                 task_bar: Any = None, requery: Callable[[Mapping[str, str]], Retrieval] | None = None
-                 ) -> CellOutcome:
+def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *, name: str = "",
+                 workers: int | None = None, base_dir: Path | None = None, task_bar: Any = None,
+                 requery: Callable[[Mapping[str, str]], Retrieval] | None = None) -> CellOutcome:
     """Select, (generate, execute,) and score one cell over every task of ``dataset``.
 
-    ``name``: the selections' retriever; ``workers``: sandbox processes; ``base_dir``: resolves a
-    relative generator ``programs`` path; ``task_bar``: a tqdm bar advanced per task and step;
-    ``requery``: :meth:`RetrievalStore.rerank` of the cell's retriever, for reflection's ``reselect``.
+    ``name``: the selections' retriever; ``workers``: sandbox processes; ``base_dir``: resolves a relative
+    generator ``programs`` path; ``task_bar``: a tqdm bar advanced per task and step; ``requery``:
+    :meth:`RetrievalStore.rerank` of the cell's retriever, for reflection's ``reselect``.
 
     Returns
     -------
@@ -106,27 +99,21 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
                                  docs_tokens=_mean(tokens.values()), scores=set_metrics(selected, gold))
     selector_usage = SelectorUsage({n: math.fsum(float(u.get(n, 0.0)) for u in retrieval.usage.values())
                                     for n in SELECTOR_USAGE}) if retrieval.usage else None
-    rows = []
-    for t in tasks:
-        metrics = {metric: rows_rank[t.id][metric] for metric in task_names}
-        metrics.update({f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")})
-        rows.append({"task_id": t.id, "fold": retrieval.folds.get(t.id), "selection": list(selected[t.id]),
-                     "closure_added": list(selections[t.id].added_by_closure), "gold": sorted(t.gold),
-                     "metrics": metrics, "docs_tokens": tokens[t.id]})
-        if retrieval.usage:
-            rows[-1]["selection_usage"] = dict(selections[t.id].usage)
+    rows = [{"task_id": t.id, "fold": retrieval.folds.get(t.id), "selection": list(selected[t.id]),
+             "closure_added": list(selections[t.id].added_by_closure), "gold": sorted(t.gold),
+             "metrics": {**{metric: rows_rank[t.id][metric] for metric in task_names},
+                         **{f"set_{m}": rows_set[t.id][m] for m in ("precision", "recall", "f1")}},
+             "docs_tokens": tokens[t.id],
+             **({"selection_usage": dict(selections[t.id].usage)} if retrieval.usage else {})} for t in tasks]
 
     failures, generated, fitted = None, {}, False
     if settings.generator:
         reselect = None if requery is None else (
             lambda texts: _select(settings, requery(texts), library, list(texts), name, selectors))
-        gen_rows, failures, generated, fitted = _generate_and_execute(
-            settings, dataset, library, selections, retrieval.folds, workers, base_dir, task_bar, reselect)
-        for row in rows:
-            row.update(gen_rows[row["task_id"]])
+        failures, generated, fitted = _generate_and_execute(
+            settings, dataset, library, selections, retrieval.folds, workers, base_dir, task_bar, reselect, rows)
 
-    incomplete = set(retrieval_errors(retrieval))
-    incomplete.update(row["task_id"] for row in rows if row.get("status") == "llm_error")
+    incomplete = {*retrieval_errors(retrieval), *(row["task_id"] for row in rows if row.get("status") == "llm_error")}
     answers = llm_answers(selector_usage, generated.get("generation"), retrieval.cached)
     record = CellReport(
         ranking=ranking, selection=selection, selector_usage=selector_usage, **generated,
@@ -141,8 +128,7 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
                                               for scores in run.values() for p in scores if p in library}),
         retrieval_key=retrieval.key or retrieval_key(dataset.fingerprint, settings.retriever, settings.folds,
                                                      settings.seed, settings.depth))
-    return CellOutcome(report=record.to_json(), rows=rows, run=run, selections=selections, failures=failures,
-                       record=record)
+    return CellOutcome(record.to_json(), rows, run, selections, failures, record)
 
 
 def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: Library) -> dict[int, Any]:
@@ -166,7 +152,7 @@ def _select(settings: CellSettings, retrieval: Retrieval, library: Library, task
     """Task id -> its selection, by the selector of its fold, else by the cell's k, threshold, closure."""
     out = {}
     for task_id in task_ids:
-        chooser = selectors.get(retrieval.folds.get(task_id, 0)) if selectors else None
+        chooser = selectors.get(retrieval.folds.get(task_id, 0))
         out[task_id] = (select if chooser is None else chooser.select)(
             retrieval.ranked[task_id], library, k=settings.k, threshold=settings.threshold,
             closure=settings.closure, task_id=task_id, retriever=name, usage=retrieval.usage.get(task_id))
@@ -201,16 +187,15 @@ def llm_answers(selector: SelectorUsage | None, generation: Generation | None,
 def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Library,
                           selections: Mapping[str, Selection], folds: Mapping[str, int], workers: int | None,
                           base_dir: Path | None, task_bar: Any,
-                          reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None
-                          ) -> tuple[dict[str, dict], list[dict], dict[str, Any], bool]:
-    """Generate, execute, reflect and attribute: (task id -> row update, failures, the
-    ``generation``, ``rounds`` and ``aspera`` of the record, whether a generator was fitted)."""
+                          reselect: Callable[[Mapping[str, str]], Mapping[str, Selection]] | None,
+                          rows: Sequence[dict[str, Any]]) -> tuple[list[dict], dict[str, Any], bool]:
+    """Generate, execute, reflect and attribute, adding to ``rows`` (tasks.jsonl, in task order): (failures,
+    the ``generation``, ``rounds`` and ``aspera`` of the record, whether a generator was fitted)."""
     tasks = dataset.tasks
     programs, owners, generators = _generate_per_fold(generator_spec(settings.generator, base_dir), dataset,
                                                       library, selections, folds, task_bar)
     advance = (lambda: task_bar.update(1)) if task_bar is not None else None
-    rounds = None
-    references: dict[str, Any] = {}
+    rounds, references = None, {}
     with Sandbox(workers=workers, timeout=settings.timeout) as sandbox:
         results = execute_programs(sandbox, tasks, programs, advance)
         if settings.reflection.configured:
@@ -226,11 +211,10 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
         lenient = {r.task_id: r.status for r in sandbox.execute_many(jobs)} if jobs else {}
         reference_runs(sandbox, [t for t in tasks if t.id in results and not results[t.id].passed], references)
 
-    rows: dict[str, dict] = {}
-    failures = []
-    for t in tasks:
+    failures: list[dict] = []
+    for t, row in zip(tasks, rows):
         prog, res = programs[t.id], results.get(t.id)
-        row = rows[t.id] = _program_row(prog, res, lenient.get(t.id))
+        row.update(_program_row(prog, res, lenient.get(t.id)))
         if row["status"] != "pass":
             row["attribution"] = attribute(t, selections[t.id], prog, res, library, reference=references.get(t.id))
             failures.append(row["attribution"])
@@ -242,19 +226,17 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
             row["tokens"] = {part: sum(e["tokens"].get(part, 0) for e in entries)
                              for part in ("prompt", "completion", "prompt_cached")}
     usage: dict[str, float] = {}
-    for gen in generators:
-        if isinstance(gen, SummarisesUsage):
-            for key, value in gen.usage_summary().items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    usage[key] = usage.get(key, 0.0) + float(value)
-    status = [rows[t.id]["status"] for t in tasks]
-    generation = Generation(
-        success=_mean(1.0 if s == "pass" else 0.0 for s in status),
-        status={n: _mean(1.0 if s == n else 0.0 for s in status) for n in TASK_STATUSES},
-        failures={category: float(count) for category, count in count_categories(failures).items()},
-        usage=usage, cache_hits=usage.get("cache_hits"))
-    figure_rows = [{**rows[t.id], "selection": list(selections[t.id].ids), "gold": sorted(t.gold)} for t in tasks]
-    return rows, failures, {
+    for key, value in (kv for g in generators if isinstance(g, SummarisesUsage) for kv in g.usage_summary().items()):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            usage[key] = usage.get(key, 0.0) + float(value)
+    status = [row["status"] for row in rows]
+    generation = Generation(success=_mean(1.0 if s == "pass" else 0.0 for s in status),
+                            status={n: _mean(1.0 if s == n else 0.0 for s in status) for n in TASK_STATUSES},
+                            failures={c: float(count) for c, count in count_categories(failures).items()},
+                            usage=usage, cache_hits=usage.get("cache_hits"))
+    # the rows hold the first selection; reflection's reselect may have changed it since
+    figure_rows = [{**row, "selection": list(selections[t.id].ids)} for t, row in zip(tasks, rows)]
+    return failures, {
         "generation": generation,
         "rounds": round_figures(settings.reflection, rounds.rounds, rounds.usage) if rounds is not None else (),
         "aspera": Aspera(extraction=getattr(generators[0], "extraction", None) if generators else None,
@@ -265,7 +247,6 @@ def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections
                        folds: Mapping[str, int], task_bar: Any) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
     """Round 1 by a generator per fold (fitted on the other folds) when it learns, else by one:
     (task id -> program, task id -> its generator, the generators)."""
-    docs = {t.id: [library[p] for p in selections[t.id].ids] for t in dataset.tasks}
     probe = registry.build(spec, "generator")
     learns = isinstance(probe, FitsOnTasks)
     groups: dict[int, list[Task]] = {}
@@ -278,12 +259,10 @@ def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections
 
     per_fold = fit_per_fold(probe, lambda: registry.build(spec, "generator"), sorted(groups), fit) if learns \
         else [(0, probe)]
-    programs: dict[str, Any] = {}
-    owners: dict[str, Any] = {}
-    generators = []
+    programs, owners, generators = {}, {}, []
     for fold, gen in per_fold:
         generators.append(gen)
-        items = [(t, docs[t.id]) for t in groups[fold]]
+        items = [(t, [library[p] for p in selections[t.id].ids]) for t in groups[fold]]
         made = gen.generate_many(items) if isinstance(gen, GeneratesMany) else [gen.generate(*i) for i in items]
         programs.update((t.id, prog) for (t, _), prog in zip(items, made))
         owners.update((t.id, gen) for t in groups[fold])
@@ -295,20 +274,18 @@ def _generate_per_fold(spec: Any, dataset: Dataset, library: Library, selections
 def _program_row(prog: Any, res: Any, lenient: str | None) -> dict[str, Any]:
     """The generation part of a task's row in tasks.jsonl (``attribution`` None)."""
     too_long = res is None and prog.status == PROMPT_TOO_LONG
-    usage = dict(prog.usage)
-    return {
-        "status": res.status if res is not None else ("error" if too_long else prog.status),
-        "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
-        "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
-                                                        else None),
-        "program_status": prog.status, "program": prog.code,
-        "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
-                   "prompt_cached": usage.get("prompt_tokens_cached", 0)},
-        "generation_seconds": usage.get("seconds", 0.0), "seconds": res.seconds if res is not None else 0.0,
-        "called_primitives": list(res.called_primitives) if res is not None else [], "attribution": None,
-        "extraction": prog.extraction.get("mode"), "dropped_lines": list(prog.extraction.get("dropped_lines", ())),
-        "parse_failure": prog.extraction.get("parse_failure"), "import_lenient_status": lenient,
-    }
+    usage, extraction = dict(prog.usage), prog.extraction
+    return {"status": res.status if res is not None else ("error" if too_long else prog.status),
+            "error_type": res.error_type if res is not None else ("PromptTooLong" if too_long else None),
+            "message": res.message if res is not None else (prog.raw if prog.status in ("llm_error", PROMPT_TOO_LONG)
+                                                            else None),
+            "program_status": prog.status, "program": prog.code,
+            "tokens": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
+                       "prompt_cached": usage.get("prompt_tokens_cached", 0)},
+            "generation_seconds": usage.get("seconds", 0.0), "seconds": res.seconds if res is not None else 0.0,
+            "called_primitives": list(res.called_primitives) if res is not None else [], "attribution": None,
+            "extraction": extraction.get("mode"), "dropped_lines": list(extraction.get("dropped_lines", ())),
+            "parse_failure": extraction.get("parse_failure"), "import_lenient_status": lenient}
 
 
 @dataclasses.dataclass
@@ -326,16 +303,13 @@ class CellContext:
 
 def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None,
              sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
-    """Compute one cell (its retrieval from ``ctx.store``, then :func:`compute_cell`) and write
-    its files (:func:`write_cell`); ``sources``: as :func:`write_cell`.
+    """Compute one cell (its retrieval from ``ctx.store``, then :func:`compute_cell`) and write its files
+    (:func:`write_cell`, ``sources`` as there).
 
     Returns
     -------
-    The cell's report (metric name -> value, and ``complete``).
-
-    Raises
-    ------
-    Whatever a component raises; report.json is then not written, so a re-run recomputes the cell.
+    The cell's report (metric name -> value, and ``complete``). Whatever a component raises propagates,
+    report.json unwritten: a re-run recomputes the cell.
     """
     start = time.perf_counter()
     s = cell.settings
@@ -356,14 +330,13 @@ _WINDOWS: dict[tuple[str, str], dict[str, int]] = {}  # (model, digest of the te
 
 
 def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, Any]]:
-    """How every ``dense`` retriever in a specification (:func:`primsel.spec.walk`) embeds the
-    library: :func:`primsel.retrieval.encoders.window_counts` of its document texts.
+    """How every ``dense`` retriever in a specification (:func:`primsel.spec.walk`) embeds the library:
+    :func:`primsel.retrieval.encoders.window_counts` of its document texts.
 
     Returns
     -------
-    ``{key of the dense specification ("" for itself): {"model", "window_tokens", "texts",
-    "longest_tokens", "texts_windowed", "texts_cut"}}``; empty without a ``dense``, or when its
-    model or tokenizer cannot be loaded.
+    ``{key of the dense specification ("" for itself): {"model", "window_tokens", "texts", "longest_tokens",
+    "texts_windowed", "texts_cut"}}``; empty without a ``dense``, or when its model or tokenizer cannot load.
     """
     out: dict[str, dict[str, Any]] = {}
     for key, node in specs.walk(retriever):
@@ -388,9 +361,8 @@ def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, A
 
 def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float,
                sources: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
-    """Write a computed cell's files, report.json (with ``seconds``, the wall time) last; every
-    backend writes through here. ``sources``: the source digests config.json records (default:
-    :meth:`CellSettings.sources`).
+    """Write a computed cell's files, report.json (with ``seconds``, the wall time) last; every backend writes
+    through here. ``sources``: the source digests config.json records (default: :meth:`CellSettings.sources`).
 
     Returns
     -------

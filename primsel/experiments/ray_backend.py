@@ -1,11 +1,6 @@
-"""The ``ray`` backend of ``primsel run``: retrievals and cells computed as Ray tasks.
-
-Each distinct retrieval is one Ray task, computed through a
-:class:`primsel.retrieval.store.RetrievalStore` as in a serial run; each cell is one Ray task
-running :func:`primsel.experiments.cell.compute_cell` on it. This process writes every file
-through :func:`primsel.experiments.cell.write_cell` as the cells finish, so the files are those
-of the serial backend. Ray is an optional extra (``pip install 'primsel[ray]'``); ``address``
-names a running cluster, else a local Ray is started for the run and shut down after it.
+"""The ``ray`` backend of ``primsel run`` (an optional extra): each distinct retrieval is a Ray task, as is
+each cell (:func:`primsel.experiments.cell.compute_cell`); this process writes every cell's files as it
+finishes (:func:`primsel.experiments.cell.write_cell`), so the files are those of the serial backend.
 """
 
 from __future__ import annotations
@@ -23,8 +18,7 @@ from primsel.retrieval.store import RetrievalStore
 from primsel.files import caches_disabled
 
 
-def _retrieve(dataset: Any, library: Any, spec: Any, folds: int, seed: int, depth: int | None,
-              use_disk: bool) -> Any:
+def _retrieve(dataset: Any, library: Any, spec: Any, folds: int, seed: int, depth: int | None, use_disk: bool) -> Any:
     with contextlib.nullcontext() if use_disk else caches_disabled():  # caches_disabled is per process
         return RetrievalStore(library, dataset, use_disk=use_disk).get(spec, folds, seed, depth)
 
@@ -47,10 +41,10 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
               name: str = "", sources: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Compute ``todo`` (cells in grid order) as Ray tasks and write each cell as it finishes.
 
-    ``contexts``: cell id -> its context; ``directory``: ``<out>/<name>``; ``finished(cell,
-    report)``: called once a cell's files are written; ``address``: a Ray cluster, or None for a
-    local Ray; ``progress``, ``log``, ``total``, ``initial``, ``name``: the progress bar;
-    ``sources``: cell id -> the source digests its config.json records (default: computed).
+    ``contexts``: cell id -> its context; ``directory``: ``<out>/<name>``; ``finished(cell, report)``: called
+    once a cell's files are written; ``address``: a Ray cluster, or None for a local Ray started for the run;
+    ``progress``, ``log``, ``total``, ``initial``, ``name``: the progress bar; ``sources``: cell id -> the
+    source digests its config.json records (default: computed).
 
     Raises
     ------
@@ -84,8 +78,7 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
                                                   ctx.store.use_disk)
             pending[compute.remote(cell, retrievals[key], data_ref, library_ref, ctx.workers, ctx.base_dir,
                                    ctx.store.use_disk, whole_ref)] = cell
-        with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
-                          disable=not progress) as bar:
+        with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log, disable=not progress) as bar:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 for ref in ready:

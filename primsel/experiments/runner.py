@@ -1,12 +1,7 @@
-"""Run an experiment grid: every unfinished cell, in grid order, resumably.
-
-``<out>/<name>/experiment.json`` lists the cells; each cell writes its files to
-``<out>/<name>/<cell id>/`` (:mod:`primsel.experiments.cell`). A cell whose report.json says
-``"complete": true`` is skipped on a re-run unless the source of a component it names changed
-since (its config.json records their digests); any other cell is recomputed. With several
-datasets the grid runs on each. Backends: ``"serial"`` (this process) and ``"ray"``
-(:mod:`primsel.experiments.ray_backend`), both writing through
-:func:`primsel.experiments.cell.write_cell`.
+"""Run an experiment grid (on each dataset): every unfinished cell, in grid order, resumably, into
+``<out>/<name>/`` (experiment.json, and a folder per cell). A cell whose report.json says ``"complete": true``
+is skipped unless the source of a component it names changed since (config.json records their digests).
+Backends: ``"serial"`` (this process) and ``"ray"`` (:mod:`primsel.experiments.ray_backend`).
 """
 
 from __future__ import annotations
@@ -49,12 +44,10 @@ class OutputError(ValueError):
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of :data:`VERSIONED_PACKAGES` (None when absent) and of Python."""
-    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    out: dict[str, str | None] = {"python": sys.version.split()[0], **dict.fromkeys(VERSIONED_PACKAGES)}
     for name in VERSIONED_PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
     return out
 
 
@@ -74,20 +67,13 @@ def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -
         recorded = CellConfig.read(directory / "config.json").sources
     except (OSError, ValueError):  # RunFileError included
         recorded = {}
-    out = []
-    for kind, digests in sources.items():
-        old = recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {}
-        out.extend(name for name, value in digests.items() if old.get(name) != value)
-    return out
+    old = {kind: recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {} for kind in sources}
+    return [name for kind, digests in sources.items() for name, value in digests.items()
+            if old[kind].get(name) != value]
 
 
-def check_output(directory: Path) -> None:
-    """Fail before anything runs when ``directory``, or a folder above it, is a file.
-
-    Raises
-    ------
-    OutputError : naming the file in the way.
-    """
+def _check_output(directory: Path) -> None:
+    """Raise OutputError, naming the file, when ``directory`` or a folder above it is a file."""
     for path in (directory, *directory.parents):
         if path.exists() and not path.is_dir():
             if path == directory:
@@ -99,12 +85,10 @@ def check_output(directory: Path) -> None:
 
 def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, str], log: TextIO,
                    command: str = "primsel run") -> None:
-    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose
-    every answer did (no endpoint contacted: the cache is not keyed by URL).
-
-    ``answers``: cell id -> (answers, from a cache) (:func:`primsel.experiments.cell.llm_answers`);
-    ``labels``: cell id -> label; ``command``: the prefix of the lines.
-    """
+    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose every answer
+    did (no endpoint contacted: the cache is not keyed by URL). ``answers``: cell id -> (answers, from a
+    cache) (:func:`primsel.experiments.cell.llm_answers`); ``labels``: cell id -> label; ``command``: the
+    prefix of the lines."""
     total = sum(n for n, _ in answers.values())
     if not total:
         return
@@ -112,8 +96,7 @@ def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, 
     print(f"{command}: {cached} of {total} LLM answers from the cache", file=log)
     offline = [cid for cid, (n, c) in answers.items() if n and c == n]
     if offline:
-        names = ", ".join(labels.get(cid, cid) + (f" ({cid})" if labels.get(cid, cid) != cid else "")
-                          for cid in offline)
+        names = ", ".join(labels.get(c, c) + (f" ({c})" if labels.get(c, c) != c else "") for c in offline)
         print(f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
               "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
               "cache_namespace to keep the answers of different endpoints apart)", file=log)
@@ -121,16 +104,9 @@ def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, 
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentResult:
-    """Outcome of :func:`run_experiment`.
-
-    Parameters
-    ----------
-    directory : ``<out>/<name>``.
-    cells : every cell of the grid, in grid order.
-    computed, skipped : ids of the cells computed by this call, and of those finished before it.
-    seconds : wall time of the call.
-    incomplete : ids of the computed cells whose LLM requests failed (the next run recomputes them).
-    """
+    """Outcome of :func:`run_experiment`: ``directory`` (``<out>/<name>``), ``cells`` (the grid, in grid
+    order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it), ``seconds``
+    (wall time) and ``incomplete`` (computed cells whose LLM requests failed: the next run recomputes them)."""
 
     directory: Path
     cells: tuple[Cell, ...]
@@ -145,14 +121,10 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
     """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
     if tasks is not None:
         return [(None, make_dataset(tasks, library if library is not None else build_library()))]
-    if data is not None:
-        paths, origin = data, "--data"
-    else:
-        paths = config.data
-        origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
-    out: list[tuple[Any, Dataset]] = []
-    for path in (paths if isinstance(paths, tuple) else (paths,)):
-        out.extend((path, d) for d in load_datasets(path, log, library, origin=origin))
+    origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
+    paths, origin = (data, "--data") if data is not None else (config.data, origin)
+    out = [(path, d) for path in (paths if isinstance(paths, tuple) else (paths,))
+           for d in load_datasets(path, log, library, origin=origin)]
     names = [d.fingerprint for _, d in out]
     if len(set(names)) != len(names):
         raise DatasetError("the same dataset is named twice in the experiment's data")
@@ -161,15 +133,10 @@ def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: 
 
 def _local_models(spec: Any) -> list[str | None]:
     """The ``gguf`` of every ``local`` generator or ``local_selector`` in ``spec`` (any depth)."""
-    found: list[str | None] = []
     if isinstance(spec, Mapping):
-        if spec.get("type") in ("local", "local_selector"):
-            found.append(spec.get("gguf"))
-        spec = list(spec.values())
-    if isinstance(spec, (list, tuple)):
-        for value in spec:
-            found.extend(_local_models(value))
-    return found
+        own = [spec.get("gguf")] if spec.get("type") in ("local", "local_selector") else []
+        return own + _local_models(list(spec.values()))
+    return [gguf for value in spec for gguf in _local_models(value)] if isinstance(spec, (list, tuple)) else []
 
 
 def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids: Sequence[str] | None,
@@ -209,12 +176,11 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                    fold: int | None = None) -> ExperimentResult:
     """Run every unfinished cell of ``config`` and write its outputs to ``<out>/<config.name>``.
 
-    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else
-    the built-in tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset;
-    ``workers``: sandbox processes; ``use_cache=False`` bypasses every on-disk cache;
-    ``on_cell(cell, report)``: called after each computed cell; ``backend``: ``"serial"`` or
-    ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``, ``fold``: run on a subset
-    (:func:`primsel.experiments.dataset.subset`), retrieval staying cross-validated over all tasks.
+    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else the built-in
+    tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset; ``workers``: sandbox processes;
+    ``use_cache=False`` bypasses every on-disk cache; ``on_cell(cell, report)``: called after each computed
+    cell; ``backend``: ``"serial"`` or ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``,
+    ``fold``: run on a subset (:func:`primsel.experiments.dataset.subset`), retrieval cross-validated on all.
 
     Returns
     -------
@@ -234,7 +200,7 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
     begin = time.perf_counter()
     with contextlib.nullcontext() if use_cache else caches_disabled():
         directory = Path(out) / config.name
-        check_output(directory)
+        _check_output(directory)
         loaded = _load(config, data, tasks, library, log)
         if sample is not None or task_ids is not None or fold is not None:
             loaded = _subsets(loaded, sample, task_ids, fold, int(config.base.get("seed", 0)),
@@ -259,15 +225,10 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
         done = _finished(directory, cells, sources, log)
         todo = [c for c in cells if c.id not in set(done)]
         contexts = _contexts(config, per_dataset, todo, workers, use_cache, log)
-        computed: list[str] = []
-        incomplete: list[str] = []
-        answers: dict[str, tuple[int, int]] = {}
+        reports: dict[str, Mapping[str, Any]] = {}  # in the order the cells finish
 
         def finished(cell: Cell, report: Mapping[str, Any]) -> None:
-            computed.append(cell.id)
-            if report.get("complete") is False:
-                incomplete.append(cell.id)
-            answers[cell.id] = (int(report.get("llm_answers", 0)), int(report.get("llm_answers_cached", 0)))
+            reports[cell.id] = report
             if on_cell is not None:
                 on_cell(cell, report)
 
@@ -277,10 +238,11 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                 total=len(cells), initial=len(done), name=config.name, sources=sources)
         finally:
             stop_shared_servers()
-        report_answers(answers, {c.id: c.label for c in cells}, log)
-        return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(computed),
-                                skipped=tuple(done), seconds=time.perf_counter() - begin,
-                                incomplete=tuple(incomplete))
+        report_answers({cid: (int(r.get("llm_answers", 0)), int(r.get("llm_answers_cached", 0)))
+                        for cid, r in reports.items()}, {c.id: c.label for c in cells}, log)
+        return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(reports), skipped=tuple(done),
+                                seconds=time.perf_counter() - begin,
+                                incomplete=tuple(cid for cid, r in reports.items() if r.get("complete") is False))
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
@@ -296,23 +258,16 @@ def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
 def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapping[str, Mapping[str, str]]],
               log: TextIO) -> list[str]:
     """The ids of the finished cells whose components' sources are unchanged (said on ``log``)."""
-    stale: dict[str, list[str]] = {}
-    done = []
-    for c in cells:
-        if is_finished(directory / c.id):
-            changed = changed_sources(directory / c.id, sources[c.id])
-            if changed:
-                stale[c.id] = changed
-            else:
-                done.append(c.id)
+    changed = {c.id: changed_sources(directory / c.id, sources[c.id]) for c in cells if is_finished(directory / c.id)}
+    done = [cid for cid, names in changed.items() if not names]
+    stale = {cid: names for cid, names in changed.items() if names}
     if done:
         print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
     if stale:
-        names = sorted({n for changed in stale.values() for n in changed})
+        names = sorted({n for changed_names in stale.values() for n in changed_names})
         print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
               f"{', '.join(names)} changed since they ran", file=log)
-    redo = [c.id for c in cells if c.id not in done and c.id not in stale
-            and (directory / c.id / "report.json").is_file()]
+    redo = [c.id for c in cells if c.id not in changed and (directory / c.id / "report.json").is_file()]
     if redo:
         print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
               "cached answers are reused", file=log)
@@ -323,15 +278,14 @@ def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Seq
               workers: int | None, use_cache: bool, log: TextIO) -> dict[str, CellContext]:
     """Cell id -> its context (one store per dataset, ranking the whole dataset a subset was
     drawn from); says on ``log`` which folds a dataset with few tasks caps."""
-    contexts = {}
-    versions = package_versions()
+    contexts, versions = {}, package_versions()
     for d, group in per_dataset:
         whole = d if not d.population else dataclasses.replace(
             d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
         store = RetrievalStore(d.library, whole, use_disk=use_cache)
         contexts.update({c.id: CellContext(experiment=config.name, library=d.library, dataset=d, store=store,
-                                           workers=workers, versions=versions,
-                                           base_dir=config.base_dir) for c in group})
+                                           workers=workers, versions=versions, base_dir=config.base_dir)
+                         for c in group})
         capped = sorted({c.settings.folds for c in group if c in todo
                          and store.effective_folds(c.settings.folds) != c.settings.folds})
         if capped:
