@@ -108,6 +108,7 @@ class _Record:
     _WHEN = _SET
 
     def to_json(self) -> dict[str, Any]:
+        """The record as the keys of its file's JSON object, in field order, then ``extra``."""
         out: dict[str, Any] = {}
         for f in fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
