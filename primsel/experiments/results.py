@@ -222,10 +222,14 @@ class Round(_Record):
     @classmethod
     def _take_all(cls, rest: dict[str, Any]) -> tuple[Round, ...]:
         """The rounds 1, 2, ... of a report (up to the first missing one), taken out of ``rest``."""
+        found: dict[int, dict[str, str]] = {}  # round -> figure -> its key
+        for key, value in rest.items():
+            match = _ROUND_KEY.fullmatch(key)
+            if match and isinstance(value, (int, float)) and not isinstance(value, bool):
+                found.setdefault(int(match[2]), {})[match[1]] = key
         rounds: list[Round] = []
-        while found := {m[1]: key for key, value in rest.items() if (m := _ROUND_KEY.fullmatch(key)) and int(m[2])
-                        == len(rounds) + 1 and isinstance(value, (int, float)) and not isinstance(value, bool)}:
-            rounds.append(cls(**{name: rest.pop(key) for name, key in found.items()}))
+        while len(rounds) + 1 in found:
+            rounds.append(cls(**{name: rest.pop(key) for name, key in found[len(rounds) + 1].items()}))
         return tuple(rounds)
 
 
