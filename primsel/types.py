@@ -376,7 +376,7 @@ def check_run(run: Any, what: str = "run") -> None:
             if not isinstance(pid, str):
                 raise TypeError(f"{what}: task {task_id!r}: primitive id {pid!r} is {type(pid).__name__}; "
                                 "ids must be strings")
-            if isinstance(score, bool) or not isinstance(score, numbers.Real):
+            if type(score) is not float and (isinstance(score, bool) or not isinstance(score, numbers.Real)):
                 raise TypeError(f"{what}: task {task_id!r}: score of {pid!r} is {type(score).__name__} "
                                 f"{score!r}; expected a number")
 
@@ -505,6 +505,8 @@ class SummarisesUsage(Protocol):
 
 def to_json(obj: Any) -> Any:
     """Convert a primsel dataclass (or nested containers of them) to JSON-serialisable data."""
+    if obj is None or isinstance(obj, (str, int, float)):  # the leaves, most of the calls
+        return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from primsel import spec as specs
-from primsel.commands.common import UsageError
+from primsel.commands.common import UsageError, report_answers
 from primsel.experiments.results import RANKING_METRICS, TIE_AWARE
 from primsel.registry import available, build
 
@@ -211,7 +211,8 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     figures for ``--json`` (:func:`dataset_result`; None when the status is not 0). With
     ``--json`` nothing is printed on stdout here."""
     from primsel.eval.metrics import SET_METRIC_KEYS
-    from primsel.experiments.cell import compute_cell, embedding_windows
+    from primsel.experiments.cell import compute_cell
+    from primsel.retrieval.windows import embedding_windows
     from primsel.retrieval.store import RetrievalStore
     from primsel.llm.client import EndpointUnreachableError, LLMFatalError
     from primsel.retrieval.encoders import EncoderLoadError
@@ -263,10 +264,9 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
 
     tag = specs.tag(spec)
     outcome = compute_cell(settings, retrieval, dataset, library, name=tag)
-    if outcome.report.get("llm_answers"):
-        from primsel.experiments.runner import report_answers
-
-        answers = (int(outcome.report["llm_answers"]), int(outcome.report["llm_answers_cached"]))
+    report = outcome.report
+    if report.get("llm_answers"):
+        answers = (int(report["llm_answers"]), int(report["llm_answers_cached"]))
         report_answers({specs.label(spec): answers}, {}, sys.stderr, command="primsel retrieve")
     if args.out:
         try:
@@ -275,7 +275,6 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
             raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from exc
         print(f"wrote {args.out}", file=sys.stderr)
 
-    report = outcome.report
     added = sum(len(s.added_by_closure) for s in outcome.selections.values())
     result = dataset_result(report, args.k, dataset.source, len(tasks), len(library), folds,
                             added if args.closure else None)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from primsel.commands.common import UsageError
+from primsel.commands.common import UsageError, report_answers
+
+#: The cut-off :func:`best_cells` prefers, and the widest line it prints.
+HEADLINE_K = 15
+SUMMARY_WIDTH = 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,14 +113,21 @@ def main(args: argparse.Namespace) -> int:
         print(f"{newline}primsel run: interrupted; {len(finished)} cells computed before it stay in {directory}; "
               "run the same command again to resume", file=sys.stderr)
         return 130
+    return _finish(args, result)
+
+
+def _finish(args: argparse.Namespace, result: Any) -> int:
+    """After the cells of ``result`` (:class:`primsel.experiments.runner.ExperimentResult`): say what ran, write the
+    report (unless ``--no-report``) and print :func:`best_cells` and the report's path; the exit status."""
+    from primsel.reporting import ReportError, load_experiment, write_report
+
+    report_answers(result.answers, {c.id: c.label for c in result.cells}, sys.stderr)
     print(f"primsel run: {len(result.computed)} cells computed, {len(result.skipped)} already finished, "
           f"{result.seconds:.1f} s; results in {result.directory}", file=sys.stderr)
     if result.incomplete:
         print(f"primsel run: warning: {len(result.incomplete)} cells are incomplete (LLM requests failed "
               f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
               "recompute them (answers already received are cached)", file=sys.stderr)
-    from primsel.reporting import ReportError, best_cells, load_experiment, write_report
-
     if not args.no_report:
         try:
             path = write_report(result.directory)
@@ -123,8 +135,8 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         except KeyboardInterrupt:
             newline = "\n" if sys.stderr.isatty() else ""
-            print(f"{newline}primsel run: interrupted while writing the report; every cell stays in {directory}; "
-                  f"`primsel report {directory}` writes it", file=sys.stderr)
+            print(f"{newline}primsel run: interrupted while writing the report; every cell stays in "
+                  f"{result.directory}; `primsel report {result.directory}` writes it", file=sys.stderr)
             return 130
     try:  # a short summary on stdout; the full table is the report's
         summary = best_cells(load_experiment(result.directory))
@@ -135,3 +147,41 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_report:
         print(path)
     return 0
+
+
+def best_cells(experiment: Any, limit: int = 12) -> list[str]:
+    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each ranking's
+    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens), ordered by success,
+    recall@15 and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished.
+    ``experiment``: a :class:`primsel.experiments.results.Experiment`."""
+    from primsel.experiments.results import SUMMARY_COLUMNS, data_text, dataset_groups
+    from primsel.reporting.compare import best_of_configurations
+    from primsel.reporting.style import configuration_labels, num
+
+    out: list[str] = []
+    for data, group in dataset_groups(experiment):
+        cells = [c for c in group if c.finished]
+        if not cells:
+            continue
+        has_gen, labels = any(c.settings.get("generator") for c in cells), configuration_labels(cells)
+        best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
+        header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
+        rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
+                 *([num(c.record.success)] if has_gen else []),
+                 *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
+                for key, c in list(best.items())[:limit]]
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
+        if widths[0] > room:
+            head = (room - 1) // 2
+            for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
+                row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][-(room - 1 - head):]
+            widths[0] = room
+        out += [f"== {data_text(data)}", f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
+                f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
+        out += ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
+                for row in [header, *rows]]
+        if len(best) > limit:
+            out.append(f"... {len(best) - limit} more rankings (all in the report: primsel report "
+                       f"{experiment.directory})")
+    return out

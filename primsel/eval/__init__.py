@@ -1,5 +1,6 @@
-"""Evaluation: retrieval metrics of rankings, ASPERA's set metrics of selections, significance
-tests and failure attribution. (The report of an experiment is :mod:`primsel.reporting`.)"""
+"""Evaluation: retrieval metrics of rankings and their recall/tokens frontier, ASPERA's set metrics
+of selections, significance tests and bootstrap intervals, the verdicts of executed programs and
+failure attribution. (The report of an experiment is :mod:`primsel.reporting`.)"""
 
 from primsel.eval.metrics import (
     RANKING_METRICS,

@@ -127,17 +127,18 @@ def _expected_gains(groups: Sequence[Sequence[str]], k: int | None, gold: frozen
     """
     cut = _cut(k)
     gains = []
-    start = 0
+    start = found = 0
     for group in groups:
-        n, r = len(group), sum(1 for p in group if p in gold)
-        if start >= cut:
-            break
+        if start >= cut or found == len(gold):
+            break  # past the cut-off, or no gold primitive left below
+        n, r = len(group), len(gold.intersection(group))
         if r:
             last = int(min(start + n, cut))
             if per_rank:
                 gains.extend(r / n / math.log2(i + 1) for i in range(start + 1, last + 1))
             else:
                 gains.append(r / n * (last - start))
+            found += r
         start += n
     return gains
 
@@ -147,7 +148,7 @@ def _expected_reciprocal_rank(groups: Sequence[Sequence[str]], k: int | None, go
     # probability C(n - j, r - 1) / C(n, r), j = 1 .. n - r + 1 (0 below the cut-off)
     cut, start = _cut(k), 0
     for group in groups:
-        n, r = len(group), sum(1 for p in group if p in gold)
+        n, r = len(group), len(gold.intersection(group))
         if r:
             total = math.comb(n, r)
             return math.fsum(math.comb(n - j, r - 1) / total / (start + j)
@@ -159,16 +160,16 @@ def _expected_reciprocal_rank(groups: Sequence[Sequence[str]], k: int | None, go
 def _expected_complete(groups: Sequence[Sequence[str]], k: int | None, gold: frozenset[str]) -> float:
     # 0 when a gold primitive is unranked or in a group starting at or below k, else
     # C(m, r) / C(n, r) for the group crossing the cut-off with m = k - s of its ranks inside
-    if sum(1 for group in groups for p in group if p in gold) < len(gold):
-        return 0.0  # a gold primitive is not ranked at all
-    cut, value, start = _cut(k), 1.0, 0
+    cut, value, start, found = _cut(k), 1.0, 0, 0
     for group in groups:
-        n, r = len(group), sum(1 for p in group if p in gold)
-        inside = max(0, min(n, cut - start))
+        if found == len(gold):
+            break  # the groups below hold no gold primitive
+        n, r = len(group), len(gold.intersection(group))
         if r:
-            value *= math.comb(int(inside), r) / math.comb(n, r)
+            value *= math.comb(int(max(0, min(n, cut - start))), r) / math.comb(n, r)
+            found += r
         start += n
-    return value
+    return value if found == len(gold) else 0.0  # 0: a gold primitive is not ranked at all
 
 
 #: The ranking metric bases, by name: a new base is one entry here.
@@ -352,20 +353,37 @@ def tied_tasks(run: Mapping[str, Mapping[str, float]], tasks: Iterable[str], k: 
     ValueError : k < 1.
     TypeError : a run whose ids are not strings.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    return tied_tasks_at(run, tasks, (k,))[k]
+
+
+def tied_tasks_at(run: Mapping[str, Mapping[str, float]], tasks: Iterable[str], ks: Iterable[int]) -> dict[int, int]:
+    """:func:`tied_tasks` at several cut-offs, each ranking cut into tie groups once.
+
+    Returns
+    -------
+    ``{k: number of tasks with a tie across k}``, in the order of ``ks``.
+
+    Raises
+    ------
+    ValueError : a k that is not an integer >= 1.
+    TypeError : a run whose ids are not strings.
+    """
+    ks = list(dict.fromkeys(ks))
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
     check_run(run)
-    count = 0
+    counts = dict.fromkeys(ks, 0)
+    deepest = max(ks, default=0)
     for task_id in tasks:
         start = 0
         for group in tie_groups(run.get(task_id)):
-            if start < k < start + len(group):
-                count += 1
-                break
+            for k in ks:
+                counts[k] += start < k < start + len(group)
             start += len(group)
-            if start >= k:
+            if start >= deepest:
                 break
-    return count
+    return counts
 
 
 def evaluate(

@@ -1,4 +1,6 @@
-"""Paired significance tests between two configurations scored on the same tasks.
+"""Paired significance tests between two configurations scored on the same tasks, and the
+bootstrap interval of a mean over tasks (:func:`bootstrap_interval`, Efron and Tibshirani 1993,
+"An Introduction to the Bootstrap", percentile method).
 
 Both tests take two equally long sequences of per-task scores (``a[i]`` and ``b[i]`` belong to
 the same task) and return a two-sided p-value for "the mean per-task difference is zero".
@@ -28,6 +30,8 @@ import numpy as np
 
 #: Default number of random sign flips of :func:`randomisation_test`.
 N_RESAMPLES = 10_000
+#: Default number of resamples of :func:`bootstrap_interval`.
+N_BOOTSTRAP = 2000
 #: Relative tolerance of both tests: a per-task difference within ``NOISE * max(1, |a|, |b|)``
 #: of zero is zero, and a resampled statistic within ``NOISE * max(1, observed)`` of the
 #: observed one counts as "at least as extreme".
@@ -175,3 +179,26 @@ def compare(
         "p_t": paired_t_test(x, y),
         "p_randomisation": randomisation_test(x, y, n_resamples=n_resamples, seed=seed),
     }
+
+
+def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = N_BOOTSTRAP, seed: int = 0,
+                       confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of the mean over tasks (``scipy.stats.bootstrap``) of ``values``,
+    shape ``(n_tasks,)`` or ``(n_tasks, n_points)`` (one interval per column, the same resampled tasks
+    for each). Returns (low, high) of shape ``()`` or ``(n_points,)``, both the mean for one task or
+    constant values. ValueError: no tasks, or values not finite."""
+    from scipy import stats
+
+    data = np.asarray(values, dtype=float)
+    if data.ndim not in (1, 2) or data.shape[0] == 0:
+        raise ValueError("bootstrap needs per-task values of shape (n_tasks,) or (n_tasks, n_points), "
+                         f"got {data.shape}")
+    if not np.all(np.isfinite(data)):
+        raise ValueError("bootstrap values contain NaN or infinite values")
+    mean = data.mean(axis=0)
+    if data.shape[0] == 1:
+        return mean, mean
+    low, high = stats.bootstrap((data,), np.mean, axis=0, vectorized=True, n_resamples=n_resamples,
+                                confidence_level=confidence, method="percentile", random_state=seed).confidence_interval
+    constant = np.ptp(data, axis=0) == 0  # every resample has the same mean: keep it exact
+    return np.where(constant, mean, low), np.where(constant, mean, high)

@@ -7,51 +7,55 @@ cell is incomplete (``"complete": false``) when an LLM request it depends on fai
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from primsel import registry, spec as specs
+from primsel import registry
 from primsel.eval.aspera import aspera_figures
 from primsel.eval.attribution import attribute, count_categories
-from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks
+from primsel.eval.execution import execute_programs, lenient_statuses, reference_runs
+from primsel.eval.frontier import frontier
+from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks_at
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
-from primsel.experiments.reflection import execute_programs, reference_runs, round_figures, run_rounds
+from primsel.experiments.reflection import round_figures, run_rounds
 from primsel.experiments.results import (BASE_METRICS, REPORT_KS, SELECTOR_USAGE, TASK_METRICS, TASK_STATUSES,
                                         Aspera, CellConfig, CellReport, Generation, Learning, Ranking, RunFacts,
-                                        SelectionFigures, SelectorUsage, frontier_figures)
+                                        FrontierFigures, SelectionFigures, SelectorUsage)
 from primsel.experiments.settings import CellSettings
 from primsel.retrieval.store import Retrieval, RetrievalStore, retrieval_errors, retrieval_key
 from primsel.files import dumps_json, dumps_jsonl, write_atomic
 from primsel.generation.generators import PROMPT_TOO_LONG
 from primsel.library import Library
 from primsel.retrieval.cv import fit_per_fold
-from primsel.retrieval.encoders import DEFAULT_MODEL, EncoderLoadError, window_counts
-from primsel.retrieval.selector import estimate_tokens, select, tokens_of
+from primsel.retrieval.selector import estimate_tokens, select
 from primsel.retrieval.trec import format_run
+from primsel.retrieval.windows import embedding_windows
 from primsel.simulator.sandbox import Sandbox
 from primsel.types import FitsOnTasks, LearnsFromTasks, GeneratesMany, Run, Selection, SummarisesUsage, Task
 
-__all__ = ["TASK_STATUSES", "CellContext", "CellOutcome", "compute_cell", "embedding_windows", "llm_answers",
+__all__ = ["TASK_STATUSES", "CellContext", "CellOutcome", "compute", "compute_cell", "llm_answers",
            "run_cell", "write_cell"]
 
 
 @dataclasses.dataclass(frozen=True)
 class CellOutcome:
-    """What :func:`compute_cell` computed: ``report`` (report.json without ``seconds``) and its
-    ``record`` (:class:`primsel.experiments.results.CellReport`), ``rows`` (tasks.jsonl, in task
-    order), ``run``, ``selections`` (task id -> Selection) and, with a generator, ``failures``."""
+    """What :func:`compute_cell` computed: ``record`` (report.json without ``seconds``), ``rows`` (tasks.jsonl, in
+    task order), ``run``, ``selections`` (task id -> Selection) and, with a generator, ``failures``."""
 
-    report: dict[str, Any]
+    record: CellReport
     rows: list[dict[str, Any]]
     run: Run
     selections: dict[str, Selection]
     failures: list[dict[str, Any]] | None = None
-    record: CellReport | None = None
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The record as report.json holds it."""
+        return self.record.to_json()
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -89,11 +93,12 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     task_names = tuple(dict.fromkeys((*TASK_METRICS, *at_k, *settings.metrics)))
     rows_rank = per_task(run, gold, names)
     rows_set = set_metrics_per_task(selected, gold)
-    tokens = {t: tokens_of(sel, library) for t, sel in selections.items()}
-    rows_expected = per_task(run, gold, names, ties="expected")
+    doc_tokens = {p: estimate_tokens(doc.text("full")) for p, doc in library.items()}  # as tokens_of counts
+    tokens = {t: sum(doc_tokens[p] for p in sel.ids) for t, sel in selections.items()}
+    rows_expected, ties = per_task(run, gold, names, ties="expected"), tied_tasks_at(run, gold, sorted({*REPORT_KS, k}))
     ranking = Ranking(values={n: _mean(r[n] for r in rows_rank.values()) for n in names},
                       tie_aware={n: _mean(r[n] for r in rows_expected.values()) for n in names},
-                      tied_tasks={cut: float(tied_tasks(run, gold, cut)) for cut in sorted({*REPORT_KS, k})})
+                      tied_tasks={cut: float(n) for cut, n in ties.items()})
     selection = SelectionFigures(n_tasks=len(tasks), selected=_mean(len(ids) for ids in selected.values()),
                                  closure_added=_mean(len(sel.added_by_closure) for sel in selections.values()),
                                  docs_tokens=_mean(tokens.values()), scores=set_metrics(selected, gold))
@@ -124,11 +129,10 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
             retriever=isinstance(registry.build(settings.retriever, "retriever"), LearnsFromTasks),
             selector=bool(selectors) and getattr(next(iter(selectors.values())), "learns_from_tasks", False),
             generator=fitted),
-        frontier=frontier_figures(run, gold, {p: estimate_tokens(library[p].text("full"))
-                                              for scores in run.values() for p in scores if p in library}),
+        frontier=FrontierFigures(*curve) if (curve := frontier(run, gold, doc_tokens)) else None,
         retrieval_key=retrieval.key or retrieval_key(dataset.fingerprint, settings.retriever, settings.folds,
                                                      settings.seed, settings.depth))
-    return CellOutcome(record.to_json(), rows, run, selections, failures, record)
+    return CellOutcome(record, rows, run, selections, failures)
 
 
 def _selectors(spec: Any, retrieval: Retrieval, tasks: Sequence[Task], library: Library) -> dict[int, Any]:
@@ -203,12 +207,7 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
                                 library, timeout=settings.timeout, reselect=reselect, task_bar=task_bar)
             programs, results, selections = rounds.programs, rounds.results, rounds.selections
             references = rounds.references
-        # ASPERA's import-lenient re-run of a ModuleNotFoundError without the library imports
-        jobs = [(t, programs[t.id].extraction.get("program_no_imports"), programs[t.id].entry_point)
-                for t in tasks if t.id in results and results[t.id].status == "error"
-                and results[t.id].error_type == "ModuleNotFoundError"
-                and programs[t.id].extraction.get("program_no_imports")]
-        lenient = {r.task_id: r.status for r in sandbox.execute_many(jobs)} if jobs else {}
+        lenient = lenient_statuses(sandbox, tasks, programs, results)
         reference_runs(sandbox, [t for t in tasks if t.id in results and not results[t.id].passed], references)
 
     failures: list[dict] = []
@@ -320,43 +319,16 @@ def run_cell(cell: Cell, ctx: CellContext, directory: Path, task_bar: Any = None
         # the task steps start now: the time spent fitting must not feed their ETA
         task_bar.set_description_str("  tasks", refresh=False)
         task_bar.reset(total=task_bar.total)
-    outcome = compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
-                           base_dir=ctx.base_dir, task_bar=task_bar,
-                           requery=lambda queries: ctx.store.rerank(s.retriever, s.folds, s.seed, queries))
-    return write_cell(cell, ctx, directory, outcome, time.perf_counter() - start, sources)
+    return write_cell(cell, ctx, directory, compute(cell, ctx, retrieval, task_bar), time.perf_counter() - start,
+                      sources)
 
 
-_WINDOWS: dict[tuple[str, str], dict[str, int]] = {}  # (model, digest of the texts) -> counts
-
-
-def embedding_windows(retriever: Any, library: Library) -> dict[str, dict[str, Any]]:
-    """How every ``dense`` retriever in a specification (:func:`primsel.spec.walk`) embeds the library:
-    :func:`primsel.retrieval.encoders.window_counts` of its document texts.
-
-    Returns
-    -------
-    ``{key of the dense specification ("" for itself): {"model", "window_tokens", "texts", "longest_tokens",
-    "texts_windowed", "texts_cut"}}``; empty without a ``dense``, or when its model or tokenizer cannot load.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for key, node in specs.walk(retriever):
-        if specs.type_name(node) != "dense":
-            continue
-        params = node if isinstance(node, Mapping) else {}
-        model = params.get("model", DEFAULT_MODEL)
-        view, prefix = params.get("view", "full"), params.get("doc_prefix", "")
-        try:
-            texts = [prefix + p.text(view) for p in library.values()]
-        except (ValueError, TypeError):  # a view or prefix the retriever itself will refuse
-            continue
-        memo = (model, hashlib.sha256("\0".join(texts).encode("utf-8", "surrogatepass")).hexdigest())
-        if memo not in _WINDOWS:
-            try:
-                _WINDOWS[memo] = window_counts(model, texts)
-            except EncoderLoadError:
-                continue
-        out[key] = {"model": model, **_WINDOWS[memo]}
-    return out
+def compute(cell: Cell, ctx: CellContext, retrieval: Retrieval, task_bar: Any = None) -> CellOutcome:
+    """:func:`compute_cell` of a cell of a run, from its retrieval; every backend computes through here."""
+    s = cell.settings
+    return compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
+                        base_dir=ctx.base_dir, task_bar=task_bar,
+                        requery=lambda queries: ctx.store.rerank(s.retriever, s.folds, s.seed, queries))
 
 
 def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutcome, seconds: float,
@@ -369,7 +341,7 @@ def write_cell(cell: Cell, ctx: CellContext, directory: Path, outcome: CellOutco
     The cell's report.
     """
     s = cell.settings
-    record = outcome.record if outcome.record is not None else CellReport.from_json(outcome.report)
+    record = outcome.record
     report = dataclasses.replace(record, run=dataclasses.replace(record.run, seconds=seconds)).to_json()
     directory.mkdir(parents=True, exist_ok=True)
     # an earlier (incomplete) report.json must not outlive a run killed before the new one

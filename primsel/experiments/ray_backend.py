@@ -1,5 +1,5 @@
 """The ``ray`` backend of ``primsel run`` (an optional extra): each distinct retrieval is a Ray task, as is
-each cell (:func:`primsel.experiments.cell.compute_cell`); this process writes every cell's files as it
+each cell (:func:`primsel.experiments.cell.compute`); this process writes every cell's files as it
 finishes (:func:`primsel.experiments.cell.write_cell`), so the files are those of the serial backend.
 """
 
@@ -11,28 +11,22 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from primsel.experiments.cell import CellContext, compute_cell, write_cell
+from primsel.experiments.cell import CellContext, compute, write_cell
 from primsel.experiments.config import Cell
 from primsel.progress import progress_bar
-from primsel.retrieval.store import RetrievalStore
 from primsel.files import caches_disabled
 
 
-def _retrieve(dataset: Any, library: Any, spec: Any, folds: int, seed: int, depth: int | None, use_disk: bool) -> Any:
-    with contextlib.nullcontext() if use_disk else caches_disabled():  # caches_disabled is per process
-        return RetrievalStore(library, dataset, use_disk=use_disk).get(spec, folds, seed, depth)
+def _retrieve(ctx: CellContext, spec: Any, folds: int, seed: int, depth: int | None) -> Any:
+    with contextlib.nullcontext() if ctx.store.use_disk else caches_disabled():  # caches_disabled is per process
+        return ctx.store.get(spec, folds, seed, depth)
 
 
-def _compute(cell: Cell, retrieval: Any, dataset: Any, library: Any, workers: int | None,
-             base_dir: Path | None, use_disk: bool, whole: Any) -> tuple[Any, float]:
-    """``(CellOutcome, seconds)``; reflection's ``reselect`` ranks over ``whole``, as the retrieval."""
+def _compute(cell: Cell, ctx: CellContext, retrieval: Any) -> tuple[Any, float]:
+    """``(CellOutcome, seconds)`` of :func:`primsel.experiments.cell.compute`."""
     start = time.perf_counter()
-    s = cell.settings
-    store = RetrievalStore(library, whole, use_disk=use_disk)
-    with contextlib.nullcontext() if use_disk else caches_disabled():
-        outcome = compute_cell(s, retrieval, dataset, library, name=cell.id, workers=workers, base_dir=base_dir,
-                               requery=lambda queries: store.rerank(s.retriever, s.folds, s.seed, queries))
-    return outcome, time.perf_counter() - start
+    with contextlib.nullcontext() if ctx.store.use_disk else caches_disabled():
+        return compute(cell, ctx, retrieval), time.perf_counter() - start
 
 
 def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directory: Path,
@@ -64,20 +58,17 @@ def run_cells(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directo
     pending: dict[Any, Cell] = {}
     try:
         retrieve, compute = ray.remote(_retrieve), ray.remote(_compute)
-        shared: dict[int, tuple[Any, Any, Any]] = {}
+        shared: dict[int, Any] = {}  # id of a context -> its object reference
         retrievals: dict[str, Any] = {}
         for cell in todo:
             ctx, s = contexts[cell.id], cell.settings
-            if id(ctx.dataset) not in shared:
-                # retrieval is cross-validated over the store's whole dataset, also for a sample
-                shared[id(ctx.dataset)] = (ray.put(ctx.dataset), ray.put(ctx.library), ray.put(ctx.store.dataset))
-            data_ref, library_ref, whole_ref = shared[id(ctx.dataset)]
+            if id(ctx) not in shared:
+                shared[id(ctx)] = ray.put(ctx)
+            ref = shared[id(ctx)]
             key = ctx.store.retrieval_key(s.retriever, s.folds, s.seed, s.depth)
-            if key not in retrievals:
-                retrievals[key] = retrieve.remote(whole_ref, library_ref, s.retriever, s.folds, s.seed, s.depth,
-                                                  ctx.store.use_disk)
-            pending[compute.remote(cell, retrievals[key], data_ref, library_ref, ctx.workers, ctx.base_dir,
-                                   ctx.store.use_disk, whole_ref)] = cell
+            if key not in retrievals:  # cross-validated over the store's whole dataset, also for a sample
+                retrievals[key] = retrieve.remote(ref, s.retriever, s.folds, s.seed, s.depth)
+            pending[compute.remote(cell, ref, retrievals[key])] = cell
         with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log, disable=not progress) as bar:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)

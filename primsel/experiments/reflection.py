@@ -12,6 +12,7 @@ from typing import Any
 
 from primsel.checks import ROUNDS_BOUNDS, flag_problem, number_problem
 from primsel.eval.attribution import attribute
+from primsel.eval.execution import execute_programs, reference_runs
 from primsel.eval.feedback import error_text, feedback_text
 from primsel.experiments.results import Round
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
@@ -73,33 +74,6 @@ class Reflection:
     def to_table(self) -> dict[str, Any]:
         """The keys the experiment set, with their values (empty when none was set)."""
         return {key: getattr(self, key) for key in self.given}
-
-
-def execute_programs(sandbox: Any, tasks: Sequence[Task], programs: Mapping[str, Program],
-                     on_result: Callable[[], None] | None = None) -> dict[str, ExecutionResult]:
-    """Run the programs whose status is ``ok`` in ``sandbox`` (an entry point ASPERA's rules refuse gets their
-    verdict without running), calling ``on_result`` once per task; returns task id -> execution result, for the
-    tasks that got one."""
-    # local: the settings import this module, and primsel.generation loads the LLM clients
-    from primsel.generation.extract import entry_point_error
-
-    results = {t.id: r for t in tasks if (r := entry_point_error(programs[t.id])) is not None}
-    jobs = [(t, programs[t.id].code, programs[t.id].entry_point) for t in tasks
-            if programs[t.id].status == "ok" and t.id not in results]
-    tick = on_result if on_result is not None else (lambda: None)
-    for _ in range(len(tasks) - len(jobs)):
-        tick()
-    for result in (sandbox.execute_many(jobs) if jobs else ()):
-        results[result.task_id] = result
-        tick()
-    return results
-
-
-def reference_runs(sandbox: Any, tasks: Sequence[Task], known: dict[str, ExecutionResult]) -> None:
-    """Run the reference program of each task not in ``known`` and add its result there."""
-    todo = [t for t in tasks if t.id not in known]
-    if todo:
-        known.update((r.task_id, r) for r in sandbox.execute_many((t, t.program, None) for t in todo))
 
 
 @dataclass

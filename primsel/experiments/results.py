@@ -4,7 +4,6 @@ records, one writer and one reader each (``from_json(x).to_json() == x``, unknow
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -16,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from primsel import spec as specs
+from primsel.eval.frontier import depth_of, ranked_tasks, recall_by_k
 from primsel.files import read_jsonl
-from primsel.types import STATUSES, ranking
+from primsel.types import STATUSES
 
 CURVE_KS = tuple(range(1, 21))  #: Cut-offs of the recall@k curve every cell reports.
 REPORT_KS = (5, 10, 15, 20)  #: Cut-offs of complete@k, of the per-task metrics and of the table of ties.
@@ -381,7 +381,7 @@ class _File(_Record):
 class CellConfig(_File):
     """A cell's ``config.json``: id, label (None: the id), experiment, resolved settings, data summary,
     effective folds, with a generator the extraction, each dense retriever's ``embedding``
-    (:func:`primsel.experiments.cell.embedding_windows`), the library, ``sources`` and package versions."""
+    (:func:`primsel.retrieval.windows.embedding_windows`), the library, ``sources`` and package versions."""
     _NAME = "config.json"
     id: str = _file(required=True)
     label: str | None = None
@@ -570,29 +570,6 @@ class FrontierCurve:
         return [math.fsum(col) / len(col) for col in zip(*self.recall)]
 
 
-def _orders(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Task id -> its ranking, for the tasks of ``gold`` with gold primitives that ``run`` ranks."""
-    return {t: ranking(run[t]) for t in gold if gold[t] and t in run}
-
-
-def frontier_figures(run: Mapping[str, Mapping[str, float]], gold: Mapping[str, Any],
-                     tokens: Mapping[str, int]) -> FrontierFigures | None:
-    """The recall/tokens frontier of ``run`` over the tasks with ``gold`` primitives, a ranking shorter than
-    the longest counting whole at deeper k; None without gold or with a ranked id lacking ``tokens``."""
-    orders = _orders(run, gold)
-    if not orders or any(p not in tokens for order in orders.values() for p in order):
-        return None
-    ks = range(1, max(len(o) for o in orders.values()) + 1)
-    # running sums of whole numbers (tokens, gold primitives found) per task: exact
-    spent = [list(itertools.accumulate(tokens[p] for p in order)) for order in orders.values()]
-    found = [[x / len(frozenset(gold[t])) for x in itertools.accumulate(int(p in gold[t]) for p in order)]
-             for t, order in orders.items()]
-
-    def mean(rows: list[list[Any]]) -> tuple[float, ...]:  # over tasks, per k; a short ranking counts whole, none 0
-        return tuple(math.fsum(row[min(k, len(row)) - 1] if row else 0 for row in rows) / len(rows) for k in ks)
-    return FrontierFigures(tokens=mean(spent), recall=mean(found))
-
-
 def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
     """A cell's frontier: recall from run.trec and tasks.jsonl, tokens from the report (None: no such file,
     gold or ``frontier`` of the ranking's depth); ReportError when it records neither ``frontier`` nor ``learns``."""
@@ -602,13 +579,10 @@ def ranking_frontier(cell: CellResult) -> FrontierCurve | None:
         gold = {str(row["task_id"]): set(row["gold"]) for _, row in read_jsonl(cell.directory / "tasks.jsonl")}
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    orders = _orders(run, gold)
-    if not orders:
+    if not (orders := ranked_tasks(run, gold)):
         return None
-    recorded, ks = cell.record.frontier, range(1, max(len(o) for o in orders.values()) + 1)
-    if recorded is None and cell.record.learning is None:
+    if (recorded := cell.record.frontier) is None and cell.record.learning is None:
         raise cell._unrecorded("frontier")
-    if recorded is None or len(recorded.tokens) != len(ks):
+    if recorded is None or len(recorded.tokens) != depth_of(orders):
         return None
-    recall = tuple(tuple(len(gold[t] & set(order[:k])) / len(gold[t]) for k in ks) for t, order in orders.items())
-    return FrontierCurve(tokens=tuple(float(x) for x in recorded.tokens), recall=recall)
+    return FrontierCurve(tokens=tuple(float(x) for x in recorded.tokens), recall=recall_by_k(orders, gold))

@@ -83,30 +83,12 @@ def _check_output(directory: Path) -> None:
                               "give another --out")
 
 
-def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, str], log: TextIO,
-                   command: str = "primsel run") -> None:
-    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose every answer
-    did (no endpoint contacted: the cache is not keyed by URL). ``answers``: cell id -> (answers, from a
-    cache) (:func:`primsel.experiments.cell.llm_answers`); ``labels``: cell id -> label; ``command``: the
-    prefix of the lines."""
-    total = sum(n for n, _ in answers.values())
-    if not total:
-        return
-    cached = sum(c for _, c in answers.values())
-    print(f"{command}: {cached} of {total} LLM answers from the cache", file=log)
-    offline = [cid for cid, (n, c) in answers.items() if n and c == n]
-    if offline:
-        names = ", ".join(labels.get(c, c) + (f" ({c})" if labels.get(c, c) != c else "") for c in offline)
-        print(f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
-              "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
-              "cache_namespace to keep the answers of different endpoints apart)", file=log)
-
-
 @dataclasses.dataclass(frozen=True)
 class ExperimentResult:
     """Outcome of :func:`run_experiment`: ``directory`` (``<out>/<name>``), ``cells`` (the grid, in grid
     order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it), ``seconds``
-    (wall time) and ``incomplete`` (computed cells whose LLM requests failed: the next run recomputes them)."""
+    (wall time), ``incomplete`` (computed cells whose LLM requests failed: the next run recomputes them) and
+    ``answers``: computed cell id -> (LLM answers, of which from a cache), for the cells that used an LLM."""
 
     directory: Path
     cells: tuple[Cell, ...]
@@ -114,6 +96,7 @@ class ExperimentResult:
     skipped: tuple[str, ...]
     seconds: float
     incomplete: tuple[str, ...] = ()
+    answers: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
 def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: Sequence[Task] | None,
@@ -238,11 +221,11 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                 total=len(cells), initial=len(done), name=config.name, sources=sources)
         finally:
             stop_shared_servers()
-        report_answers({cid: (int(r.get("llm_answers", 0)), int(r.get("llm_answers_cached", 0)))
-                        for cid, r in reports.items()}, {c.id: c.label for c in cells}, log)
         return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(reports), skipped=tuple(done),
                                 seconds=time.perf_counter() - begin,
-                                incomplete=tuple(cid for cid, r in reports.items() if r.get("complete") is False))
+                                incomplete=tuple(cid for cid, r in reports.items() if r.get("complete") is False),
+                                answers={cid: (int(r.get("llm_answers", 0)), int(r.get("llm_answers_cached", 0)))
+                                         for cid, r in reports.items() if r.get("llm_answers")})
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
@@ -283,9 +266,9 @@ def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Seq
         whole = d if not d.population else dataclasses.replace(
             d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
         store = RetrievalStore(d.library, whole, use_disk=use_cache)
-        contexts.update({c.id: CellContext(experiment=config.name, library=d.library, dataset=d, store=store,
-                                           workers=workers, versions=versions, base_dir=config.base_dir)
-                         for c in group})
+        contexts.update(dict.fromkeys((c.id for c in group), CellContext(
+            experiment=config.name, library=d.library, dataset=d, store=store, workers=workers, versions=versions,
+            base_dir=config.base_dir)))
         capped = sorted({c.settings.folds for c in group if c in todo
                          and store.effective_folds(c.settings.folds) != c.settings.folds})
         if capped:

@@ -1,5 +1,5 @@
 """Paired tests of each cell against its baseline cell (the baseline retriever's with the same other
-settings, or ``pair_on`` ones), bootstrap intervals and the leaderboard of configurations."""
+settings, or ``pair_on`` ones), per-task bootstrap intervals and the leaderboard of configurations."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from scipy import stats
-
-from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.eval.significance import N_RESAMPLES, bootstrap_interval, compare
 from primsel.experiments.labels import baseline_label, pair_key
 from primsel.experiments.results import CellResult, Experiment, ReportError, per_task_values
 from primsel.files import canonical_json, read_jsonl
@@ -22,8 +19,6 @@ from primsel.reporting.style import configuration_key, configuration_labels, is_
 LEADER_METRIC = "recall@15"
 #: At most this many rankings in a figure besides the references; the rest are in the tables.
 MAX_SERIES = 8
-#: Resamples of the bootstrap intervals.
-N_BOOTSTRAP = 2000
 
 
 def baseline_retriever(experiment: Experiment) -> str:
@@ -72,27 +67,6 @@ def significance(experiment: Experiment, n_resamples: int = N_RESAMPLES, seed: i
             if cell.settings.get("generator") and base.settings.get("generator"):
                 entry["success"] = _paired(cell, base, "success", n_resamples, seed)
     return out
-
-
-def bootstrap_interval(values: Sequence[float] | np.ndarray, n_resamples: int = N_BOOTSTRAP, seed: int = 0,
-                       confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap interval of the mean over tasks (``scipy.stats.bootstrap``) of ``values``,
-    shape ``(n_tasks,)`` or ``(n_tasks, n_points)`` (one interval per column, the same resampled tasks
-    for each). Returns (low, high) of shape ``()`` or ``(n_points,)``, both the mean for one task or
-    constant values. ValueError: no tasks, or values not finite."""
-    data = np.asarray(values, dtype=float)
-    if data.ndim not in (1, 2) or data.shape[0] == 0:
-        raise ValueError("bootstrap needs per-task values of shape (n_tasks,) or (n_tasks, n_points), "
-                         f"got {data.shape}")
-    if not np.all(np.isfinite(data)):
-        raise ValueError("bootstrap values contain NaN or infinite values")
-    mean = data.mean(axis=0)
-    if data.shape[0] == 1:
-        return mean, mean
-    low, high = stats.bootstrap((data,), np.mean, axis=0, vectorized=True, n_resamples=n_resamples,
-                                confidence_level=confidence, method="percentile", random_state=seed).confidence_interval
-    constant = np.ptp(data, axis=0) == 0  # every resample has the same mean: keep it exact
-    return np.where(constant, mean, low), np.where(constant, mean, high)
 
 
 def task_interval(cell: CellResult, metric: str, seed: int = 0) -> tuple[float, float] | None:

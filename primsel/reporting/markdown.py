@@ -1,5 +1,5 @@
 """The report's text: the leaderboard (or summary by dataset), figures, tables of every cell, ties, generation,
-ASPERA, frontier and reflection rounds with notes; the best cells ``primsel run`` prints. Never per-task rows."""
+ASPERA, frontier and reflection rounds with notes. Never per-task rows."""
 
 from __future__ import annotations
 
@@ -9,19 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from primsel.eval.aspera import markdown_table as aspera_table
-from primsel.eval.significance import N_RESAMPLES, compare
+from primsel.eval.significance import N_BOOTSTRAP, N_RESAMPLES, compare
 from primsel.eval.success import success_by_coverage, wilson_interval
 from primsel.experiments.labels import generator_label, get_dotted
-from primsel.experiments.results import (LEADER_COLUMNS, RANKED_COLUMNS, REPORT_KS, SUMMARY_COLUMNS, SUMMARY_METRICS,
-                                        TABLE_COLUMNS, CellResult, Experiment, data_text, dataset_groups)
+from primsel.experiments.results import (LEADER_COLUMNS, RANKED_COLUMNS, REPORT_KS, SUMMARY_METRICS, TABLE_COLUMNS,
+                                        CellResult, Experiment, data_text, dataset_groups)
 from primsel.files import read_jsonl
-from primsel.reporting.compare import LEADER_METRIC, N_BOOTSTRAP, Standing, best_of_configurations, passed_by_round
-from primsel.reporting.style import configuration_labels, is_default, is_reference, num, other_columns, p_value, \
+from primsel.reporting.compare import LEADER_METRIC, Standing, passed_by_round
+from primsel.reporting.style import is_default, is_reference, num, other_columns, p_value, \
     ranking_key, ranking_labels, ranks_nothing, short_labels, short_value, slug, table
 
-#: The cut-off :func:`best_cells` prefers, and the widest line it prints.
-HEADLINE_K = 15
-SUMMARY_WIDTH = 100
 COLUMNS_NOTE = ("R@k: recall@k and C@k: complete@k (fraction of tasks whose gold primitives all rank in the top k) "
                 "read each task's full ranking; nDCG@10 and MRR likewise. P, R, F1: set precision, recall and F1 of "
                 "the selection (the top k, plus the library types it depends on when closure is on), micro (mi: "
@@ -352,36 +349,3 @@ def rounds_table(cells: Sequence[Any], n_resamples: int = N_RESAMPLES, seed: int
             "selects again)."
             + (" selection recall: mean set recall of the selection each task had in that round "
                "(reselect: ranked again with the query plus the error)." if reselect else ""), ""]
-
-
-def best_cells(experiment: Experiment, limit: int = 12) -> list[str]:
-    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each ranking's
-    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens), ordered by success,
-    recall@15 and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished."""
-    out: list[str] = []
-    for data, group in dataset_groups(experiment):
-        cells = [c for c in group if c.finished]
-        if not cells:
-            continue
-        has_gen, labels = any(c.settings.get("generator") for c in cells), configuration_labels(cells)
-        best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
-        header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
-        rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
-                 *([num(c.record.success)] if has_gen else []),
-                 *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
-                for key, c in list(best.items())[:limit]]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
-        if widths[0] > room:
-            head = (room - 1) // 2
-            for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
-                row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][-(room - 1 - head):]
-            widths[0] = room
-        out += [f"== {data_text(data)}", f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
-                f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
-        out += ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
-                for row in [header, *rows]]
-        if len(best) > limit:
-            out.append(f"... {len(best) - limit} more rankings (all in the report: primsel report "
-                       f"{experiment.directory})")
-    return out

@@ -12,10 +12,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from primsel.eval.significance import bootstrap_interval
 from primsel.experiments.results import CellResult, Experiment, FrontierCurve, dataset_groups, ranking_frontier
 from primsel.files import canonical_json
-from primsel.reporting.compare import best_of_configurations, bootstrap_interval, passed_by_round, shown_rankings, \
-    task_interval
+from primsel.reporting.compare import best_of_configurations, passed_by_round, shown_rankings, task_interval
 from primsel.reporting.style import Palette, is_default, is_reference, or_default, other_columns, ranking_key, \
     ranking_labels, ranks_nothing, setting_parts, short_labels, short_value, title, wrap
 

@@ -86,5 +86,5 @@ def read_run(path: str | os.PathLike[str]) -> Run:
 
 
 def _check_token(value: str, what: str) -> None:
-    if not value or any(c.isspace() for c in value):
+    if value.split() != [value]:  # empty, or holds whitespace
         raise ValueError(f"TREC {what} must be non-empty without whitespace, got {value!r}")

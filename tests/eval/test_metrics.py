@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from primsel.eval.metrics import (
-    evaluate, parse_metric, per_task, ranking, set_metrics, set_scores, tied_tasks, to_qrels,
+    evaluate, parse_metric, per_task, ranking, set_metrics, set_scores, tied_tasks, tied_tasks_at, to_qrels,
 )
 
 # ranking of q: a (0.9), b (0.8), c (0.8; tie with b, broken by id), d (0.1); gold {c, d}
@@ -240,6 +240,19 @@ def test_tied_tasks_counts_ties_across_the_cut_off():
     assert tied_tasks(run, ["a", "missing"], 2) == 1
     with pytest.raises(ValueError, match="k must be"):
         tied_tasks(run, run, 0)
+
+
+def test_tied_tasks_at_counts_every_cut_off_in_one_pass():
+    run = {
+        "a": {"x": 2, "y": 1, "z": 1, "w": 0},   # tie at ranks 2-3
+        "b": {"x": 1, "y": 1, "z": 1, "w": 1},   # tie at ranks 1-4
+        "c": {"x": 3, "y": 2, "z": 1, "w": 1},   # tie at ranks 3-4
+    }
+    # k = 1: b; k = 2: a, b; k = 3: b, c; k = 4: no rank 5, so no tie across it
+    assert tied_tasks_at(run, run, (3, 1, 4, 2, 3)) == {3: 2, 1: 1, 4: 0, 2: 2}
+    assert tied_tasks_at(run, ["c", "missing"], [3]) == {3: 1} and tied_tasks_at(run, run, []) == {}
+    with pytest.raises(ValueError, match="k must be an integer >= 1, got True"):
+        tied_tasks_at(run, run, (2, True))
 
 
 def test_unknown_tie_mode():

@@ -21,7 +21,6 @@ from primsel.experiments.results import (
     Learning,
     ReportError,
     Round,
-    frontier_figures,
     learning_retrievers,
     load_experiment,
     ranking_frontier,
@@ -206,21 +205,3 @@ def test_reporting_and_explore_neither_build_components_nor_load_the_library_or_
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=PACKAGE.parent).stdout.strip()
     assert loaded == "[]"
-
-
-def test_the_frontier_counts_a_short_ranking_whole_at_deeper_k():
-    run = {"1": {"a": 2.0, "b": 1.0}, "2": {"b": 1.0}, "3": {"a": 1.0}}
-    gold = {"1": {"b"}, "2": {"b"}, "3": set()}
-    # task 3 has no gold: left out; k = 1: tokens (3 + 5) / 2, recall (0 + 1) / 2; k = 2: task 2
-    # keeps its one primitive, tokens (3 + 5 + 5) / 2, recall (1 + 1) / 2
-    assert frontier_figures(run, gold, {"a": 3, "b": 5}) == FrontierFigures(tokens=(4.0, 6.5), recall=(0.5, 1.0))
-    assert frontier_figures(run, gold, {"b": 5}) is None
-    assert frontier_figures(run, {"3": set()}, {"a": 3, "b": 5}) is None
-
-
-def test_the_frontier_counts_an_empty_ranking_as_nothing_spent_and_nothing_found():
-    run = {"1": {"a": 2.0, "b": 1.0}, "2": {}}
-    gold = {"1": {"b"}, "2": {"b"}}
-    # task 2 ranks nothing: 0 tokens, recall 0 at every k; k = 1: tokens (3 + 0) / 2, recall
-    # (0 + 0) / 2; k = 2: tokens (3 + 5 + 0) / 2, recall (1 + 0) / 2
-    assert frontier_figures(run, gold, {"a": 3, "b": 5}) == FrontierFigures(tokens=(1.5, 4.0), recall=(0.0, 0.5))

@@ -11,7 +11,7 @@ import pytest
 
 from primsel.datasets import load_builtin_tasks
 from primsel.experiments import cell as cell_module
-from primsel.experiments.cell import embedding_windows
+from primsel.retrieval.windows import embedding_windows
 from primsel.experiments.config import expand, parse_config
 from primsel.experiments.dataset import make_dataset
 from primsel.experiments.results import (

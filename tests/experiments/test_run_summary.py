@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from primsel.reporting import CellResult, Experiment, best_cells
+from primsel.commands.run import best_cells
+from primsel.reporting import CellResult, Experiment
 
 
 def cell(retriever, k, recall15, f1, tokens=100.0):

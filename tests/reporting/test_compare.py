@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from primsel.experiments.results import load_experiment
-from primsel.reporting.compare import bootstrap_interval, leaderboard, shown_rankings, significance
+from primsel.eval.significance import bootstrap_interval
+from primsel.reporting.compare import leaderboard, shown_rankings, significance
 from primsel.reporting.style import ranking_key, wrap
 from primsel.retrieval import DEFAULT_RETRIEVER
 

@@ -121,7 +121,7 @@ def test_the_default_model_embeds_the_16_library_documents_longer_than_its_windo
 def test_a_cells_config_records_how_its_dense_members_embedded_the_library(tiny_model, tmp_path, capsys,
                                                                             monkeypatch):
     from primsel.cli import main
-    from primsel.experiments.cell import embedding_windows
+    from primsel.retrieval.windows import embedding_windows
 
     monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
     library = build_library()
