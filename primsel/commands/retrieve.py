@@ -14,6 +14,7 @@ import argparse
 import copy
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -210,13 +211,10 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     status (0, or 1 when an LLM selector's endpoint fails, see :func:`main`) and the dataset's
     figures for ``--json`` (:func:`dataset_result`; None when the status is not 0). With
     ``--json`` nothing is printed on stdout here."""
-    from primsel.eval.metrics import SET_METRIC_KEYS
     from primsel.experiments.cell import compute_cell
-    from primsel.retrieval.windows import embedding_windows
     from primsel.retrieval.store import RetrievalStore
-    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
-    from primsel.retrieval.encoders import EncoderLoadError
     from primsel.retrieval.trec import write_run
+    from primsel.retrieval.windows import embedding_windows
     from primsel.types import LearnsFromTasks
 
     library = dataset.library
@@ -235,25 +233,9 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     if args.k > len(library):
         print(f"--k {args.k} is above the library size: selecting all {len(library)} primitives", file=sys.stderr)
 
-    from primsel.progress import progress_bar
-
-    # a bar over the fits (one per fold for a retriever that learns from tasks), its description
-    # naming the stage, so a long fit is not silence (a line per stage when stderr is a file)
-    with progress_bar(total=folds if learned else 1, desc="fitting", unit="fold" if learned else "fit",
-                      file=sys.stderr, leave=False, disable=args.quiet, lines="stages") as bar:
-        def stage(what: str, i: int, n: int) -> None:
-            bar.update(i - 1 - bar.n)  # the folds before this one are done
-            bar.set_description_str(what, refresh=True)
-
-        try:
-            retrieval = store.get(spec, args.folds, args.seed, args.depth, progress=stage)
-        except EncoderLoadError as exc:
-            raise UsageError(f"--retriever: {exc}") from exc
-        except LLMFatalError as exc:  # an LLM selector whose endpoint refuses or cannot be reached
-            what = "cannot be reached" if isinstance(exc, EndpointUnreachableError) else "refuses the requests"
-            print(f"primsel retrieve: error: the LLM endpoint {what}, stopping: {exc}", file=sys.stderr)
-            return 1, None
-        bar.update(bar.total - bar.n)
+    retrieval = _rank(args, spec, store, folds if learned else 1)
+    if retrieval is None:
+        return 1, None
     print(f"ranked {len(retrieval.ranked)} tasks in {retrieval.seconds:.2f} s"
           + (f" ({folds}-fold cross-validation, seed {args.seed})" if learned else ""), file=sys.stderr)
 
@@ -278,20 +260,53 @@ def _retrieve_one(args: argparse.Namespace, spec: Any, probe: Any, settings: Any
     added = sum(len(s.added_by_closure) for s in outcome.selections.values())
     result = dataset_result(report, args.k, dataset.source, len(tasks), len(library), folds,
                             added if args.closure else None)
-    if args.json:
-        return 0, result
+    if not args.json:
+        _print_figures(args, spec, settings.selector, report, len(tasks), added)
+    return 0, result
+
+
+def _rank(args: argparse.Namespace, spec: Any, store: Any, fits: int) -> Any:
+    """The cross-validated ranking of ``spec`` (a :class:`primsel.retrieval.store.Retrieval`) under a bar over its
+    ``fits``, whose description names the stage, so a long fit is not silence (a line per stage when stderr is a
+    file); None, said on stderr, when an LLM selector's endpoint refuses or cannot be reached."""
+    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
+    from primsel.progress import progress_bar
+    from primsel.retrieval.encoders import EncoderLoadError
+
+    with progress_bar(total=fits, desc="fitting", unit="fold" if fits > 1 else "fit", file=sys.stderr, leave=False,
+                      disable=args.quiet, lines="stages") as bar:
+        def stage(what: str, i: int, n: int) -> None:
+            bar.update(i - 1 - bar.n)  # the folds before this one are done
+            bar.set_description_str(what, refresh=True)
+
+        try:
+            retrieval = store.get(spec, args.folds, args.seed, args.depth, progress=stage)
+        except EncoderLoadError as exc:
+            raise UsageError(f"--retriever: {exc}") from exc
+        except LLMFatalError as exc:
+            what = "cannot be reached" if isinstance(exc, EndpointUnreachableError) else "refuses the requests"
+            print(f"primsel retrieve: error: the LLM endpoint {what}, stopping: {exc}", file=sys.stderr)
+            return None
+        bar.update(bar.total - bar.n)
+    return retrieval
+
+
+def _print_figures(args: argparse.Namespace, spec: Any, selector: Any, report: Mapping[str, Any], n_tasks: int,
+                   added: int) -> None:
+    """The figures of one dataset on stdout: ranking and set metrics, selection size and tokens, the tie-aware
+    ranking metrics and the tasks whose selection a tie across ``--k`` decides, and with ``--closure`` the types
+    it added."""
+    from primsel.eval.metrics import SET_METRIC_KEYS
+
     print(f"retriever {json.dumps(spec) if not isinstance(spec, str) else spec}  k={args.k}"
           f"{'  closure' if args.closure else ''}"
-          f"{'  selector ' + json.dumps(settings.selector) if settings.selector is not None else ''}  tasks={len(tasks)}")
+          f"{'  selector ' + json.dumps(selector) if selector is not None else ''}  tasks={n_tasks}")
     for name in (*RANKING_METRICS, *SET_METRIC_KEYS):
         print(f"{name:22s} {report[name]:.4f}")
     print(f"{'mean_selection_size':22s} {report['selected']:.2f}")
     print(f"{'docs_tokens':22s} {report['docs_tokens']:.1f}")
-    # the same ranking metrics as the mean over every order of tied scores, and the tasks whose
-    # selection a tie across --k decides
     for name in RANKING_METRICS:
         print(f"{TIE_AWARE + name:22s} {report[TIE_AWARE + name]:.4f}")
-    print(f"{f'tied_tasks@{args.k}':22s} {int(report[f'tied_tasks@{args.k}'])} of {len(tasks)}")
+    print(f"{f'tied_tasks@{args.k}':22s} {int(report[f'tied_tasks@{args.k}'])} of {n_tasks}")
     if args.closure:
-        print(f"{'closure_added':22s} {added} ({added / len(tasks):.2f} per task)")
-    return 0, result
+        print(f"{'closure_added':22s} {added} ({added / n_tasks:.2f} per task)")
