@@ -65,6 +65,9 @@ class Primitive:
         its title line (a tool name, an API call).
     doc : the docstring, dedented.
     depends_on : ids of library types named in the signature or fields, sorted.
+    shown : the documentation exactly as the library's own prompts show it (ASPERA's library: the source text of
+        the definition); when set, ``text("full")`` is this text. Empty: ``text("full")`` is rendered from
+        ``signature`` and ``doc``.
     """
 
     id: str
@@ -74,6 +77,7 @@ class Primitive:
     signature: str
     doc: str
     depends_on: tuple[str, ...] = ()
+    shown: str = ""
 
     def text(self, view: str = "full") -> str:
         """Render the primitive for an index or a prompt.
@@ -93,6 +97,8 @@ class Primitive:
         if view == "signature":
             return self.signature
         if view == "full":
+            if self.shown:
+                return self.shown
             if self.kind == DOCUMENT_KIND:
                 return "\n".join(part for part in (self.signature, self.doc) if part)
             if not self.signature.startswith(("def ", "class ")):

@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "folder (every dataset in it) or one of their subsets (metatool/single, "
                              "gorilla-apibench/torchhub, ...), pydoc[:1k|10k|full] "
                              "(default: $PRIMSEL_ASPER_BENCH, else the built-in tasks)")
+    parser.add_argument("--library", choices=("primsel", "aspera"), default="primsel",
+                        help="the documentation ranked: primsel's library (default) or ASPERA's documentation of "
+                             "it, read from the checkout $PRIMSEL_ASPERA_SRC names (Asper-Bench and built-in tasks)")
     parser.add_argument("--depth", type=int, default=None, metavar="N",
                         help="keep the first N (>= 20) of each ranking (default: the whole library)")
     parser.add_argument("--out", metavar="RUN.trec", default=None,
@@ -121,6 +124,7 @@ def _selector(text: str | None) -> Any:
 def main(args: argparse.Namespace) -> int:
     """Run ``primsel retrieve``; returns the exit status: 0 done, 2 on bad arguments (via
     UsageError), 1 when an LLM selector's endpoint refuses every request or cannot be reached."""
+    from primsel.aspera import AsperaSourceError
     from primsel.datasets import DatasetError
     from primsel.experiments.dataset import load_datasets
     from primsel.experiments.settings import CellSettings, SettingError, check_setting
@@ -146,8 +150,8 @@ def main(args: argparse.Namespace) -> int:
         flag, _, below = exc.key.partition(".")
         raise UsageError(f"--{flag}: {below + ': ' if below else ''}{exc.problem}") from None
     try:
-        datasets = load_datasets(args.data)
-    except DatasetError as exc:
+        datasets = load_datasets(args.data, library_name=args.library)
+    except (DatasetError, AsperaSourceError) as exc:
         raise UsageError(str(exc)) from exc
     if args.out and len(datasets) > 1:
         raise UsageError(f"--out: {args.data} holds {len(datasets)} datasets "

@@ -60,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
     """
     from pathlib import Path
 
+    from primsel.aspera import AsperaSourceError
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
     from primsel.experiments.runner import OutputError, run_experiment
@@ -94,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
                                 on_cell=lambda cell, report: finished.append(cell.id),
                                 backend=args.backend, address=args.address, sample=args.sample,
                                 task_ids=task_ids, fold=args.fold)
-    except (ConfigError, DatasetError, OutputError, LocalModelError) as exc:
+    except (ConfigError, DatasetError, OutputError, LocalModelError, AsperaSourceError) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:
         if isinstance(exc, EndpointUnreachableError):

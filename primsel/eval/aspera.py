@@ -10,7 +10,12 @@ selection F1). The code is our own. Percentages are in [0, 100], as in ASPERA.
 Definitions
 -----------
 A task row (a ``tasks.jsonl`` row of a cell with a generator) has ``status``, ``error_type``,
-``message``, ``parse_failure``, ``import_lenient_status``, ``selection`` and ``gold``.
+``message``, ``parse_failure``, ``import_lenient_status``, ``selection`` and ``gold``; under
+ASPERA's protocol also ``aspera_selection`` and ``aspera_gold``: the symbol names ASPERA's
+primitive-selection metric compares (``Evaluator.get_primitives_selection_feedback``: the names
+of the selected symbols, empty for the CCK agent, which selects nothing; and the names ASPERA's
+substring rule finds in the reference program, ``datetime`` among them when it is used). The
+selection figures then compare those, as ASPERA does, instead of primitive ids.
 
 * *refused*: the endpoint refused the request as an invalid prompt (``status`` ``llm_error``
   and the message holds ``"Invalid prompt"`` or ``"do not have"``, ASPERA's test); ASPERA skips
@@ -156,7 +161,7 @@ def aspera_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]
 
 
 def _selection_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    pairs = [(set(r.get("selection") or ()), set(r.get("gold") or ())) for r in rows]
+    pairs = [_selection_pair(r) for r in rows]
     names = ("primitives_selection_macro_f1", "primitives_selection_micro_f1",
              "primitives_selection_micro_precision", "primitives_selection_micro_recall")
     if not any(selected for selected, _ in pairs):
@@ -169,6 +174,14 @@ def _selection_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | N
     recall = hits / actual if actual else None
     micro = _f1(precision, recall) if recall is not None else None
     return dict(zip(names, (macro, micro, precision, recall)))
+
+
+def _selection_pair(row: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(selected, gold) of a row: under ASPERA's protocol the symbol names ASPERA counts (``aspera_selection``,
+    ``aspera_gold``), else the selected and gold primitive ids."""
+    if "aspera_gold" in row:
+        return set(row.get("aspera_selection") or ()), set(row["aspera_gold"])
+    return set(row.get("selection") or ()), set(row.get("gold") or ())
 
 
 def markdown_table(cells: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:

@@ -19,6 +19,7 @@ from primsel.eval.attribution import attribute, count_categories
 from primsel.eval.execution import execute_programs, lenient_statuses, reference_runs
 from primsel.eval.frontier import frontier
 from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks_at
+from primsel.experiments.agents import aspera_selection_names, is_aspera
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
 from primsel.experiments.reflection import round_figures, run_rounds
@@ -233,6 +234,10 @@ def _generate_and_execute(settings: CellSettings, dataset: Dataset, library: Lib
                             status={n: _mean(1.0 if s == n else 0.0 for s in status) for n in TASK_STATUSES},
                             failures={c: float(count) for c, count in count_categories(failures).items()},
                             usage=usage, cache_hits=usage.get("cache_hits"))
+    if is_aspera(settings.generator):
+        names = aspera_selection_names(settings.generator, tasks, selections, library)
+        for t, row in zip(tasks, rows):
+            row.update(names[t.id])
     # the rows hold the first selection; reflection's reselect may have changed it since
     figure_rows = [{**row, "selection": list(selections[t.id].ids)} for t, row in zip(tasks, rows)]
     return failures, {

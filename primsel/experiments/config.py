@@ -16,6 +16,8 @@ from typing import Any
 
 from primsel import spec as specs
 from primsel.datasets.pydoc import is_pydoc_spec
+from primsel.experiments.agents import resolve_protocol
+from primsel.experiments.dataset import LIBRARIES
 from primsel.experiments.labels import baseline_label, cell_label, pair_key, varied_keys
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
 from primsel.files import digest
@@ -24,7 +26,7 @@ from primsel.files import digest
 CELL_KEYS = ("retriever", "k", "threshold", "closure", "folds", "seed", "generator", "reflection", "timeout",
              "metrics", "selector", "depth")
 #: Every key accepted at the top level of an experiment file.
-TOP_KEYS = ("name", "description", "data", "baseline", "pair_on", "grid") + CELL_KEYS
+TOP_KEYS = ("name", "description", "data", "library", "aspera_src", "baseline", "pair_on", "grid") + CELL_KEYS
 #: Tables the grid may reach into with dotted keys.
 TABLE_KEYS = ("retriever", "generator", "selector", "reflection")
 #: Length of a cell id (hex characters of the sha256).
@@ -57,6 +59,10 @@ class ExperimentConfig:
     data : the ``data`` path (a tuple for an array) resolved against ``base_dir``, or None.
     cells : every cell's settings (without a dataset) as (index of its grid, settings), in grid order.
     name, description, baseline, pair_on : as the file gives them (``pair_on`` as a tuple).
+    library : the library tasks are ranked against and prompts show: ``"primsel"`` or ``"aspera"``
+        (:data:`primsel.experiments.dataset.LIBRARIES`).
+    aspera_src : the checkout of apple/ml-aspera ASPERA's protocol and library read, resolved against
+        ``base_dir``; None: ``$PRIMSEL_ASPERA_SRC``.
     """
 
     name: str
@@ -69,6 +75,15 @@ class ExperimentConfig:
     base_dir: Path | None = None
     pair_on: tuple[str, ...] | None = None
     cells: tuple[tuple[int, CellSettings], ...] = ()
+    library: str = "primsel"
+    aspera_src: Path | None = None
+
+    @property
+    def uses_aspera(self) -> bool:
+        """True when a cell renders ASPERA's requests or ranks ASPERA's documentation (the checkout is needed)."""
+        if self.library == "aspera":
+            return True
+        return any(isinstance(s.generator, Mapping) and s.generator.get("protocol") == "aspera" for _, s in self.cells)
 
 
 def cell_id(settings: CellSettings | Mapping[str, Any]) -> str:
@@ -115,9 +130,11 @@ def _check_top(raw: Mapping[str, Any], where: str, default_name: str) -> str:
     if data is not None and not (isinstance(data, str) or (isinstance(data, list) and data
                                                              and all(isinstance(d, str) and d for d in data))):
         raise _fail(where, "data", f"expected a path or an array of paths, got {specs.toml_type(data)} {data!r}")
-    for key in ("description", "baseline"):
+    for key in ("description", "baseline", "aspera_src"):
         if key in raw and not isinstance(raw[key], str):
             raise _fail(where, key, f"expected a string, got {specs.toml_type(raw[key])} {raw[key]!r}")
+    if raw.get("library", "primsel") not in LIBRARIES:
+        raise _fail(where, "library", f"expected one of {', '.join(LIBRARIES)}, got {raw['library']!r}")
     return exp_name
 
 
@@ -161,9 +178,12 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
             raise _fail(where, "retriever", f"no retriever: set 'retriever' or '{grid_name}.retriever'")
     data = raw.get("data")
     paths = tuple(_data_path(d, base_dir) for d in data) if isinstance(data, list) else _data_path(data, base_dir)
+    library = raw.get("library", "primsel")
+    aspera_src = _data_path(raw["aspera_src"], base_dir) if "aspera_src" in raw else None
     config = ExperimentConfig(name=exp_name, path=None, base=base, grids=tuple(grids), data=paths,
                               description=raw.get("description", ""), baseline=raw.get("baseline"), base_dir=base_dir,
-                              pair_on=_pair_on(raw, where), cells=tuple(_grid_cells(where, base, grids)))
+                              pair_on=_pair_on(raw, where), cells=tuple(_grid_cells(where, base, grids, library)),
+                              library=library, aspera_src=aspera_src)
     cells = expand(config)
     for cell in cells:
         spec = generator_spec(cell.settings.generator, base_dir)
@@ -179,8 +199,8 @@ def parse_config(raw: Mapping[str, Any], where: str = "<config>", name: str | No
     return config
 
 
-def _grid_cells(where: str, base: Mapping[str, Any],
-                grids: Sequence[Mapping[str, Sequence[Any]]]) -> list[tuple[int, CellSettings]]:
+def _grid_cells(where: str, base: Mapping[str, Any], grids: Sequence[Mapping[str, Sequence[Any]]],
+                library: str = "primsel") -> list[tuple[int, CellSettings]]:
     out: list[tuple[int, CellSettings]] = []
     for g, grid in enumerate(grids):
         keys = [k for k in grid if k != "data"]
@@ -193,7 +213,7 @@ def _grid_cells(where: str, base: Mapping[str, Any],
                 else:
                     settings[key] = grid[key][chosen[key]]
             try:
-                out.append((g, CellSettings.from_mapping(settings)))
+                out.append((g, CellSettings.from_mapping(resolve_protocol(settings, library))))
             except SettingError as exc:
                 name = "grid" if len(grids) == 1 else f"grid[{g}]"
                 raise _fail(where, _source(exc.key, name, chosen), exc.problem) from None

@@ -1,5 +1,6 @@
 """The tasks of an experiment, gold filled and fingerprinted (a cell id changes when, and only when, its tasks
-change), with their library: the assistant library, or the corpus retrieval-only data brings (fingerprinted too).
+change), with their library: the assistant library, ASPERA's documentation of it (``library = "aspera"``), or the
+corpus retrieval-only data brings (both fingerprinted too).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class Dataset:
     tasks, source : the tasks; ``"asper-bench"``, ``"builtin"`` or the tasks' ``source`` (``"metatool-single"``).
     fingerprint : ``"<source>/<n tasks>/<sha256 prefix of the task contents>"``.
     library : the library the tasks are ranked against; None: the assistant library.
+    library_name : ``"primsel"`` (the assistant library, or a retrieval-only corpus) or ``"aspera"`` (ASPERA's
+        documentation, :data:`LIBRARIES`).
     notes : what the loader merged or dropped (retrieval-only data).
     info : facts recorded beside results (``pydoc``: Python and package versions).
     population : for a subset, every task of the whole dataset (folds and worked examples are drawn from it, so a
@@ -38,6 +41,7 @@ class Dataset:
     source: str
     fingerprint: str
     library: Any = None
+    library_name: str = "primsel"
     notes: tuple[str, ...] = ()
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     population: tuple[Task, ...] = ()
@@ -55,8 +59,10 @@ class Dataset:
 
     def summary(self) -> dict[str, Any]:
         """What config.json records of the data: ``{"source", "n_tasks", "fingerprint"}``, plus ``n_documents`` and
-        ``info`` for retrieval-only data and ``subset`` for a subset."""
+        ``info`` for retrieval-only data, ``library`` when it is not primsel's and ``subset`` for a subset."""
         out: dict[str, Any] = {"source": self.source, "n_tasks": len(self.tasks), "fingerprint": self.fingerprint}
+        if self.library_name != "primsel":
+            out["library"] = self.library_name
         if not self.executable and self.library is not None:
             out["n_documents"] = len(self.library)
             if self.info:
@@ -112,9 +118,9 @@ def subset(dataset: Dataset, sample: int | None = None, task_ids: Sequence[str] 
 
 
 def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str] = (),
-                 info: Mapping[str, Any] | None = None) -> Dataset:
+                 info: Mapping[str, Any] | None = None, library_name: str = "primsel") -> Dataset:
     """A :class:`Dataset` of tasks whose gold sets are filled; ``library`` None is the assistant library, else
-    (retrieval-only tasks) its fingerprint joins the tasks'.
+    (retrieval-only tasks, or ``library_name`` ``"aspera"``) its fingerprint joins the tasks'.
 
     Raises
     ------
@@ -129,34 +135,62 @@ def make_dataset(tasks: Sequence[Task], library: Any = None, notes: Sequence[str
         raise DatasetError(f"tasks without gold primitives (their reference programs use no library "
                            f"primitive): {', '.join(empty[:10])}")
     retrieval_only = not all(t.executable for t in tasks)
-    h = hashlib.sha256((library.fingerprint() if retrieval_only and library is not None else "").encode())
+    own_library = retrieval_only or library_name != "primsel"
+    h = hashlib.sha256((library.fingerprint() if own_library and library is not None else "").encode())
     for t in tasks:
         h.update(canonical_json([t.id, t.query, t.program, list(t.setup_programs),
                                  list(t.evaluation_programs), sorted(t.gold)]).encode("utf-8"))
     source = "+".join(sorted({t.source or "custom" for t in tasks}))
     return Dataset(tasks=tuple(tasks), source=source, fingerprint=f"{source}/{len(tasks)}/{h.hexdigest()[:12]}",
-                   library=library, notes=tuple(notes), info=dict(info or {}))
+                   library=library, library_name=library_name, notes=tuple(notes), info=dict(info or {}))
+
+
+#: The libraries an experiment's ``library`` key names: primsel's assistant library (65 primitives, documentation
+#: written for retrieval) and ASPERA's documentation of it (97 definitions of its 12 modules,
+#: :mod:`primsel.aspera.library`, read from ``$PRIMSEL_ASPERA_SRC``).
+LIBRARIES = ("primsel", "aspera")
+
+
+def named_library(name: str) -> Library:
+    """The library ``name`` (:data:`LIBRARIES`) names.
+
+    Raises
+    ------
+    ValueError : an unknown name.
+    primsel.aspera.AsperaSourceError : ``"aspera"`` without a usable checkout of ASPERA.
+    """
+    if name == "aspera":
+        from primsel.aspera import aspera_protocol
+        from primsel.aspera.library import aspera_primitives
+
+        return Library(aspera_primitives(aspera_protocol()))
+    if name == "primsel":
+        from primsel.simulator.library import build_library
+
+        return build_library()
+    raise ValueError(f"unknown library {name!r}; expected one of {', '.join(LIBRARIES)}")
 
 
 def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None,
-                  library: Any = None, origin: str = "--data") -> list[Dataset]:
+                  library: Any = None, origin: str = "--data", library_name: str = "primsel") -> list[Dataset]:
     """The datasets a data path names, each with its library: retrieval-only data (:func:`load_retrieval_data`,
     each against its own corpus), else the executable tasks of ``path`` (else ``$PRIMSEL_ASPER_BENCH``, else the
-    built-in tasks, said on ``log``) against ``library`` (default: the assistant library); ``origin`` names
-    ``path`` in messages (:func:`primsel.datasets.resolve_dataset`).
+    built-in tasks, said on ``log``) against ``library`` (default: the library ``library_name`` names,
+    :func:`named_library`); ``origin`` names ``path`` in messages (:func:`primsel.datasets.resolve_dataset`).
 
     Raises
     ------
     primsel.datasets.DatasetError : a missing or malformed archive or dataset, a reference program that does not
         parse, or a task whose reference program uses no library primitive.
     """
-    # local: the assistant library (pydantic and the simulated apps) only for executable tasks
-    from primsel.simulator.library import build_library
-
     if is_retrieval_data(path):
+        if library_name != "primsel":
+            raise DatasetError(f"library = {library_name!r} documents the assistant library: it ranks Asper-Bench "
+                               "or built-in tasks, not retrieval-only data")
         return [make_dataset(data.tasks, Library(data.documents, unique_names=False), data.notes, data.info)
                 for data in load_retrieval_data(path)]  # type: ignore[arg-type]
-    library = build_library() if library is None else library
+    if library is None:
+        library = named_library(library_name)  # pydantic and the simulated apps only for executable tasks
     archive = resolve_dataset(path, origin)
     if archive is None and log is not None:
         print("primsel run: no Asper-Bench archive (no 'data' key, --data or $PRIMSEL_ASPER_BENCH): "
@@ -167,4 +201,4 @@ def load_datasets(path: str | os.PathLike[str] | None, log: TextIO | None = None
         if isinstance(exc, DatasetError):
             raise
         raise DatasetError(str(exc)) from None
-    return [dataclasses.replace(make_dataset(tasks), library=library)]
+    return [make_dataset(tasks, library, library_name=library_name)]

@@ -17,10 +17,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from primsel.aspera import ENV_VAR as ASPERA_ENV_VAR
+from primsel.aspera import locate as locate_aspera
 from primsel.datasets import DatasetError
 from primsel.experiments.cell import CellContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand, generator_spec
-from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, subset
+from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, named_library, subset
 from primsel.progress import progress_bar
 from primsel.experiments.ray_backend import run_cells
 from primsel.experiments.results import CellConfig, CellEntry, CellReport, ExperimentManifest
@@ -28,7 +30,6 @@ from primsel.retrieval.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
 from primsel.llm.local import resolve_gguf, stop_shared_servers
-from primsel.simulator.library import build_library
 from primsel.types import Task
 
 #: Packages whose versions are recorded in every config.json.
@@ -102,12 +103,17 @@ class ExperimentResult:
 def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: Sequence[Task] | None,
           library: Library | None, log: TextIO) -> list[tuple[Any, Dataset]]:
     """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
+    if config.uses_aspera:
+        # the components find the checkout through the variable (so do the processes they start)
+        os.environ[ASPERA_ENV_VAR] = str(locate_aspera(config.aspera_src))
     if tasks is not None:
-        return [(None, make_dataset(tasks, library if library is not None else build_library()))]
+        if library is None:
+            library = named_library(config.library)
+        return [(None, make_dataset(tasks, library, library_name=config.library))]
     origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
     paths, origin = (data, "--data") if data is not None else (config.data, origin)
     out = [(path, d) for path in (paths if isinstance(paths, tuple) else (paths,))
-           for d in load_datasets(path, log, library, origin=origin)]
+           for d in load_datasets(path, log, library, origin=origin, library_name=config.library)]
     names = [d.fingerprint for _, d in out]
     if len(set(names)) != len(names):
         raise DatasetError("the same dataset is named twice in the experiment's data")

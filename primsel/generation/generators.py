@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from primsel.aspera import aspera_endpoint, aspera_protocol
 from primsel.datasets import load_builtin_tasks
 from primsel.files import read_jsonl
 from primsel.generation.extract import MODES, extract_program, program_extraction
@@ -79,6 +80,17 @@ class OpenAIGenerator:
     ``reflect_template``), and the answer to that conversation is the round's program. Each
     round's request is cached like any other (its messages are part of the key).
 
+    With ``protocol = "aspera"`` every request is the one ASPERA's own agent sends
+    (:mod:`primsel.aspera`, rendered by ASPERA's code from the checkout ``$PRIMSEL_ASPERA_SRC``
+    names): ``agent = "cck"`` sends the complete-codebase-knowledge agent's request (the
+    documentation of the task's apps, whatever the selection), ``agent = "ps"`` the
+    primitive-selection agent's generation request built from the selected primitives (in
+    selection order, the worked examples' symbols added as ASPERA adds them). The body is
+    ASPERA's (``max_tokens`` 4096 and ``seed`` 0 unless set, ``n`` 1, ``stop`` null), answers
+    are processed by ASPERA's rules (``extraction = "aspera"``), and ``examples``,
+    ``template``, ``example_selection`` and ``reflect_template`` are not used; there are no
+    reflection rounds.
+
     Examples come from the pool given to :meth:`fit` (the training folds' tasks), or the
     built-in tasks when ``fit`` got none; never from the task itself. ``example_selection``
     ``"similar"`` picks the pool tasks whose queries share most words with the request
@@ -91,7 +103,11 @@ class OpenAIGenerator:
     template : packaged template name (``"ps"``, ``"cck"``) or a template file path.
     example_selection : ``"similar"`` or ``"fixed"``.
     extraction : how a program is taken from the answer: ``"primsel"`` (our rules) or
-        ``"aspera"`` (ASPERA's agent, quirks included; see :mod:`primsel.generation.extract`).
+        ``"aspera"`` (ASPERA's agent, quirks included; see :mod:`primsel.generation.extract`);
+        None: ``"aspera"`` under ASPERA's protocol, else ``"primsel"``.
+    protocol : ``"primsel"`` (primsel's prompts) or ``"aspera"`` (ASPERA's requests, byte for byte).
+    agent : under ``protocol = "aspera"``, ``"cck"`` or ``"ps"`` (None: ``"ps"``); an experiment sets
+        ``"cck"`` for the retriever ``all``. Must be None under ``"primsel"``.
     reflect_template : packaged template name (``"reflect"``) or a template file path: the turn
         carrying the feedback in a reflection round (placeholders ``feedback``,
         ``function_name``, ``return_annotation``, ``signature``).
@@ -102,19 +118,23 @@ class OpenAIGenerator:
 
     Raises
     ------
-    ValueError : missing model, out-of-range number, unknown template, example selection or
-        extraction mode.
+    ValueError : missing model, out-of-range number, unknown template, example selection,
+        extraction mode, protocol or agent, or ``extraction = "primsel"`` under ASPERA's protocol.
     """
 
     def __init__(self, examples: int = 1, template: str = "ps", example_selection: str = "similar",
-                 extraction: str = "primsel", reflect_template: str = "reflect", **endpoint: Any) -> None:
+                 extraction: str | None = None, reflect_template: str = "reflect", protocol: str = "primsel",
+                 agent: str | None = None, **endpoint: Any) -> None:
+        self.protocol, self.agent = _check_protocol(protocol, agent)
+        if self.protocol == "aspera":
+            endpoint = aspera_endpoint(endpoint)
         # checks the endpoint settings now; the client sends nothing until asked
-        self._client = ChatClient(prefix_ordered=True, **endpoint)
+        self._client = ChatClient(prefix_ordered=True, aspera_body=self.protocol == "aspera", **endpoint)
         if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
             raise ValueError(f"examples must be an integer >= 0, got {examples!r}")
         if example_selection not in ("similar", "fixed"):
             raise ValueError(f"example_selection must be 'similar' or 'fixed', got {example_selection!r}")
-        self.extraction = _check_extraction(extraction)
+        self.extraction = _check_extraction(extraction, self.protocol)
         self._template = load_template(template)  # parsed once; fails early on a bad name or path
         self._reflect = load_template(reflect_template)
         self.examples = examples
@@ -130,8 +150,8 @@ class OpenAIGenerator:
     def get_params(self) -> dict[str, Any]:
         """The constructor parameters (JSON-serialisable); the API key is never included."""
         return {"examples": self.examples, "template": self.template, "example_selection": self.example_selection,
-                "extraction": self.extraction, "reflect_template": self.reflect_template,
-                **self._client.endpoint.params()}
+                "extraction": self.extraction, "reflect_template": self.reflect_template, "protocol": self.protocol,
+                "agent": self.agent, **self._client.endpoint.params()}
 
     def fit(self, library: Mapping[str, Primitive], train_tasks: Sequence[Task] = ()) -> OpenAIGenerator:
         """Remember the library's order and the example pool. Returns ``self``.
@@ -156,7 +176,17 @@ class OpenAIGenerator:
         return self._pool
 
     def messages(self, task: Task, docs: Sequence[Primitive]) -> list[dict[str, str]]:
-        """The chat messages sent for ``task`` with documentation ``docs``."""
+        """The chat messages sent for ``task`` with documentation ``docs``.
+
+        Raises
+        ------
+        primsel.aspera.AsperaSourceError : under ASPERA's protocol, no usable checkout of ASPERA.
+        """
+        if self.protocol == "aspera":
+            protocol = aspera_protocol()
+            if self.agent == "cck":
+                return protocol.cck_messages(task)
+            return protocol.generation_messages(task, [p.name for p in docs])
         seed = self._client.endpoint.seed or 0
         examples = choose_examples(task, self._example_pool(), self.examples, self.example_selection, seed)
         order = self._library_order
@@ -243,6 +273,8 @@ class OpenAIGenerator:
         ------
         LLMFatalError, QuotaExceededError : as :meth:`generate_many`.
         """
+        if self.protocol == "aspera":
+            raise ValueError("ASPERA's protocol has no reflection rounds: set rounds = 1 or protocol = \"primsel\"")
         prompts = [self.conversation(task, docs, turns) for task, docs, turns in items]
         answers = self._client.complete_many(prompts)
         return [self._program(task, msgs, ans) for (task, _, _), msgs, ans in zip(items, prompts, answers)]
@@ -260,6 +292,10 @@ class OpenAIGenerator:
 #: Program status of a task whose prompt does not fit the model's context (not retried; the task
 #: is an ``error`` of type ``PromptTooLong``).
 PROMPT_TOO_LONG = "prompt_too_long"
+
+
+#: The local generator's answer limit under primsel's protocol (tokens), when ``max_tokens`` is not set.
+LOCAL_MAX_TOKENS = 512
 
 
 @register("local", kind="generator")
@@ -287,11 +323,12 @@ class LocalGenerator(OpenAIGenerator):
     n_ctx : context window in tokens; a prompt that does not fit makes its task an ``error``
         of type ``PromptTooLong`` and the run goes on.
     n_cache_reuse : llama.cpp's chunk reuse (tokens; 0: off).
-    examples, template, example_selection, extraction, reflect_template : as
+    examples, template, example_selection, extraction, reflect_template, protocol, agent : as
         :class:`OpenAIGenerator`.
     temperature, seed, max_tokens, timeout_s, max_retries : endpoint settings
         (:class:`primsel.llm.endpoint.Endpoint`); ``timeout_s`` is per request, prompt
-        processing included (minutes for a long prompt on a loaded CPU).
+        processing included (minutes for a long prompt on a loaded CPU). ``max_tokens`` None:
+        :data:`LOCAL_MAX_TOKENS`, or ASPERA's 4096 under ``protocol = "aspera"``.
 
     Raises
     ------
@@ -303,15 +340,21 @@ class LocalGenerator(OpenAIGenerator):
 
     def __init__(self, gguf: str | None = None, threads: int | None = None, n_ctx: int = 16384,
                  n_cache_reuse: int = 256, examples: int = 1, template: str = "ps",
-                 example_selection: str = "fixed", extraction: str = "primsel", reflect_template: str = "reflect",
-                 temperature: float | None = 0.0, seed: int | None = None, max_tokens: int | None = 512,
-                 timeout_s: float = 3600.0, max_retries: int = 1) -> None:
+                 example_selection: str = "fixed", extraction: str | None = None, reflect_template: str = "reflect",
+                 protocol: str = "primsel", agent: str | None = None, temperature: float | None = 0.0,
+                 seed: int | None = None, max_tokens: int | None = None, timeout_s: float = 3600.0,
+                 max_retries: int = 1) -> None:
         self.gguf = os.fspath(gguf) if gguf is not None else None
         self.server = ServerSettings(threads=threads, n_ctx=n_ctx, n_cache_reuse=n_cache_reuse)
         self._endpoint = {"temperature": temperature, "seed": seed, "max_tokens": max_tokens,
                           "timeout_s": timeout_s, "max_retries": max_retries, "concurrency": 1}
+        if protocol == "aspera":
+            self._endpoint = aspera_endpoint(self._endpoint)
+        elif max_tokens is None:
+            self._endpoint["max_tokens"] = LOCAL_MAX_TOKENS
         super().__init__(examples=examples, template=template, example_selection=example_selection,
-                         extraction=extraction, reflect_template=reflect_template, model="local", **self._endpoint)
+                         extraction=extraction, reflect_template=reflect_template, protocol=protocol, agent=agent,
+                         model="local", **self._endpoint)
         self._chat: LocalChat | None = None
 
     def get_params(self) -> dict[str, Any]:
@@ -319,13 +362,13 @@ class LocalGenerator(OpenAIGenerator):
         own = {"gguf": self.gguf, "threads": self.server.threads, "n_ctx": self.server.n_ctx,
                "n_cache_reuse": self.server.n_cache_reuse, "examples": self.examples, "template": self.template,
                "example_selection": self.example_selection, "extraction": self.extraction,
-               "reflect_template": self.reflect_template}
+               "reflect_template": self.reflect_template, "protocol": self.protocol, "agent": self.agent}
         return {**own, **{k: v for k, v in self._endpoint.items() if k != "concurrency"}}
 
     def _bind(self) -> None:
         """Point the client at the model: its name now, the server when a request is sent."""
         if self._chat is None:
-            self._chat = LocalChat(self.gguf, self.server, **self._endpoint)
+            self._chat = LocalChat(self.gguf, self.server, aspera_body=self.protocol == "aspera", **self._endpoint)
             self._client = self._chat.client
 
     def _stopped(self, exc: EndpointUnreachableError) -> Exception:
@@ -358,9 +401,31 @@ class LocalGenerator(OpenAIGenerator):
             raise self._stopped(exc) from None
 
 
-def _check_extraction(mode: object) -> str:
+#: The request protocols of the chat generators: primsel's prompts, or ASPERA's agents' requests.
+PROTOCOLS = ("primsel", "aspera")
+#: ASPERA's agents (``protocol = "aspera"``): complete codebase knowledge, or primitive selection.
+AGENTS = ("cck", "ps")
+def _check_protocol(protocol: object, agent: object) -> tuple[str, str | None]:
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(repr(p) for p in PROTOCOLS)}, got {protocol!r}")
+    if protocol == "primsel":
+        if agent is not None:
+            raise ValueError("agent is a setting of ASPERA's protocol: set protocol = \"aspera\" or leave agent out")
+        return "primsel", None
+    if agent is None:
+        return "aspera", "ps"
+    if agent not in AGENTS:
+        raise ValueError(f"agent must be one of {', '.join(repr(a) for a in AGENTS)}, got {agent!r}")
+    return "aspera", str(agent)
+
+
+def _check_extraction(mode: object, protocol: str = "primsel") -> str:
+    if mode is None:
+        return "aspera" if protocol == "aspera" else "primsel"
     if mode not in MODES:
         raise ValueError(f"extraction must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}")
+    if protocol == "aspera" and mode != "aspera":
+        raise ValueError("ASPERA's protocol processes answers as ASPERA does: leave extraction out or set \"aspera\"")
     return str(mode)
 
 

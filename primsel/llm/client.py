@@ -104,6 +104,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: The keys of the request body ASPERA's OpenAI completer sends, in its order (``aspera_body``).
+ASPERA_BODY_KEYS = ("messages", "model", "max_tokens", "n", "seed", "stop", "temperature")
+
 @dataclass
 class _Counters:
     calls: int = 0
@@ -181,6 +184,10 @@ class ChatClient:
     prefix_ordered : :meth:`complete_many` sends its requests in :func:`prefix_order` (answers
         still come back in input order), so that a server with a prompt cache computes only what
         a prompt does not share with the one before.
+    aspera_body : send the body ASPERA's OpenAI completer sends (:data:`ASPERA_BODY_KEYS`, in that
+        order: ``messages``, ``model``, ``max_tokens``, ``n`` = 1, ``seed``, ``stop`` = null,
+        ``temperature``), every key present even when None; else ``model``, ``messages`` and the
+        sampling parameters that are set. The cache key is the same either way.
     **endpoint : the :class:`primsel.llm.endpoint.Endpoint` settings (``model``, ``base_url``,
         ``api_key_env``, ``api_key``, ``timeout_s`` (the total deadline of one attempt),
         ``max_retries``, ``temperature``, ``seed``, ``max_tokens``, ``concurrency``,
@@ -193,7 +200,8 @@ class ChatClient:
     """
 
     def __init__(self, cache: bool = True, max_backoff_s: float = 60.0, max_retry_after_s: float = 300.0,
-                 connect: Callable[[], str] | None = None, prefix_ordered: bool = False, **endpoint: Any) -> None:
+                 connect: Callable[[], str] | None = None, prefix_ordered: bool = False, aspera_body: bool = False,
+                 **endpoint: Any) -> None:
         self.endpoint = Endpoint(**endpoint)
         check_number("max_backoff_s", max_backoff_s, minimum=0)
         check_number("max_retry_after_s", max_retry_after_s, minimum=0)
@@ -202,6 +210,7 @@ class ChatClient:
         self.cache = cache
         self._connect = connect
         self.prefix_ordered = prefix_ordered
+        self.aspera_body = aspera_body
         self.max_backoff_s = float(max_backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
         # used on the event loop only (asyncio primitives bind to the loop at first use)
@@ -357,8 +366,7 @@ class ChatClient:
         import openai
 
         client = self._openai()
-        body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
-        body.update((name, value) for name, value in self.params.items() if value is not None)
+        body = self._body(messages)
         timeout = self.endpoint.timeout_s
         retries = 0
         connection_failures = 0
@@ -437,6 +445,16 @@ class ChatClient:
                 await asyncio.sleep(delay)
 
     # -- internals ----------------------------------------------------------------------------
+    def _body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        """The JSON body of a request (see ``aspera_body``)."""
+        if self.aspera_body:
+            e = self.endpoint
+            return {"messages": messages, "model": e.model, "max_tokens": e.max_tokens, "n": 1, "seed": e.seed,
+                    "stop": None, "temperature": e.temperature}
+        body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
+        body.update((name, value) for name, value in self.params.items() if value is not None)
+        return body
+
     def _count(self, completion: Completion, cache_hit: bool) -> None:
         with self._counters.lock:
             c = self._counters

@@ -1,7 +1,7 @@
 """Turn a ranking into a selection: top-k, score threshold or token budget, plus type closure.
 
 The selector wraps any ranking (composition, not a retriever flag). :func:`select` applies the
-fixed rules below; registered selector classes (kind ``"selector"``: ``topk``, ``calibrated``)
+fixed rules below; registered selector classes (kind ``"selector"``: ``topk``, ``calibrated``, ``positive``)
 are chosen by a cell's ``selector`` setting and may learn from the training folds' rankings
 (:class:`CalibratedSelector` chooses k per task). The rules of :func:`select` are applied in
 this order, each optional:
@@ -205,6 +205,23 @@ class TopKSelector(BaseSelector):
                task_id: str = "", retriever: str = "", usage: Mapping[str, float] | None = None) -> Selection:
         return select(ranked, library, k=k, threshold=threshold, budget=self.budget, closure=closure,
                       task_id=task_id, retriever=retriever, usage=usage)
+
+
+@register("positive", "selector")
+class PositiveSelector(BaseSelector):
+    """Every primitive the retriever scored above 0, in rank order, whatever the cell's k and threshold (closure
+    as the cell says): the choice of a retriever that selects rather than ranks, such as ASPERA's PS agent
+    (``aspera_selector``), whose selection no k cuts."""
+
+    def __init__(self) -> None:
+        pass
+
+    def select(self, ranked: Mapping[str, float] | Sequence[tuple[str, float]], library: Mapping[str, Any], *,
+               k: int | None = None, threshold: float | None = None, closure: bool = False,
+               task_id: str = "", retriever: str = "", usage: Mapping[str, float] | None = None) -> Selection:
+        # the least float above 0: the threshold keeps exactly the positive scores
+        return select(ranked, library, threshold=math.nextafter(0.0, 1.0), closure=closure, task_id=task_id,
+                      retriever=retriever, usage=usage)
 
 
 @register("calibrated", "selector")
