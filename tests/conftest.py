@@ -1,4 +1,6 @@
-"""Shared fixtures. Tests that need the Asper-Bench archive read PRIMSEL_ASPER_BENCH and skip otherwise."""
+"""Shared fixtures. Tests that need the Asper-Bench archive read PRIMSEL_ASPER_BENCH and skip otherwise; tests
+that need ASPERA's source read PRIMSEL_ASPERA_SRC, else the checkout beside the repository
+(``../shared/aspera/ml-aspera``), and skip when there is none."""
 
 from __future__ import annotations
 
@@ -19,6 +21,28 @@ def asper_path() -> Path:
     path = Path(value)
     if not path.is_file():
         pytest.skip(f"PRIMSEL_ASPER_BENCH points to a missing file: {path}")
+    return path
+
+
+#: Where a checkout of apple/ml-aspera lies beside the repository (as CI has it).
+ASPERA_BESIDE = Path(__file__).resolve().parents[2] / "shared" / "aspera" / "ml-aspera"
+
+
+def aspera_checkout() -> Path | None:
+    """The checkout of apple/ml-aspera the tests use: ``$PRIMSEL_ASPERA_SRC``, else :data:`ASPERA_BESIDE`, else
+    None."""
+    value = os.environ.get("PRIMSEL_ASPERA_SRC")
+    path = Path(value) if value else ASPERA_BESIDE
+    return path if (path / "src" / "aspera" / "apps").is_dir() else None
+
+
+@pytest.fixture()
+def aspera_src(monkeypatch) -> Path:
+    """ASPERA's checkout, named by PRIMSEL_ASPERA_SRC for the test; skips the test without one."""
+    path = aspera_checkout()
+    if path is None:
+        pytest.skip("no checkout of apple/ml-aspera: set PRIMSEL_ASPERA_SRC (or put it in ../shared/aspera/ml-aspera)")
+    monkeypatch.setenv("PRIMSEL_ASPERA_SRC", str(path))
     return path
 
 

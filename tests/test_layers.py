@@ -6,7 +6,7 @@ The layers, bottom up (docs/architecture.md, "Layers"):
 
 1. core: ``types``, ``checks``, ``registry``, ``spec``, ``files``, ``processes``, ``progress`` (and
    the package itself);
-2. data and shared services: ``datasets``, ``library``, ``llm``;
+2. data and shared services: ``aspera``, ``datasets``, ``library``, ``llm``;
 3. stages: ``simulator``, ``retrieval``, ``generation``;
 4. evaluation: ``eval`` (metrics, significance, failure attribution);
 5. ``experiments``: settings, config, cells, reflection, runner, results;
@@ -48,7 +48,7 @@ ROOT = Path(primsel.__file__).parent
 LAYERS = (
     ("primsel", "primsel.types", "primsel.checks", "primsel.registry", "primsel.spec", "primsel.files",
      "primsel.processes", "primsel.progress"),
-    ("primsel.datasets", "primsel.library", "primsel.llm"),
+    ("primsel.aspera", "primsel.datasets", "primsel.library", "primsel.llm"),
     ("primsel.simulator", "primsel.retrieval", "primsel.generation"),
     ("primsel.eval",),
     ("primsel.experiments",),

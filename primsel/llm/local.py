@@ -115,12 +115,17 @@ class ServerSettings:
     n_cache_reuse : llama.cpp's chunk reuse: shift cached chunks of at least this many tokens
         into place when a prompt differs from the last one in the middle (0: off).
     n_batch : tokens of the prompt evaluated per batch.
+    poll : how hard llama.cpp's own thread pool polls for work between jobs, 0-100 (0: it sleeps; llama.cpp's
+        default is 50). The packaged runtime is built with OpenMP, whose threads follow ``OMP_WAIT_POLICY``
+        instead (the server is started with ``PASSIVE`` unless the environment says otherwise): see
+        docs/local-model.md, "Threads", for what each costs on a loaded and on an idle machine.
     """
 
     threads: int | None = None
     n_ctx: int = 16384
     n_cache_reuse: int = 256
     n_batch: int = 2048
+    poll: int = 0
 
     def __post_init__(self) -> None:
         if self.threads is not None:
@@ -128,6 +133,7 @@ class ServerSettings:
         check_number("n_ctx", self.n_ctx, minimum=256, integer=True)
         check_number("n_cache_reuse", self.n_cache_reuse, minimum=0, integer=True)
         check_number("n_batch", self.n_batch, minimum=1, integer=True)
+        check_number("poll", self.poll, minimum=0, maximum=100, integer=True)
 
     def resolved_threads(self) -> int:
         """``threads``, or the number of cores this process may run on."""
@@ -211,7 +217,7 @@ class LocalServer:
         s = self.settings
         return [sys.executable, "-m", "primsel.llm.local", "--gguf", str(self.gguf), "--alias", self.model,
                 "--port", str(self.port), "--threads", str(s.resolved_threads()), "--ctx", str(s.n_ctx),
-                "--cache-reuse", str(s.n_cache_reuse), "--batch", str(s.n_batch)]
+                "--cache-reuse", str(s.n_cache_reuse), "--batch", str(s.n_batch), "--poll", str(s.poll)]
 
     def start(self) -> LocalServer:
         """Start the server and wait until it answers. Returns ``self``.
@@ -456,6 +462,7 @@ def _serve_forever(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctx", type=int, required=True)
     parser.add_argument("--cache-reuse", type=int, required=True)
     parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--poll", type=int, default=0)
     args = parser.parse_args(argv)
     import xllamacpp
 
@@ -470,8 +477,8 @@ def _serve_forever(argv: list[str] | None = None) -> int:
     params.cache_prompt = True
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
-    params.cpuparams.poll = 0  # sleep between requests instead of spinning
-    params.cpuparams_batch.poll = 0
+    params.cpuparams.poll = args.poll  # 0: sleep between jobs instead of spinning
+    params.cpuparams_batch.poll = args.poll
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

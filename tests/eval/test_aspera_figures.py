@@ -95,3 +95,20 @@ def test_markdown_table_has_a_row_per_generator_cell():
     (body,) = [line for line in lines if line.startswith("| bm25")]
     assert body == "| bm25 k=5 | aspera | 24.90 | 0.704 | 0.762 | 20.00 | 33.33 | 25.00 | 16.67 | 50.00 | 33.33 | 37.50 |"
     assert markdown_table([("x", {"success": 1.0})]) == []
+
+
+def test_under_aspera_s_protocol_the_selection_figures_compare_symbol_names():
+    # the ids would give F1 1 (selection = gold); ASPERA's names add "datetime" to the gold
+    rows = [row("pass", selection=["m.a"], gold=["m.a"], aspera_selection=["a"], aspera_gold=["a", "datetime"]),
+            row("fail", "SolutionError", selection=["m.b"], gold=["m.b"], aspera_selection=["b", "Enum"],
+                aspera_gold=["b"])]
+    figures = aspera_figures(rows)
+    # task 1: p 1, r 1/2, F1 2/3; task 2: p 1/2, r 1, F1 2/3; pooled: 2 hits of 3 selected and 3 gold
+    assert figures["primitives_selection_macro_f1"] == pytest.approx(2 / 3)
+    assert figures["primitives_selection_micro_precision"] == pytest.approx(2 / 3)
+    assert figures["primitives_selection_micro_recall"] == pytest.approx(2 / 3)
+
+
+def test_the_cck_agent_has_no_selection_figures_as_in_aspera():
+    rows = [row("pass", selection=["m.a"], gold=["m.a"], aspera_selection=[], aspera_gold=["a"])]
+    assert aspera_figures(rows)["primitives_selection_macro_f1"] is None

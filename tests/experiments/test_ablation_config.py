@@ -28,27 +28,29 @@ def test_ablation_covers_every_retriever_at_every_k_with_and_without_closure():
     assert [c.settings.k for c in cells if c.settings.retriever == "all"] == [65]
 
 
-PS = ABLATION.with_name("ps_reproduction.toml")
+REPRODUCTION = ABLATION.with_name("aspera_reproduction.toml")
 
 
-def test_ps_reproduction_loads_with_the_selector_threshold_and_distinct_labels():
-    cfg = load_config(PS)
+def test_aspera_reproduction_has_both_agents_and_two_retrievers_at_three_seeds():
+    cfg = load_config(REPRODUCTION)
+    assert cfg.library == "aspera" and cfg.base["generator"]["protocol"] == "aspera"
     cells = expand(cfg, dataset="d")
-    ps = [c for c in cells if canonical_spec(c.settings.retriever)["type"] == "llm_selector"]
-    # the LLM selector scores its picks 1 and the rest 0: threshold 0.5 keeps exactly the picks
-    assert [(c.settings.threshold, c.settings.k) for c in ps] == [(0.5, 65)] * 3
-    assert [c.settings.generator["seed"] for c in ps] == [0, 1, 2]
-    assert len(cells) == 6 and len({c.label for c in cells}) == 6
-    assert all(c.label.endswith(f"generator.seed={c.settings.generator['seed']}") for c in cells)
+    kinds = [(canonical_spec(c.settings.retriever) if isinstance(c.settings.retriever, str)
+              else c.settings.retriever["type"], c.settings.generator["agent"], c.settings.generator["seed"])
+             for c in cells]
+    assert sorted(kinds) == sorted((r, a, s) for r, a in [("all", "cck"), ("aspera_selector", "ps"), ("oracle", "ps"),
+                                                          ("hybrid", "ps")] for s in (0, 1, 2))
+    assert len({c.label for c in cells}) == 12
+    assert {c.settings.k for c in cells if c.settings.retriever == "oracle"} == {15}
 
 
-def test_ps_reproduction_tests_each_cell_against_the_ps_cell_of_its_seed(tmp_path):
+def test_aspera_reproduction_tests_each_cell_against_the_cck_agent_of_its_seed(tmp_path):
     import json
 
     from primsel.reporting import baseline_pairs, load_experiment
 
-    cfg = load_config(PS)
-    assert cfg.baseline == "llm_selector" and cfg.pair_on == ("generator.seed",)
+    cfg = load_config(REPRODUCTION)
+    assert cfg.baseline == "all" and cfg.pair_on == ("generator.seed",)
     cells = expand(cfg, dataset="d")
     # the report's pairing, on the declared cells (as if every cell had finished)
     (tmp_path / "experiment.json").write_text(json.dumps({
@@ -59,8 +61,8 @@ def test_ps_reproduction_tests_each_cell_against_the_ps_cell_of_its_seed(tmp_pat
         (tmp_path / c.id / "report.json").write_text('{"success": 0.0}')
     pairs = baseline_pairs(load_experiment(tmp_path))
     seed = {c.id: c.settings.generator["seed"] for c in cells}
-    ps = {seed[c.id]: c.id for c in cells if canonical_spec(c.settings.retriever)["type"] == "llm_selector"}
-    assert {cid: pairs[cid] for cid in seed} == {cid: ps[s] for cid, s in seed.items()}
+    cck = {seed[c.id]: c.id for c in cells if c.settings.retriever == "all"}
+    assert {cid: pairs[cid] for cid in seed} == {cid: cck[s] for cid, s in seed.items()}
 
 
 def test_ablation_has_the_calibrated_selector_on_the_default():

@@ -103,10 +103,12 @@ def test_an_unknown_extraction_mode_is_a_config_error(tmp_path):
                       "generator": {"type": "openai", "model": "m", "extraction": "ASPERA"}})
 
 
-def test_the_ps_reproduction_uses_aspera_s_extraction():
+def test_the_aspera_reproduction_uses_aspera_s_extraction():
     from pathlib import Path
 
     from primsel.experiments.config import load_config
+    from primsel.registry import build
 
-    path = Path(__file__).resolve().parents[2] / "experiments" / "ps_reproduction.toml"
-    assert load_config(path).base["generator"]["extraction"] == "aspera"
+    path = Path(__file__).resolve().parents[2] / "experiments" / "aspera_reproduction.toml"
+    generator = load_config(path).base["generator"]
+    assert "extraction" not in generator and build(generator, "generator").extraction == "aspera"

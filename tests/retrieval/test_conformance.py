@@ -101,19 +101,28 @@ def server_params(server):
 def name(request, monkeypatch):
     if request.param in TRAINED:
         pytest.importorskip("sentence_transformers")
+    if request.param.startswith("aspera_"):  # ASPERA's selection: its requests are rendered by its own code
+        request.getfixturevalue("aspera_src")
+    if request.param == "aspera_local_selector":
+        request.getfixturevalue("stand_in_local_server")
     if "base_url" in inspect.signature(resolve(request.param)).parameters:  # it calls an LLM
         monkeypatch.setitem(OFFLINE_PARAMS, request.param, server_params(request.getfixturevalue("llm_server")))
-    if request.param == "local_selector":  # the local model's server replaced by the scripted one
-        from pathlib import Path
-        from types import SimpleNamespace
-
-        from primsel.llm import local
-
-        url = request.getfixturevalue("llm_server").base_url
-        monkeypatch.setattr(local, "resolve_gguf", lambda gguf=None, **kw: local.PreparedModel(
-            gguf=Path("stand-in.gguf"), name="stand-in", digest="0" * 64))
-        monkeypatch.setattr(local, "shared_server", lambda model, settings, echo=None: SimpleNamespace(base_url=url))
+    if request.param == "local_selector":
+        request.getfixturevalue("stand_in_local_server")
     return request.param
+
+
+@pytest.fixture()
+def stand_in_local_server(llm_server, monkeypatch):
+    """The local model's server replaced by the scripted one."""
+    from types import SimpleNamespace
+
+    from primsel.llm import local
+
+    monkeypatch.setattr(local, "resolve_gguf", lambda gguf=None, **kw: local.PreparedModel(
+        gguf=Path("stand-in.gguf"), name="stand-in", digest="0" * 64))
+    monkeypatch.setattr(local, "shared_server",
+                        lambda model, settings, echo=None: SimpleNamespace(base_url=llm_server.base_url))
 
 
 def _registered_names_in_the_user_guide():

@@ -77,7 +77,7 @@ TASK = {"calendar.add_event": 0.9, "rooms.book_room": 0.5, "rooms.Slot": 0.1}
 
 
 def test_selectors_are_registered_under_their_kind():
-    assert registry.available("selector") == ["calibrated", "topk"]
+    assert registry.available("selector") == ["calibrated", "positive", "topk"]
     assert isinstance(registry.build({"type": "calibrated", "target_recall": 0.8}, "selector"), CalibratedSelector)
 
 
@@ -127,3 +127,13 @@ def test_density_order_prefers_cheap_documentation_at_equal_probability(small_li
 def test_bad_calibrated_parameters_are_errors(kwargs):
     with pytest.raises(ValueError):
         CalibratedSelector(**kwargs)
+
+
+def test_positive_selector_keeps_every_positive_score_whatever_k(small_library):
+    from primsel.retrieval.selector import PositiveSelector
+
+    ids = list(small_library)
+    ranked = {ids[0]: 0.25, ids[1]: 1.0, ids[2]: 0.0, ids[3]: 5e-324}
+    chosen = PositiveSelector().select(ranked, small_library, k=1, threshold=0.9)
+    # rank order: 1.0, 0.25, then the least positive float; the 0 is left out
+    assert chosen.ids == (ids[1], ids[0], ids[3])
