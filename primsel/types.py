@@ -248,6 +248,8 @@ class Program:
     extraction : how the program was taken from the answer, for generators that extract:
         ``mode``, ``dropped_lines``, ``parse_failure``, ``reason``, ``program_no_imports``,
         ``async_entry`` (:meth:`primsel.generation.extract.Extraction.details`); empty otherwise.
+    prompt_digest : the answer-cache key of the request that gave the answer (a chat generator's;
+        :attr:`primsel.llm.completion.Completion.key`), what exported answers are filed under; "" otherwise.
     """
 
     task_id: str
@@ -258,6 +260,7 @@ class Program:
     usage: Mapping[str, float] = field(default_factory=dict, hash=False)
     entry_point: str | None = None
     extraction: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    prompt_digest: str = ""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR", help="experiment directory, <out>/<name> (e.g. runs/retrieval_ablation)")
     parser.add_argument("--export", metavar="DIR", default=None,
                         help="also write <DIR>/<name>.md and its PNG plots there (aggregate tables only), "
-                             "e.g. experiments/")
+                             "e.g. experiments/, and, when cells generated programs with a chat model, "
+                             "<DIR>/<name>.answers.jsonl.gz: the model's answers, which primsel run reads back")
     parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
                         help="sign flips of the paired randomisation test (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")

@@ -61,6 +61,7 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from primsel.aspera import AsperaSourceError
+    from primsel.llm.answers import AnswersError
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
     from primsel.experiments.runner import OutputError, run_experiment
@@ -95,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
                                 on_cell=lambda cell, report: finished.append(cell.id),
                                 backend=args.backend, address=args.address, sample=args.sample,
                                 task_ids=task_ids, fold=args.fold)
-    except (ConfigError, DatasetError, OutputError, LocalModelError, AsperaSourceError) as exc:
+    except (ConfigError, DatasetError, OutputError, LocalModelError, AsperaSourceError, AnswersError) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:
         if isinstance(exc, EndpointUnreachableError):

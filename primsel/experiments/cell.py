@@ -289,7 +289,8 @@ def _program_row(prog: Any, res: Any, lenient: str | None) -> dict[str, Any]:
             "generation_seconds": usage.get("seconds", 0.0), "seconds": res.seconds if res is not None else 0.0,
             "called_primitives": list(res.called_primitives) if res is not None else [], "attribution": None,
             "extraction": extraction.get("mode"), "dropped_lines": list(extraction.get("dropped_lines", ())),
-            "parse_failure": extraction.get("parse_failure"), "import_lenient_status": lenient}
+            "parse_failure": extraction.get("parse_failure"), "import_lenient_status": lenient,
+            "prompt_digest": prog.prompt_digest}
 
 
 @dataclasses.dataclass

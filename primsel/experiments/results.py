@@ -541,6 +541,17 @@ def per_task_values(cell: CellResult, metric: str) -> dict[str, float]:
         raise ReportError(f"{path}: no per-task {metric!r}: {exc}") from None
 
 
+def prompt_digests(cell: CellResult) -> list[tuple[str, str]]:
+    """``[(task_id, prompt digest)]`` of a cell's generated programs (tasks.jsonl's ``prompt_digest``: the answer-cache
+    key of each task's generation request); empty for a cell without a generator or written before digests were
+    recorded."""
+    path = cell.directory / "tasks.jsonl"
+    if not path.is_file():
+        return []
+    return [(str(row["task_id"]), str(row["prompt_digest"])) for _, row in read_jsonl(path)
+            if isinstance(row, dict) and row.get("prompt_digest")]
+
+
 def dataset_groups(experiment: Experiment) -> list[tuple[Mapping[str, Any], list[CellResult]]]:
     """``[(dataset summary, cells)]`` in the manifest's order (one dataset: one group of every cell)."""
     if len(experiment.datasets) <= 1:

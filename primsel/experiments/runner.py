@@ -29,6 +29,7 @@ from primsel.experiments.results import CellConfig, CellEntry, CellReport, Exper
 from primsel.retrieval.store import RetrievalStore
 from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
 from primsel.library import Library
+from primsel.llm.answers import ANSWERS_SUFFIX, import_answers
 from primsel.llm.local import resolve_gguf, stop_shared_servers
 from primsel.types import Task
 
@@ -98,6 +99,24 @@ class ExperimentResult:
     seconds: float
     incomplete: tuple[str, ...] = ()
     answers: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+
+def _import_answers(config: ExperimentConfig, log: TextIO) -> None:
+    """Put the committed model answers beside the experiment file (``<name>.answers.jsonl.gz``, written by
+    ``primsel report --export``) into the answer cache, so that a run re-scores or resumes them without the model.
+
+    Raises
+    ------
+    primsel.llm.answers.AnswersError : the file is malformed (nothing is written).
+    """
+    if config.path is None:
+        return
+    path = config.path.with_name(f"{config.name}{ANSWERS_SUFFIX}")
+    if not path.is_file():
+        return
+    added, present = import_answers(path)
+    print(f"primsel run: {added + present} model answers in {path.name}: {added} put into the answer cache, "
+          f"{present} there already", file=log)
 
 
 def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: Sequence[Task] | None,
@@ -190,6 +209,8 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
     with contextlib.nullcontext() if use_cache else caches_disabled():
         directory = Path(out) / config.name
         _check_output(directory)
+        if use_cache:
+            _import_answers(config, log)
         loaded = _load(config, data, tasks, library, log)
         if sample is not None or task_ids is not None or fold is not None:
             loaded = _subsets(loaded, sample, task_ids, fold, int(config.base.get("seed", 0)),

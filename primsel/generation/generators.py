@@ -207,7 +207,7 @@ class OpenAIGenerator:
             program = extract_program(answer.text, task.id, name, answer.finish_reason, self.extraction)
             usage = answer.usage()
             usage["truncated"] = int(answer.finish_reason == "length")
-            program = replace(program, messages=tuple(messages), usage=usage)
+            program = replace(program, messages=tuple(messages), usage=usage, prompt_digest=answer.key)
         with self._lock:
             self._statuses[program.status] += 1
         return program

@@ -53,6 +53,7 @@ imported on the first request, never at import time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -65,7 +66,8 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from primsel.checks import check_number
-from primsel.files import cache_dir, caches_enabled, write_atomic
+from primsel.files import caches_enabled, write_atomic
+from primsel.llm.answers import answer_path
 from primsel.llm.completion import (
     FATAL_STATUSES,
     RETRY_STATUSES,
@@ -351,10 +353,11 @@ class ChatClient:
                     prompt_tokens_cached=int(hit.get("prompt_tokens_cached", 0)),
                     seconds=time.perf_counter() - start,
                     cached=True,
+                    key=key,
                 )
                 self._count(completion, cache_hit=True)
                 return completion
-            completion = await self._send(messages, start)
+            completion = dataclasses.replace(await self._send(messages, start), key=key)
             if cache:
                 # written by a worker thread: on the loop, the file system calls of every answer
                 # would queue behind each other (and before the next requests' sends)
@@ -508,7 +511,7 @@ class ChatClient:
         raise exc
 
     def _cache_path(self, key: str) -> Path:
-        return cache_dir() / "llm" / key[:2] / f"{key}.json"
+        return answer_path(key)
 
     def _cache_read(self, key: str) -> dict[str, Any] | None:
         path = self._cache_path(key)

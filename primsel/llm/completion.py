@@ -98,6 +98,9 @@ class Completion:
         held them (``usage.prompt_tokens_details.cached_tokens``; 0 if not reported).
     server_seconds : the server's own time for the answer (llama.cpp's ``timings``: prompt
         and generation, in seconds; 0 if not reported).
+    key : the request's answer-cache key (:func:`cache_key`: the sha256 of the model, the
+        messages and the sampling parameters), the prompt's digest that exported answers are
+        filed under; "" when not known.
     """
 
     text: str
@@ -109,6 +112,7 @@ class Completion:
     retries: int = 0
     prompt_tokens_cached: int = 0
     server_seconds: float = 0.0
+    key: str = ""
 
     def usage(self) -> dict[str, float]:
         """``prompt_tokens``, ``prompt_tokens_cached``, ``completion_tokens``, ``seconds``,

@@ -10,8 +10,10 @@ import shutil
 from pathlib import Path
 
 from primsel.eval.significance import N_RESAMPLES
-from primsel.experiments.results import Experiment, ReportError, dataset_groups, learning_retrievers, load_experiment
+from primsel.experiments.results import (Experiment, ReportError, dataset_groups, learning_retrievers, load_experiment,
+                                        prompt_digests)
 from primsel.files import write_atomic
+from primsel.llm.answers import ANSWERS_SUFFIX, export_answers
 from primsel.reporting.compare import MAX_SERIES, leaderboard, significance
 from primsel.reporting.markdown import frontier_table, render_markdown
 from primsel.reporting.plots import plot_frontier, plot_metric_by_dataset, plot_recall_curves, \
@@ -86,6 +88,15 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
             write_atomic(export / f"{experiment.name}.md", text)
             for _, file in images:
                 shutil.copyfile(experiment.directory / file, export / file)
+            _export_answers(experiment, export)
         except OSError as exc:
             raise ReportError(f"cannot export to {export}: {exc.strerror or exc}") from None
     return target
+
+
+def _export_answers(experiment: Experiment, export: Path) -> None:
+    """``<export>/<name>.answers.jsonl.gz``: the model answers of the cells with a chat generator (from the answer
+    cache; :mod:`primsel.llm.answers`), when any cell recorded them."""
+    entries = [(c.id, task, digest) for c in experiment.cells for task, digest in prompt_digests(c)]
+    if entries:
+        export_answers(entries, export / f"{experiment.name}{ANSWERS_SUFFIX}")
