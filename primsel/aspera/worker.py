@@ -41,6 +41,45 @@ from primsel.aspera.source import DENY_LIST, GUIDELINES_FILE, check_source
 _PARSER_STEPS = ("ProgramStringFinder", "RemoveModuleLevelFunctionCalls")
 
 
+def _memoise_inspect() -> None:
+    """Make ``inspect.getmembers`` of a module and ``inspect.getsourcelines`` remember their answers in this process.
+
+    ASPERA's documentation walk calls them thousands of times per request on the same objects (every member of
+    every loaded module, for each type alias; the source lines of each symbol, to sort them): about 5 s a request
+    unremembered, under 0.1 s remembered. In this process nothing changes a module or a source file once ASPERA's
+    modules are loaded, so a remembered answer is the answer (an error, ``inspect``'s way of saying an enum built by
+    a call or a type alias has no source, is raised anew each time as the same error); tests/aspera compare the
+    requests with ASPERA's own agents'.
+    """
+    getmembers, getsourcelines = inspect.getmembers, inspect.getsourcelines
+    members: dict[tuple[int, Any], tuple[Any, list[tuple[str, Any]]]] = {}
+    lines: dict[int, tuple[Any, tuple[list[str], int] | Exception]] = {}
+
+    def remembered_members(obj: Any, predicate: Any = None) -> list[tuple[str, Any]]:
+        if not inspect.ismodule(obj):
+            return getmembers(obj, predicate)
+        key = (id(obj), predicate)
+        if key not in members:
+            members[key] = (obj, getmembers(obj, predicate))
+        return list(members[key][1])
+
+    def remembered_lines(obj: Any) -> tuple[list[str], int]:
+        key = id(obj)
+        if key not in lines or lines[key][0] is not obj:
+            try:
+                lines[key] = (obj, getsourcelines(obj))
+            except (OSError, TypeError) as exc:
+                lines[key] = (obj, exc)
+        answer = lines[key][1]
+        if isinstance(answer, Exception):
+            raise type(answer)(*answer.args)
+        source, number = answer
+        return list(source), number
+
+    inspect.getmembers = remembered_members
+    inspect.getsourcelines = remembered_lines
+
+
 def _load_package(package_dir: Path) -> types.ModuleType:
     """Register ``aspera`` as a bare package whose modules are those of ``package_dir`` (its ``__init__`` unrun)."""
     spec = importlib.machinery.ModuleSpec("aspera", loader=None, is_package=True)
@@ -67,6 +106,7 @@ class Renderer:
         package_dir = check_source(root)
         if "aspera" in sys.modules:
             raise ImportError("another module named 'aspera' is already loaded in this process")
+        _memoise_inspect()
         _load_package(package_dir)
         # ASPERA logs a warning for every candidate block that does not parse; the agent runs would drown in them
         logging.getLogger("aspera").setLevel(logging.ERROR)
