@@ -1,9 +1,9 @@
 """llama.cpp's threads on a shared machine: OpenMP's wait policy and the thread pool's polling, idle and loaded.
 
 Usage: ``python benchmarks/local_threading.py [--load 0 2] [--policies PASSIVE ACTIVE] [--polls 0 50]
-[--prompt-tokens 1500] [--answer-tokens 128] [--repeats 2] [--threads N]``
+[--threads 1 2] [--prompt-tokens 1500] [--answer-tokens 128] [--repeats 2]``
 
-For each wait policy (``OMP_WAIT_POLICY`` of the server process: the packaged runtime is built with OpenMP) and
+For each number of server threads, each wait policy (``OMP_WAIT_POLICY`` of the server process: the packaged runtime is built with OpenMP) and
 each ``poll`` (:attr:`primsel.llm.local.ServerSettings.poll`, llama.cpp's own thread pool), the packaged model is
 served by :class:`primsel.llm.local.LocalServer`, and ``--repeats`` requests are sent, each a prompt of about
 ``--prompt-tokens`` tokens that the server has not seen (a fresh number first, so its prompt cache cannot help),
@@ -67,29 +67,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=1500)
     parser.add_argument("--answer-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=int, nargs="+", default=[2], help="server threads")
     args = parser.parse_args(argv)
     from primsel.llm.local import LocalServer, ServerSettings, resolve_gguf
 
     model = resolve_gguf(None)
     print(f"model {model.gguf.name}; prompt ~{args.prompt_tokens} tokens, answer {args.answer_tokens} tokens, "
           f"median of {args.repeats}; load average at start: {os.getloadavg()[0]:.1f}")
-    print("| busy processes | OMP_WAIT_POLICY | poll | prompt tok/s | answer tok/s | wall s |")
-    print("|--:|---|--:|--:|--:|--:|")
+    print("| busy processes | threads | OMP_WAIT_POLICY | poll | prompt tok/s | answer tok/s | wall s |")
+    print("|--:|--:|---|--:|--:|--:|--:|")
     nonce = int(time.time())
-    for load in args.load:
-        for policy in args.policies:
-            for poll in args.polls:
-                os.environ["OMP_WAIT_POLICY"] = policy
-                settings = ServerSettings(threads=args.threads, n_ctx=4096, poll=poll)
-                with LocalServer(model.gguf, name=model.name, port=0, settings=settings) as server, busy_processes(load):
-                    results = []
-                    for _ in range(args.repeats):
-                        nonce += 1
-                        results.append(one_request(server.base_url, args.prompt_tokens, args.answer_tokens, nonce))
-                median = {key: statistics.median(r[key] for r in results) for key in results[0]}
-                print(f"| {load} | {policy} | {poll} | {median['prompt_tps']:.1f} | {median['answer_tps']:.1f} | "
-                      f"{median['wall']:.1f} |", flush=True)
+    settings_grid = [(load, threads, policy, poll) for load in args.load for threads in args.threads
+                     for policy in args.policies for poll in args.polls]
+    for load, threads, policy, poll in settings_grid:
+        os.environ["OMP_WAIT_POLICY"] = policy
+        settings = ServerSettings(threads=threads, n_ctx=4096, poll=poll)
+        with LocalServer(model.gguf, name=model.name, port=0, settings=settings) as server, busy_processes(load):
+            results = []
+            for _ in range(args.repeats):
+                nonce += 1
+                results.append(one_request(server.base_url, args.prompt_tokens, args.answer_tokens, nonce))
+        median = {key: statistics.median(r[key] for r in results) for key in results[0]}
+        print(f"| {load} | {threads} | {policy} | {poll} | {median['prompt_tps']:.1f} | {median['answer_tps']:.1f} | "
+              f"{median['wall']:.1f} |", flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -175,10 +175,19 @@ class AsperaProtocol:
         """
         return self._call("parse_selection", answers=list(answers))
 
-    def generation_messages(self, task: Task, names: Sequence[str]) -> Messages:
-        """The PS agent's generation request for ``task`` when the selected symbols are ``names`` (in selection
-        order): ``[system, user]``, the user turn equal to the CCK agent's."""
-        return self._call("ps_generation", names=list(names), **self._task_fields(task))
+    def generation_messages(self, task: Task, names: Sequence[str], agent_order: bool = False) -> Messages:
+        """The PS agent's generation request for ``task`` when the selected symbols are ``names``: ``[system,
+        user]``, the user turn equal to the CCK agent's.
+
+        Parameters
+        ----------
+        task : the task.
+        names : the selected symbols' names.
+        agent_order : ``names`` are in the order the PS agent's own selection gave them (:meth:`parse_selection`),
+            which the request keeps (it decides where symbols without a source line go); False: ``names`` are a
+            set, a retriever's selection, ordered as ASPERA's agent would order them.
+        """
+        return self._call("ps_generation", names=list(names), agent_order=agent_order, **self._task_fields(task))
 
     def gold_names(self, program: str) -> list[str]:
         """The symbol names ASPERA's PS metric counts as the gold of a reference program (its substring rule)."""

@@ -208,12 +208,20 @@ class Renderer:
         return {"names": [s.obj_name for s in kept], "unparsed": unparsed, "failed": failed}
 
     def op_ps_generation(self, query: str, apps: list[str], query_solution: list[str], program: str,
-                         names: list[str]) -> list[dict[str, str]]:
-        """The PS agent's generation request for the selected symbol ``names``, in selection order
-        (``_make_messages_and_imports`` with ``OracleSystemTurnTemplate._get_code``). Names that are no symbol of
+                         names: list[str], agent_order: bool) -> list[dict[str, str]]:
+        """The PS agent's generation request for the selected symbol ``names``
+        (``_make_messages_and_imports`` with ``OracleSystemTurnTemplate._get_code``). With ``agent_order`` the names
+        are in the order the agent's own selection gave them (:meth:`op_parse_selection`); else they are a set (a
+        retriever's selection) and take the order ASPERA's agent would have given them had its answers named exactly
+        these: the order of its universe of symbols (by their line in their own file; symbols without one, such as
+        the enums built by a call, in the order the universe lists them). Names that are no symbol of
         ``aspera.apps`` are left out."""
         first = self._universe_first()
-        selected = [first[name] for name in names if name in first]
+        if agent_order:
+            selected = [first[name] for name in names if name in first]
+        else:
+            wanted = set(names)
+            selected = [symbol for name, symbol in first.items() if name in wanted]
         _, example_symbols = self._examples_code(query_solution)
         symbols = selected + list(example_symbols)
         symbols.sort(key=lambda s: s.line_no)

@@ -11,7 +11,8 @@ ASPERA's generation prompt:
   the selector becomes ``positive`` (every symbol selected: no k or threshold cuts it), and the generator's
   ``agent = "ps"``. It needs ``library = "aspera"``: the agent selects from all twelve modules of ``aspera.apps``;
 * any other retriever: the PS agent's generation request built from what that retriever selects at k
-  (``agent = "ps"``): the same prompt and model, only the selection differs.
+  (``agent = "ps_generation"``: the selection ordered as ASPERA orders symbols): the same prompt and model,
+  only the selection differs.
 
 :func:`resolve_protocol` applies this to the settings before they are checked, so the cell id is that of the
 resolved settings.
@@ -30,6 +31,8 @@ from primsel.experiments.settings import SettingError
 from primsel.retrieval.aspera_selector import OUTSIDE_PREFIX
 from primsel.types import Selection, Task
 
+#: The generator's ``agent`` a retriever makes (any other: ``"ps_generation"``).
+AGENT_OF_RETRIEVER = {"all": "cck", "llm_selector": "ps"}
 #: The ASPERA selector that stands for ``llm_selector`` under each chat generator.
 SELECTOR_OF_GENERATOR = {"openai": "aspera_selector", "local": "aspera_local_selector"}
 
@@ -54,10 +57,10 @@ def resolve_protocol(settings: Mapping[str, Any], library: str = "primsel") -> d
         return out
     retriever = out.get("retriever")
     name = specs.type_name(retriever)
-    agent = "cck" if name == "all" else "ps"
+    agent = AGENT_OF_RETRIEVER.get(str(name), "ps_generation")
     if generator.get("agent", agent) != agent:
-        raise SettingError("generator.agent", f"is {generator['agent']!r}, but retriever {name!r} makes the cell "
-                                              f"ASPERA's {agent.upper()} agent; leave agent out")
+        raise SettingError("generator.agent", f"is {generator['agent']!r}, but retriever {name!r} makes it "
+                                              f"{agent!r}; leave agent out")
     out["generator"] = {**generator, "agent": agent}
     if name == "llm_selector":
         out["retriever"] = _aspera_selector(retriever, generator, library)

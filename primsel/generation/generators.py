@@ -83,9 +83,10 @@ class OpenAIGenerator:
     With ``protocol = "aspera"`` every request is the one ASPERA's own agent sends
     (:mod:`primsel.aspera`, rendered by ASPERA's code from the checkout ``$PRIMSEL_ASPERA_SRC``
     names): ``agent = "cck"`` sends the complete-codebase-knowledge agent's request (the
-    documentation of the task's apps, whatever the selection), ``agent = "ps"`` the
-    primitive-selection agent's generation request built from the selected primitives (in
-    selection order, the worked examples' symbols added as ASPERA adds them). The body is
+    documentation of the task's apps, whatever the selection), ``"ps"`` and ``"ps_generation"``
+    the primitive-selection agent's generation request built from the selected primitives, the
+    worked examples' symbols added as ASPERA adds them (``"ps"``: the selection is the agent's
+    own, in its order; ``"ps_generation"``: another retriever's, ordered as ASPERA orders symbols). The body is
     ASPERA's (``max_tokens`` 4096 and ``seed`` 0 unless set, ``n`` 1, ``stop`` null), answers
     are processed by ASPERA's rules (``extraction = "aspera"``), and ``examples``,
     ``template``, ``example_selection`` and ``reflect_template`` are not used; there are no
@@ -106,8 +107,9 @@ class OpenAIGenerator:
         ``"aspera"`` (ASPERA's agent, quirks included; see :mod:`primsel.generation.extract`);
         None: ``"aspera"`` under ASPERA's protocol, else ``"primsel"``.
     protocol : ``"primsel"`` (primsel's prompts) or ``"aspera"`` (ASPERA's requests, byte for byte).
-    agent : under ``protocol = "aspera"``, ``"cck"`` or ``"ps"`` (None: ``"ps"``); an experiment sets
-        ``"cck"`` for the retriever ``all``. Must be None under ``"primsel"``.
+    agent : under ``protocol = "aspera"``, what the request is (:data:`AGENTS`): ``"cck"``, ``"ps"`` or
+        ``"ps_generation"`` (None: ``"ps_generation"``); an experiment sets it from the retriever (``all``:
+        ``"cck"``, ``llm_selector``: ``"ps"``). Must be None under ``"primsel"``.
     reflect_template : packaged template name (``"reflect"``) or a template file path: the turn
         carrying the feedback in a reflection round (placeholders ``feedback``,
         ``function_name``, ``return_annotation``, ``signature``).
@@ -186,7 +188,7 @@ class OpenAIGenerator:
             protocol = aspera_protocol()
             if self.agent == "cck":
                 return protocol.cck_messages(task)
-            return protocol.generation_messages(task, [p.name for p in docs])
+            return protocol.generation_messages(task, [p.name for p in docs], agent_order=self.agent == "ps")
         seed = self._client.endpoint.seed or 0
         examples = choose_examples(task, self._example_pool(), self.examples, self.example_selection, seed)
         order = self._library_order
@@ -403,8 +405,11 @@ class LocalGenerator(OpenAIGenerator):
 
 #: The request protocols of the chat generators: primsel's prompts, or ASPERA's agents' requests.
 PROTOCOLS = ("primsel", "aspera")
-#: ASPERA's agents (``protocol = "aspera"``): complete codebase knowledge, or primitive selection.
-AGENTS = ("cck", "ps")
+#: What a request is under ASPERA's protocol: the complete-codebase-knowledge agent's (``"cck"``), the
+#: primitive-selection agent's generation request from its own selection (``"ps"``, the documentation in the order
+#: its selection gave), or the PS agent's generation request from another retriever's selection
+#: (``"ps_generation"``, the selection ordered as ASPERA orders symbols).
+AGENTS = ("cck", "ps", "ps_generation")
 def _check_protocol(protocol: object, agent: object) -> tuple[str, str | None]:
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {', '.join(repr(p) for p in PROTOCOLS)}, got {protocol!r}")
@@ -413,7 +418,7 @@ def _check_protocol(protocol: object, agent: object) -> tuple[str, str | None]:
             raise ValueError("agent is a setting of ASPERA's protocol: set protocol = \"aspera\" or leave agent out")
         return "primsel", None
     if agent is None:
-        return "aspera", "ps"
+        return "aspera", "ps_generation"
     if agent not in AGENTS:
         raise ValueError(f"agent must be one of {', '.join(repr(a) for a in AGENTS)}, got {agent!r}")
     return "aspera", str(agent)

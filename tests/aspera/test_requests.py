@@ -32,7 +32,7 @@ def test_under_aspera_s_protocol_the_generator_sends_asperas_defaults_and_extrac
     generator = OpenAIGenerator(model="gpt-4o-2024-05-13", protocol="aspera")
     params = generator.get_params()
     assert (params["max_tokens"], params["seed"], params["temperature"]) == (4096, 0, 0.0)
-    assert (params["extraction"], params["agent"]) == ("aspera", "ps")
+    assert (params["extraction"], params["agent"]) == ("aspera", "ps_generation")
     assert OpenAIGenerator(model="m", protocol="aspera", seed=2, max_tokens=100).get_params()["seed"] == 2
     assert OpenAIGenerator(model="m").get_params()["extraction"] == "primsel"
 
@@ -45,7 +45,7 @@ def test_the_local_generator_answers_up_to_4096_tokens_under_aspera_s_protocol()
 @pytest.mark.parametrize("settings, problem", [
     ({"protocol": "aspera", "extraction": "primsel"}, "processes answers as ASPERA does"),
     ({"agent": "cck"}, "agent is a setting of ASPERA's protocol"),
-    ({"protocol": "aspera", "agent": "both"}, "agent must be one of 'cck', 'ps', got 'both'"),
+    ({"protocol": "aspera", "agent": "both"}, "agent must be one of 'cck', 'ps', 'ps_generation', got 'both'"),
     ({"protocol": "apple"}, "protocol must be one of 'primsel', 'aspera', got 'apple'"),
 ])
 def test_bad_protocol_settings_are_refused(settings, problem):

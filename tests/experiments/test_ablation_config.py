@@ -38,8 +38,9 @@ def test_aspera_reproduction_has_both_agents_and_two_retrievers_at_three_seeds()
     kinds = [(canonical_spec(c.settings.retriever) if isinstance(c.settings.retriever, str)
               else c.settings.retriever["type"], c.settings.generator["agent"], c.settings.generator["seed"])
              for c in cells]
-    assert sorted(kinds) == sorted((r, a, s) for r, a in [("all", "cck"), ("aspera_selector", "ps"), ("oracle", "ps"),
-                                                          ("hybrid", "ps")] for s in (0, 1, 2))
+    assert sorted(kinds) == sorted((r, a, s) for r, a in [("all", "cck"), ("aspera_selector", "ps"),
+                                                          ("oracle", "ps_generation"), ("hybrid", "ps_generation")]
+                                   for s in (0, 1, 2))
     assert len({c.label for c in cells}) == 12
     assert {c.settings.k for c in cells if c.settings.retriever == "oracle"} == {15}
 

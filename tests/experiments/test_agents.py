@@ -24,7 +24,7 @@ def test_the_whole_library_is_the_cck_agent():
 
 def test_a_retriever_at_k_is_the_ps_generation_request():
     out = resolve_protocol({"retriever": "bm25", "k": 15, "generator": GENERATOR})
-    assert out["generator"]["agent"] == "ps" and out["retriever"] == "bm25" and "selector" not in out
+    assert out["generator"]["agent"] == "ps_generation" and out["retriever"] == "bm25" and "selector" not in out
 
 
 def test_llm_selector_becomes_aspera_s_selection_with_the_generator_s_endpoint():
@@ -53,7 +53,7 @@ def test_the_ps_agent_needs_aspera_s_library():
 
 
 def test_an_agent_that_contradicts_the_retriever_is_refused():
-    with pytest.raises(SettingError, match="generator.agent: is 'ps', but retriever 'all'"):
+    with pytest.raises(SettingError, match="generator.agent: is 'ps', but retriever 'all' makes it 'cck'"):
         resolve_protocol({"retriever": "all", "generator": {**GENERATOR, "agent": "ps"}})
 
 
@@ -71,5 +71,5 @@ def test_cells_under_the_protocol_have_the_resolved_settings_and_distinct_ids():
     config = parse_config(raw)
     agents = [(s.retriever if isinstance(s.retriever, str) else s.retriever["type"], s.generator["agent"], s.selector)
               for _, s in config.cells]
-    assert agents == [("all", "cck", None), ("aspera_selector", "ps", "positive"), ("oracle", "ps", None)]
+    assert agents == [("all", "cck", None), ("aspera_selector", "ps", "positive"), ("oracle", "ps_generation", None)]
     assert config.library == "aspera" and config.uses_aspera
