@@ -8,10 +8,6 @@ from typing import Any
 
 from primsel.commands.common import UsageError, report_answers
 
-#: The cut-off :func:`best_cells` prefers, and the widest line it prints.
-HEADLINE_K = 15
-SUMMARY_WIDTH = 100
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``primsel run``."""
@@ -48,6 +44,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "started for the run)")
 
 
+def _task_ids(args: argparse.Namespace) -> list[str] | None:
+    """Check the options that need no file; the task ids of ``--tasks`` (None without it).
+
+    Raises
+    ------
+    UsageError : a bad number, an empty ``--tasks``, ``--address`` without Ray, or Ray missing.
+    """
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.sample is not None and args.sample < 1:
+        raise UsageError(f"--sample must be >= 1, got {args.sample}")
+    if args.fold is not None and args.fold < 0:
+        raise UsageError(f"--fold must be >= 0, got {args.fold}")
+    if args.address is not None and args.backend != "ray":
+        raise UsageError("--address needs --backend ray")
+    if args.backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError("--backend ray needs Ray: pip install 'primsel[ray]' (or pip install ray)") from None
+    if args.tasks is None:
+        return None
+    task_ids = [t for t in args.tasks.split(",") if t.strip()]
+    if not task_ids:
+        raise UsageError("--tasks needs at least one task id (ID,ID,...)")
+    return task_ids
+
+
+def _endpoint_failed(exc: Exception, computed: int, directory: object) -> int:
+    """Say on stderr that the LLM endpoint stopped the run (:class:`primsel.llm.client.LLMFatalError`), what
+    stays and how to resume; the exit status 1."""
+    from primsel.llm.client import EndpointUnreachableError
+
+    if isinstance(exc, EndpointUnreachableError):
+        print(f"primsel run: error: the LLM endpoint cannot be reached, stopping: {exc}", file=sys.stderr)
+        if "llama.cpp server" in str(exc):
+            fix = "see the server's output above"
+        else:
+            fix = "start the server or correct base_url / OPENAI_BASE_URL"
+    else:
+        print(f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        fix = "fix the key, quota or model name"
+    print(f"primsel run: {computed} cells computed before it stay in {directory}; "
+          f"{fix} and run the same command again to resume", file=sys.stderr)
+    return 1
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the experiment.
 
@@ -63,25 +107,10 @@ def main(args: argparse.Namespace) -> int:
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
     from primsel.experiments.runner import OutputError, run_experiment
-    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
+    from primsel.llm.client import LLMFatalError
     from primsel.llm.local import LocalModelError
 
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.sample is not None and args.sample < 1:
-        raise UsageError(f"--sample must be >= 1, got {args.sample}")
-    task_ids = [t for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None
-    if task_ids is not None and not task_ids:
-        raise UsageError("--tasks needs at least one task id (ID,ID,...)")
-    if args.fold is not None and args.fold < 0:
-        raise UsageError(f"--fold must be >= 0, got {args.fold}")
-    if args.address is not None and args.backend != "ray":
-        raise UsageError("--address needs --backend ray")
-    if args.backend == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise UsageError("--backend ray needs Ray: pip install 'primsel[ray]' (or pip install ray)") from None
+    task_ids = _task_ids(args)
     finished: list[str] = []
     try:
         config = load_config(args.config)
@@ -97,17 +126,7 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, DatasetError, OutputError, LocalModelError) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:
-        if isinstance(exc, EndpointUnreachableError):
-            print(f"primsel run: error: the LLM endpoint cannot be reached, stopping: {exc}", file=sys.stderr)
-            fix = ("see the server's output above" if "llama.cpp server" in str(exc)
-                   else "start the server or correct base_url / OPENAI_BASE_URL")
-        else:
-            print(f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
-            fix = "fix the key, quota or model name"
-        print(f"primsel run: {len(finished)} cells computed before it stay in {directory}; "
-              f"{fix} and run the same command again to resume", file=sys.stderr)
-        return 1
+        return _endpoint_failed(exc, len(finished), directory)
     except KeyboardInterrupt:
         newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C"
         print(f"{newline}primsel run: interrupted; {len(finished)} cells computed before it stay in {directory}; "
@@ -118,8 +137,10 @@ def main(args: argparse.Namespace) -> int:
 
 def _finish(args: argparse.Namespace, result: Any) -> int:
     """After the cells of ``result`` (:class:`primsel.experiments.runner.ExperimentResult`): say what ran, write the
-    report (unless ``--no-report``) and print :func:`best_cells` and the report's path; the exit status."""
+    report (unless ``--no-report``) and print the summary (:func:`primsel.reporting.summary.best_cells`) and the
+    report's path; the exit status."""
     from primsel.reporting import ReportError, load_experiment, write_report
+    from primsel.reporting.summary import best_cells
 
     report_answers(result.answers, {c.id: c.label for c in result.cells}, sys.stderr)
     print(f"primsel run: {len(result.computed)} cells computed, {len(result.skipped)} already finished, "
@@ -147,41 +168,3 @@ def _finish(args: argparse.Namespace, result: Any) -> int:
     if not args.no_report:
         print(path)
     return 0
-
-
-def best_cells(experiment: Any, limit: int = 12) -> list[str]:
-    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each ranking's
-    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens), ordered by success,
-    recall@15 and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished.
-    ``experiment``: a :class:`primsel.experiments.results.Experiment`."""
-    from primsel.experiments.results import SUMMARY_COLUMNS, data_text, dataset_groups
-    from primsel.reporting.compare import best_of_configurations
-    from primsel.reporting.style import configuration_labels, num
-
-    out: list[str] = []
-    for data, group in dataset_groups(experiment):
-        cells = [c for c in group if c.finished]
-        if not cells:
-            continue
-        has_gen, labels = any(c.settings.get("generator") for c in cells), configuration_labels(cells)
-        best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
-        header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
-        rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
-                 *([num(c.record.success)] if has_gen else []),
-                 *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
-                for key, c in list(best.items())[:limit]]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
-        if widths[0] > room:
-            head = (room - 1) // 2
-            for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
-                row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][-(room - 1 - head):]
-            widths[0] = room
-        out += [f"== {data_text(data)}", f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
-                f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
-        out += ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
-                for row in [header, *rows]]
-        if len(best) > limit:
-            out.append(f"... {len(best) - limit} more rankings (all in the report: primsel report "
-                       f"{experiment.directory})")
-    return out

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from primsel.checks import ROUNDS_BOUNDS, flag_problem, number_problem
 from primsel.eval.attribution import attribute
 from primsel.eval.execution import execute_programs, reference_runs
 from primsel.eval.feedback import error_text, feedback_text
-from primsel.experiments.results import Round
+from primsel.experiments.records import RoundEntry, RoundFigures
 from primsel.types import ExecutionResult, Program, Revises, Selection, SummarisesUsage, Task
 
 #: The reflection settings (keys of a ``[reflection]`` table, or of the generator table).
@@ -83,8 +83,8 @@ class RoundsOutcome:
     Parameters
     ----------
     programs, results, selections : task id -> the last round's program, execution result (if any) and selection.
-    rounds : task id -> one entry per round the task ran (:func:`_entry`; ``category`` and ``feedback`` are those
-        given to the next round).
+    rounds : task id -> one entry per round the task ran (``category`` and ``feedback``: those given to the next
+        round).
     references : task id -> the reference program's run, for the tasks that failed a round.
     usage : per round, the generator's ``requests`` and the ``reselect_tokens``.
     """
@@ -92,28 +92,28 @@ class RoundsOutcome:
     programs: dict[str, Program]
     results: dict[str, ExecutionResult]
     selections: dict[str, Selection]
-    rounds: dict[str, list[dict[str, Any]]]
+    rounds: dict[str, list[RoundEntry]]
     references: dict[str, ExecutionResult] = field(default_factory=dict)
     usage: list[dict[str, float]] = field(default_factory=list)
 
 
 def _entry(round_no: int, program: Program, result: ExecutionResult | None,
-           selection: Selection | None = None, gold: frozenset[str] = frozenset()) -> dict[str, Any]:
+           selection: Selection | None = None, gold: frozenset[str] = frozenset()) -> RoundEntry:
     """One round's record of a task; with ``selection``, its ids and set recall against ``gold``."""
     usage = dict(program.usage)
-    ran = result is not None
-    entry = {"round": round_no, "status": result.status if ran else program.status,
-             "error_type": result.error_type if ran else None,
-             "message": result.message if ran else (program.raw if program.status == "llm_error" else None),
-             "line": result.line if ran else None, "program_status": program.status, "program": program.code,
-             "tokens": {"prompt": int(usage.get("prompt_tokens", 0)),
-                        "completion": int(usage.get("completion_tokens", 0)),
-                        "prompt_cached": int(usage.get("prompt_tokens_cached", 0))},
-             "cached": bool(usage.get("cached", 0)), "category": None, "feedback": None}
+    tokens = {"prompt": int(usage.get("prompt_tokens", 0)), "completion": int(usage.get("completion_tokens", 0)),
+              "prompt_cached": int(usage.get("prompt_tokens_cached", 0))}
+    chosen = recall = None
     if selection is not None:
-        entry.update(selection=list(selection.ids),
-                     set_recall=len(set(selection.ids) & gold) / len(gold) if gold else 0.0)
-    return entry
+        chosen = tuple(selection.ids)
+        recall = len(set(selection.ids) & gold) / len(gold) if gold else 0.0
+    common = {"round": round_no, "program_status": program.status, "program": program.code, "tokens": tokens,
+              "cached": bool(usage.get("cached", 0)), "selection": chosen, "set_recall": recall}
+    if result is not None:
+        return RoundEntry(status=result.status, error_type=result.error_type, message=result.message,
+                          line=result.line, **common)
+    message = program.raw if program.status == "llm_error" else None
+    return RoundEntry(status=program.status, message=message, **common)
 
 
 def _sent(generators: Sequence[Any]) -> float:
@@ -131,7 +131,8 @@ def _tell(reflection: Reflection, retry: Sequence[Task], out: RoundsOutcome, lib
         diagnosis = attribute(t, out.selections[t.id], program, result, library, out.references.get(t.id))
         text = feedback_text(reflection.feedback, program, result, timeout)
         turns[t.id].append((program, text))
-        out.rounds[t.id][-1].update(category=diagnosis["category"] if diagnosis else None, feedback=text)
+        category = diagnosis["category"] if diagnosis else None
+        out.rounds[t.id][-1] = replace(out.rounds[t.id][-1], category=category, feedback=text)
         errors[t.id] = error_text(program, result, reflection.feedback)
     return errors
 
@@ -145,6 +146,11 @@ def _reselect(reselect: Reselect | None, texts: Mapping[str, str], out: RoundsOu
         docs[task_id] = [library[p] for p in selection.ids]
         tokens += sum(float(selection.usage.get(key, 0.0)) for key in ("prompt_tokens", "completion_tokens"))
     return tokens
+
+
+def _can_retry(last: RoundEntry) -> bool:
+    """True when a task whose last round is ``last`` gets another round: it did not pass and got an answer."""
+    return last.status != "pass" and last.program_status not in ("llm_error", "prompt_too_long")
 
 
 def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[str, Any],
@@ -172,8 +178,7 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
     turns: dict[str, list[tuple[Program, str]]] = {t.id: [] for t in tasks}
     docs = {t.id: [library[p] for p in selections[t.id].ids] for t in tasks}
     for round_no in range(2, reflection.rounds + 1):
-        retry = [t for t in tasks if out.rounds[t.id][-1]["status"] != "pass"  # the last round's record
-                 and out.rounds[t.id][-1]["program_status"] not in ("llm_error", "prompt_too_long")]
+        retry = [t for t in tasks if _can_retry(out.rounds[t.id][-1])]
         if not retry:
             break
         for t in retry:
@@ -210,27 +215,39 @@ def run_rounds(reflection: Reflection, tasks: Sequence[Task], owners: Mapping[st
     return out
 
 
-def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[Mapping[str, Any]]],
-                  usage: Sequence[Mapping[str, float]]) -> tuple[Round, ...]:
-    """The figures of rounds 1..``reflection.rounds`` of a cell from :attr:`RoundsOutcome.rounds` and ``usage`` (a
-    round no task reached repeats the last success): one :class:`primsel.experiments.results.Round` per round
-    (``selection_recall`` None without ``reselect``)."""
+def round_figures(reflection: Reflection, rounds: Mapping[str, Sequence[RoundEntry]],
+                  usage: Sequence[Mapping[str, float]]) -> tuple[RoundFigures, ...]:
+    """The figures of rounds 1 .. ``reflection.rounds`` of a cell, one
+    :class:`~primsel.experiments.records.RoundFigures` per round.
+
+    Parameters
+    ----------
+    reflection : the cell's reflection settings.
+    rounds : :attr:`RoundsOutcome.rounds`, task id -> its entries.
+    usage : :attr:`RoundsOutcome.usage`, per round.
+
+    A round no task reached repeats the success of the last one; ``selection_recall`` is None without
+    ``reselect``.
+    """
     n = len(rounds)
-    out: list[Round] = []
+    out: list[RoundFigures] = []
     cumulative = 0.0
     for r in range(1, reflection.rounds + 1):
-        entries = [e for task in rounds.values() for e in task if e["round"] == r]
-        passed = sum(1 for task in rounds.values() if any(e["status"] == "pass" for e in task if e["round"] <= r))
-        prompt = math.fsum(e["tokens"]["prompt"] for e in entries)
-        completion = math.fsum(e["tokens"]["completion"] for e in entries)
-        cumulative += prompt + completion + (float(usage[r - 1]["reselect_tokens"]) if r - 1 < len(usage) else 0.0)
+        entries = [e for task in rounds.values() for e in task if e.round == r]
+        passed = sum(1 for task in rounds.values() if any(e.status == "pass" for e in task if e.round <= r))
+        prompt = math.fsum(e.tokens["prompt"] for e in entries)
+        completion = math.fsum(e.tokens["completion"] for e in entries)
+        reached = r - 1 < len(usage)
+        cumulative += prompt + completion
+        if reached:
+            cumulative += float(usage[r - 1]["reselect_tokens"])
         selection_recall = None
         if reflection.reselect:
-            last = [max((e for e in task if e["round"] <= r), key=lambda e: e["round"]) for task in rounds.values()]
-            selection_recall = math.fsum(e.get("set_recall", 0.0) for e in last) / n if n else 0.0
-        out.append(Round(success=passed / n if n else 0.0, calls=float(len(entries)),
-                         cache_hits=float(sum(1 for e in entries if e["cached"])),
-                         requests=float(usage[r - 1]["requests"]) if r - 1 < len(usage) else 0.0,
-                         prompt_tokens=prompt, completion_tokens=completion, cumulative_tokens=cumulative,
-                         selection_recall=selection_recall))
+            last = [max((e for e in task if e.round <= r), key=lambda e: e.round) for task in rounds.values()]
+            selection_recall = math.fsum(e.set_recall or 0.0 for e in last) / n if n else 0.0
+        out.append(RoundFigures(success=passed / n if n else 0.0, calls=float(len(entries)),
+                                cache_hits=float(sum(1 for e in entries if e.cached)),
+                                requests=float(usage[r - 1]["requests"]) if reached else 0.0,
+                                prompt_tokens=prompt, completion_tokens=completion, cumulative_tokens=cumulative,
+                                selection_recall=selection_recall))
     return tuple(out)

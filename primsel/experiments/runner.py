@@ -1,6 +1,7 @@
 """Run an experiment grid (on each dataset): every unfinished cell, in grid order, resumably, into
-``<out>/<name>/`` (experiment.json, and a folder per cell). A cell whose report.json says ``"complete": true``
-is skipped unless the source of a component it names changed since (config.json records their digests).
+``<out>/<name>/`` (experiment.json, and a folder per cell). A finished cell (:mod:`primsel.experiments.results`) is
+skipped unless it is incomplete (an LLM request failed) or the source of a component it names changed since it
+ran (its config.json records their digests).
 Backends: ``"serial"`` (this process) and ``"ray"`` (:mod:`primsel.experiments.ray_backend`).
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from primsel.datasets import DatasetError
-from primsel.experiments.cell import CellContext, run_cell
+from primsel.experiments.cell import RunContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand, generator_spec
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, subset
 from primsel.progress import progress_bar
 from primsel.experiments.ray_backend import run_cells
-from primsel.experiments.results import CellConfig, CellEntry, CellReport, ExperimentManifest
+from primsel.experiments.records import ManifestCell, ManifestFile, ReportError, ReportFile
+from primsel.experiments.results import has_report, is_complete, read_config, write_manifest
 from primsel.retrieval.store import RetrievalStore
-from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
+from primsel.files import caches_disabled, canonical_json
 from primsel.library import Library
 from primsel.llm.local import resolve_gguf, stop_shared_servers
 from primsel.simulator.library import build_library
@@ -51,25 +52,21 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def is_finished(directory: Path) -> bool:
-    """True when the cell directory holds a report.json that does not say ``"complete": false``."""
-    try:
-        report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
-        return isinstance(report, dict) and CellReport.from_json(report).complete
-    except (OSError, ValueError):
-        return False
-
-
 def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The component names whose source digest in the cell's config.json differs from ``sources``
     (:meth:`primsel.experiments.settings.CellSettings.sources`); all when it cannot be read."""
     try:
-        recorded = CellConfig.read(directory / "config.json").sources
-    except (OSError, ValueError):  # RunFileError included
-        recorded = {}
-    old = {kind: recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {} for kind in sources}
-    return [name for kind, digests in sources.items() for name, value in digests.items()
-            if old[kind].get(name) != value]
+        config = read_config(directory)
+    except ReportError:  # unreadable or not valid
+        config = None
+    recorded = config.sources if config is not None else {}
+    changed = []
+    for kind, digests in sources.items():
+        old = recorded.get(kind)
+        if not isinstance(old, Mapping):
+            old = {}
+        changed += [name for name, value in digests.items() if old.get(name) != value]
+    return changed
 
 
 def _check_output(directory: Path) -> None:
@@ -89,6 +86,7 @@ class ExperimentResult:
     order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it), ``seconds``
     (wall time), ``incomplete`` (computed cells whose LLM requests failed: the next run recomputes them) and
     ``answers``: computed cell id -> (LLM answers, of which from a cache), for the cells that used an LLM."""
+
 
     directory: Path
     cells: tuple[Cell, ...]
@@ -136,25 +134,27 @@ def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids
     return out
 
 
-def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]) -> ExperimentManifest:
-    """The experiment.json of a run (several datasets joined by ``+``, each listed)."""
-    several = len(datasets) > 1
-    data = datasets[0].summary() if not several else {
-        "source": "+".join(d.source for d in datasets), "n_tasks": sum(len(d.tasks) for d in datasets),
-        "fingerprint": "+".join(d.fingerprint for d in datasets)}
-    return ExperimentManifest(
-        name=config.name, description=config.description, baseline=config.baseline, data=data,
-        grids=tuple({k: [str(x) if isinstance(x, Path) else x for x in v] for k, v in g.items()} for g in config.grids),
-        cells=tuple(CellEntry(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells),
-        datasets=tuple({**d.summary(), "notes": list(d.notes)} for d in datasets) if several else (),
-        notes=() if several else tuple(datasets[0].notes), pair_on=config.pair_on)
+def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]) -> ManifestFile:
+    """The experiment.json of a run: one dataset's summary and notes, or several datasets joined by ``+`` (their
+    sources and fingerprints, their tasks summed), each listed with its notes."""
+    grids = tuple({key: [str(x) if isinstance(x, Path) else x for x in values] for key, values in grid.items()}
+                  for grid in config.grids)
+    entries = tuple(ManifestCell(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells)
+    common = {"name": config.name, "description": config.description, "baseline": config.baseline,
+              "grids": grids, "cells": entries, "pair_on": config.pair_on}
+    if len(datasets) == 1:
+        return ManifestFile(data=datasets[0].summary(), notes=tuple(datasets[0].notes), **common)
+    data = {"source": "+".join(d.source for d in datasets), "n_tasks": sum(len(d.tasks) for d in datasets),
+            "fingerprint": "+".join(d.fingerprint for d in datasets)}
+    listed = tuple({**d.summary(), "notes": list(d.notes)} for d in datasets)
+    return ManifestFile(data=data, datasets=listed, **common)
 
 
 def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs", *,
                    data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
                    tasks: Sequence[Task] | None = None, library: Library | None = None, workers: int | None = None,
                    progress: bool = True, use_cache: bool = True, log: TextIO | None = None,
-                   on_cell: Callable[[Cell, Mapping[str, float]], None] | None = None, backend: str = "serial",
+                   on_cell: Callable[[Cell, ReportFile], None] | None = None, backend: str = "serial",
                    address: str | None = None, sample: int | None = None, task_ids: Sequence[str] | None = None,
                    fold: int | None = None) -> ExperimentResult:
     """Run every unfinished cell of ``config`` and write its outputs to ``<out>/<config.name>``.
@@ -162,7 +162,7 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
     ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else the built-in
     tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset; ``workers``: sandbox processes;
     ``use_cache=False`` bypasses every on-disk cache; ``on_cell(cell, report)``: called after each computed
-    cell; ``backend``: ``"serial"`` or ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``,
+    cell with its report.json record; ``backend``: ``"serial"`` or ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``,
     ``fold``: run on a subset (:func:`primsel.experiments.dataset.subset`), retrieval cross-validated on all.
 
     Returns
@@ -199,18 +199,16 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                 [c.settings.retriever, generator_spec(c.settings.generator, config.base_dir)])):
             resolve_gguf(gguf, log=log)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            manifest = _manifest(config, [d for d, _ in per_dataset], cells)
-            write_atomic(directory / "experiment.json", dumps_json(manifest.to_json()))
+            write_manifest(directory, _manifest(config, [d for d, _ in per_dataset], cells))
         except OSError as exc:
             raise OutputError(f"cannot write the output directory {directory}: {exc.strerror or exc}") from None
         sources = _sources(cells)
         done = _finished(directory, cells, sources, log)
         todo = [c for c in cells if c.id not in set(done)]
         contexts = _contexts(config, per_dataset, todo, workers, use_cache, log)
-        reports: dict[str, Mapping[str, Any]] = {}  # in the order the cells finish
+        reports: dict[str, ReportFile] = {}  # in the order the cells finish
 
-        def finished(cell: Cell, report: Mapping[str, Any]) -> None:
+        def finished(cell: Cell, report: ReportFile) -> None:
             reports[cell.id] = report
             if on_cell is not None:
                 on_cell(cell, report)
@@ -221,11 +219,11 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
                 total=len(cells), initial=len(done), name=config.name, sources=sources)
         finally:
             stop_shared_servers()
+        incomplete = tuple(cid for cid, report in reports.items() if not report.complete)
+        answers = {cid: (int(report.run.llm_answers), int(report.run.llm_answers_cached or 0))
+                   for cid, report in reports.items() if report.run.llm_answers}
         return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(reports), skipped=tuple(done),
-                                seconds=time.perf_counter() - begin,
-                                incomplete=tuple(cid for cid, r in reports.items() if r.get("complete") is False),
-                                answers={cid: (int(r.get("llm_answers", 0)), int(r.get("llm_answers_cached", 0)))
-                                         for cid, r in reports.items() if r.get("llm_answers")})
+                                seconds=time.perf_counter() - begin, incomplete=incomplete, answers=answers)
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
@@ -241,7 +239,7 @@ def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
 def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapping[str, Mapping[str, str]]],
               log: TextIO) -> list[str]:
     """The ids of the finished cells whose components' sources are unchanged (said on ``log``)."""
-    changed = {c.id: changed_sources(directory / c.id, sources[c.id]) for c in cells if is_finished(directory / c.id)}
+    changed = {c.id: changed_sources(directory / c.id, sources[c.id]) for c in cells if is_complete(directory / c.id)}
     done = [cid for cid, names in changed.items() if not names]
     stale = {cid: names for cid, names in changed.items() if names}
     if done:
@@ -250,7 +248,7 @@ def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapp
         names = sorted({n for changed_names in stale.values() for n in changed_names})
         print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
               f"{', '.join(names)} changed since they ran", file=log)
-    redo = [c.id for c in cells if c.id not in changed and (directory / c.id / "report.json").is_file()]
+    redo = [c.id for c in cells if c.id not in changed and has_report(directory / c.id)]
     if redo:
         print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
               "cached answers are reused", file=log)
@@ -258,7 +256,7 @@ def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapp
 
 
 def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Sequence[Cell]]], todo: Sequence[Cell],
-              workers: int | None, use_cache: bool, log: TextIO) -> dict[str, CellContext]:
+              workers: int | None, use_cache: bool, log: TextIO) -> dict[str, RunContext]:
     """Cell id -> its context (one store per dataset, ranking the whole dataset a subset was
     drawn from); says on ``log`` which folds a dataset with few tasks caps."""
     contexts, versions = {}, package_versions()
@@ -266,7 +264,7 @@ def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Seq
         whole = d if not d.population else dataclasses.replace(
             d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
         store = RetrievalStore(d.library, whole, use_disk=use_cache)
-        contexts.update(dict.fromkeys((c.id for c in group), CellContext(
+        contexts.update(dict.fromkeys((c.id for c in group), RunContext(
             experiment=config.name, library=d.library, dataset=d, store=store, workers=workers, versions=versions,
             base_dir=config.base_dir)))
         capped = sorted({c.settings.folds for c in group if c in todo
@@ -277,8 +275,8 @@ def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Seq
     return contexts
 
 
-def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directory: Path,
-                finished: Callable[[Cell, Mapping[str, Any]], None], *, address: str | None, progress: bool,
+def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, RunContext], directory: Path,
+                finished: Callable[[Cell, ReportFile], None], *, address: str | None, progress: bool,
                 log: TextIO, total: int, initial: int, name: str, sources: Mapping[str, Mapping[str, Any]]) -> None:
     """Compute and write the cells one after the other, in grid order (arguments as :func:`run_cells`)."""
     with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from pathlib import Path
 
 from primsel.eval.significance import N_RESAMPLES
-from primsel.experiments.results import Experiment, ReportError, dataset_groups, learning_retrievers, load_experiment
+from primsel.experiments.results import (LoadedExperiment, ReportError, dataset_groups, learning_retrievers,
+                                         load_experiment, markdown_path, write_colours)
 from primsel.files import write_atomic
 from primsel.reporting.compare import MAX_SERIES, leaderboard, significance
 from primsel.reporting.markdown import frontier_table, render_markdown
@@ -19,7 +19,7 @@ from primsel.reporting.plots import plot_frontier, plot_metric_by_dataset, plot_
 from primsel.reporting.style import Palette, is_reference, ranking_key, slug
 
 
-def _draw(experiment: Experiment, palette: Palette, frontiers: dict, single: bool) -> list[tuple[str, str]]:
+def _draw(experiment: LoadedExperiment, palette: Palette, frontiers: dict, single: bool) -> list[tuple[str, str]]:
     """Draw the experiment's figures into its directory; (title, file) of those drawn."""
     if single:  # each draws (experiment, path, palette) and answers whether it wrote the file
         figures = [("recall_at_k", "recall@k", plot_recall_curves),
@@ -72,11 +72,10 @@ def write_report(directory: str | os.PathLike[str], export: str | os.PathLike[st
         frontier=frontier_table({label: (list(f.tokens), f.mean_recall) for label, _, f in frontiers.values()}),
         standings=leaderboard(experiment, tests, n_resamples, seed) if single else (),
         learning=learning_retrievers([c for c in experiment.cells if c.finished]), shown_note=shown)
-    target = experiment.directory / "report.md"
+    target = markdown_path(experiment.directory)
     try:
         write_atomic(target, text)
-        colours = {"cells": {c.id: palette.colour(c) for c in experiment.cells}}
-        write_atomic(experiment.directory / "colours.json", json.dumps(colours, indent=1, sort_keys=True) + "\n")
+        write_colours(experiment.directory, {c.id: palette.colour(c) for c in experiment.cells})
     except OSError as exc:
         raise ReportError(f"cannot write {target}: {exc.strerror or exc}") from None
     if export is not None:

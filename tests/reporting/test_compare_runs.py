@@ -10,7 +10,7 @@ import math
 import pytest
 
 from primsel.cli import main
-from primsel.commands.compare import compare_runs
+from primsel.reporting.compare_runs import compare_runs
 
 
 def write_run(root, cells):
@@ -41,7 +41,7 @@ def runs(tmp_path):
 
 def test_pairs_by_label_with_hand_computed_tests_and_flips(runs):
     a, b = runs
-    result = compare_runs(a, b)
+    result = compare_runs(a, b).to_json()
     bm25, dense = result["pairs"]
     # d = B - A = [0, 0.5, 0]: mean 1/6, sd sqrt(1/12), t = 1 with 2 degrees of freedom:
     # p = 1 - t / sqrt(t^2 + 2); randomisation: one non-zero difference, both signs as extreme
@@ -102,6 +102,6 @@ def test_a_real_run_compared_with_itself_changes_nothing(tmp_path, capsys, monke
     cfg.write_text('name = "small"\n[grid]\nretriever = ["bm25", "prior"]\nk = [5, 15]\n')
     assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--no-report"]) == 0
     capsys.readouterr()
-    result = compare_runs(tmp_path / "runs" / "small", tmp_path / "runs" / "small")
+    result = compare_runs(tmp_path / "runs" / "small", tmp_path / "runs" / "small").to_json()
     assert len(result["pairs"]) == 4 and {p["tasks"] for p in result["pairs"]} == {32}
     assert all(p["diff"] == 0 and p["up"] == p["down"] == 0 and p["p_t"] == 1.0 for p in result["pairs"])
