@@ -1,5 +1,5 @@
-"""What every subcommand shares: the error of bad input, the input reader, the output stream, the count of
-LLM answers from the cache."""
+"""What every subcommand shares: the error of bad input, the input reader, the output stream, the
+count of LLM answers from the cache."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ class UsageError(Exception):
     """Bad command-line input; the message names the problem. Exits with status 2."""
 
 
-def read_jsonl_objects(path: str, expected: str, what: str = "",
-                       bad: list[str] | None = None) -> list[tuple[str, dict]]:
+def read_jsonl_objects(
+    path: str, expected: str, what: str = "", bad: list[str] | None = None
+) -> list[tuple[str, dict]]:
     """The JSON objects of a JSONL input file, one per non-blank line
     (:func:`primsel.files.read_jsonl`).
 
@@ -80,12 +81,16 @@ def output_stream(stack: contextlib.ExitStack, path: str | None) -> TextIO:
         raise UsageError(f"cannot write --out {path}: {exc.strerror or exc}") from exc
 
 
-def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, str], log: TextIO,
-                   command: str = "primsel run") -> None:
-    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose every answer
-    did (no endpoint contacted: the cache is not keyed by URL). ``answers``: cell id -> (answers, from a
-    cache) (:attr:`primsel.experiments.runner.ExperimentResult.answers`); ``labels``: cell id -> label;
-    ``command``: the prefix of the lines."""
+def report_answers(
+    answers: Mapping[str, tuple[int, int]],
+    labels: Mapping[str, str],
+    log: TextIO,
+    command: str = "primsel run",
+) -> None:
+    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose every
+    answer did (no endpoint contacted: the cache is not keyed by URL). ``answers``: cell id ->
+    (answers, from a cache) (:attr:`primsel.experiments.runner.ExperimentResult.answers`);
+    ``labels``: cell id -> label; ``command``: the prefix of the lines."""
     total = sum(n for n, _ in answers.values())
     if not total:
         return
@@ -93,7 +98,12 @@ def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, 
     print(f"{command}: {cached} of {total} LLM answers from the cache", file=log)
     offline = [cid for cid, (n, c) in answers.items() if n and c == n]
     if offline:
-        names = ", ".join(labels.get(c, c) + (f" ({c})" if labels.get(c, c) != c else "") for c in offline)
-        print(f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
-              "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
-              "cache_namespace to keep the answers of different endpoints apart)", file=log)
+        names = ", ".join(
+            labels.get(c, c) + (f" ({c})" if labels.get(c, c) != c else "") for c in offline
+        )
+        print(
+            f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
+            "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
+            "cache_namespace to keep the answers of different endpoints apart)",
+            file=log,
+        )

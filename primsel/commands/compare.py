@@ -1,8 +1,8 @@
 """``primsel compare RUN_A RUN_B``: two runs side by side, cell by cell, with paired tests
 (:mod:`primsel.reporting.compare_runs` compares; this module parses, writes and says).
 
-Exit 2 when a run cannot be read, no cell matches, or a matched cell lacks the metric (``success`` of a run
-without a generator included).
+Exit 2 when a run cannot be read, no cell matches, or a matched cell lacks the metric (``success``
+of a run without a generator included).
 """
 
 from __future__ import annotations
@@ -19,16 +19,32 @@ FORMATS = ("text", "csv", "json")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``primsel compare``."""
-    parser.add_argument("run_a", metavar="RUN_A", help="experiment directory (or one cell directory)")
-    parser.add_argument("run_b", metavar="RUN_B", help="the run to compare with RUN_A (B - A is shown)")
-    parser.add_argument("--metric", default=None,
-                        help="per-task metric of the cells' task rows (mrr, ndcg@10, complete@15, set_f1, ...) or "
-                             "'success' (default: recall@k at each cell's k)")
-    parser.add_argument("--format", choices=FORMATS, default="text", help="text table (default), csv or json")
+    parser.add_argument(
+        "run_a", metavar="RUN_A", help="experiment directory (or one cell directory)"
+    )
+    parser.add_argument(
+        "run_b", metavar="RUN_B", help="the run to compare with RUN_A (B - A is shown)"
+    )
+    parser.add_argument(
+        "--metric",
+        default=None,
+        help="per-task metric of the cells' task rows (mrr, ndcg@10, complete@15, set_f1, ...) or "
+        "'success' (default: recall@k at each cell's k)",
+    )
+    parser.add_argument(
+        "--format", choices=FORMATS, default="text", help="text table (default), csv or json"
+    )
     parser.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
-    parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
-                        help="sign flips of the paired randomisation test (default 10000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
+    parser.add_argument(
+        "--n-resamples",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="sign flips of the paired randomisation test (default 10000)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the randomisation test (default 0)"
+    )
 
 
 def main(args: argparse.Namespace) -> int:

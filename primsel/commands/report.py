@@ -13,18 +13,37 @@ from primsel.commands.common import UsageError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``primsel report``."""
-    parser.add_argument("directory", metavar="DIR", help="experiment directory, <out>/<name> (e.g. runs/retrieval_ablation)")
-    parser.add_argument("--export", metavar="DIR", default=None,
-                        help="also write <DIR>/<name>.md and its PNG plots there (aggregate tables only), "
-                             "e.g. experiments/")
-    parser.add_argument("--n-resamples", type=int, default=10_000, metavar="N",
-                        help="sign flips of the paired randomisation test (default 10000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the randomisation test (default 0)")
-    parser.add_argument("--format", choices=("md", "csv", "json", "latex"), default="md",
-                        help="md: write the Markdown report (default); csv, json, latex: print every finished "
-                             "cell with all its report values as one table on stdout instead (csv and json at "
-                             "full precision; latex: a tabular with the report's rounding, special characters "
-                             "escaped)")
+    parser.add_argument(
+        "directory",
+        metavar="DIR",
+        help="experiment directory, <out>/<name> (e.g. runs/retrieval_ablation)",
+    )
+    parser.add_argument(
+        "--export",
+        metavar="DIR",
+        default=None,
+        help="also write <DIR>/<name>.md and its PNG plots there (aggregate tables only), "
+        "e.g. experiments/",
+    )
+    parser.add_argument(
+        "--n-resamples",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="sign flips of the paired randomisation test (default 10000)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the randomisation test (default 0)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("md", "csv", "json", "latex"),
+        default="md",
+        help="md: write the Markdown report (default); csv, json, latex: print every finished "
+        "cell with all its report values as one table on stdout instead (csv and json at "
+        "full precision; latex: a tabular with the report's rounding, special characters "
+        "escaped)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -42,10 +61,15 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(FORMATS[args.format](rows))
         return 0
     try:
-        path = write_report(args.directory, export=args.export, n_resamples=args.n_resamples, seed=args.seed)
+        path = write_report(
+            args.directory, export=args.export, n_resamples=args.n_resamples, seed=args.seed
+        )
     except ReportError as exc:
         raise UsageError(str(exc)) from None
-    print(f"primsel report: wrote {path}" + (f" and exported to {args.export}" if args.export else ""),
-          file=sys.stderr)
+    print(
+        f"primsel report: wrote {path}"
+        + (f" and exported to {args.export}" if args.export else ""),
+        file=sys.stderr,
+    )
     print(path)
     return 0

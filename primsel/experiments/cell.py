@@ -1,16 +1,17 @@
-"""One cell of ``primsel run`` or ``primsel retrieve``: the pipeline from a ranking to the cell's files.
+"""One cell of ``primsel run`` or ``primsel retrieve``: the pipeline from a ranking to the cell's
+files.
 
 :func:`compute_cell` runs the steps in order, each a function of this module:
 
 1. **select** (:func:`select_tasks`): cut each task's ranking into a selection, by the cell's k,
    threshold and closure or by its ``selector`` (fitted per fold on the other folds when it learns);
-2. **score** (:func:`score_ranking`, :func:`score_selections`): the ranking and set metrics, per task
-   and as means, and the recall/tokens frontier;
+2. **score** (:func:`score_ranking`, :func:`score_selections`): the ranking and set metrics, per
+   task and as means, and the recall/tokens frontier;
 3. **generate** (only with a generator, :func:`generate_and_execute`): write a program per task from
    the documentation of its selection, execute it in the sandbox, run the reflection rounds, and
    diagnose each task that did not pass. The step returns a :class:`GenerationOutcome`: a
-   :class:`~primsel.experiments.records.ProgramOutcome` per task and the cell's figures. Another way of
-   generating slots in here as another function returning a :class:`GenerationOutcome`;
+   :class:`~primsel.experiments.records.ProgramOutcome` per task and the cell's figures. Another way
+   of generating slots in here as another function returning a :class:`GenerationOutcome`;
 4. **record** (:func:`record_cell`): the task rows and the report.json record.
 
 :func:`write_cell` then writes the files (:func:`primsel.experiments.results.write_cell_files`):
@@ -44,12 +45,32 @@ from primsel.eval.attribution import attribute, count_categories
 from primsel.eval.execution import execute_programs, lenient_statuses, reference_runs
 from primsel.eval.frontier import frontier
 from primsel.eval.metrics import per_task, set_metrics, set_metrics_per_task, tied_tasks_at
-from primsel.experiments.columns import BASE_METRICS, REPORT_KS, SELECTOR_USAGE, TASK_METRICS, TASK_STATUSES
+from primsel.experiments.columns import (
+    BASE_METRICS,
+    REPORT_KS,
+    SELECTOR_USAGE,
+    TASK_METRICS,
+    TASK_STATUSES,
+)
 from primsel.experiments.config import Cell, generator_spec
 from primsel.experiments.dataset import Dataset
-from primsel.experiments.records import (AsperaFigures, ConfigFile, Frontier, GenerationFigures, Learning,
-                                         ProgramOutcome, RankingFigures, ReportFile, RoundEntry, RoundFigures,
-                                         RunFacts, SelectionFigures, SelectorUsage, TaskRow, answer_tokens)
+from primsel.experiments.records import (
+    AsperaFigures,
+    ConfigFile,
+    Frontier,
+    GenerationFigures,
+    Learning,
+    ProgramOutcome,
+    RankingFigures,
+    ReportFile,
+    RoundEntry,
+    RoundFigures,
+    RunFacts,
+    SelectionFigures,
+    SelectorUsage,
+    TaskRow,
+    answer_tokens,
+)
 from primsel.experiments.reflection import round_figures, run_rounds
 from primsel.experiments.results import write_cell_files
 from primsel.experiments.settings import CellSettings
@@ -60,11 +81,30 @@ from primsel.retrieval.selector import estimate_tokens, select
 from primsel.retrieval.store import Retrieval, RetrievalStore, retrieval_errors, retrieval_key
 from primsel.retrieval.windows import embedding_windows
 from primsel.simulator.sandbox import Sandbox
-from primsel.types import (ExecutionResult, FitsOnTasks, GeneratesMany, LearnsFromTasks, Program, Run, Selection,
-                           SummarisesUsage, Task)
+from primsel.types import (
+    ExecutionResult,
+    FitsOnTasks,
+    GeneratesMany,
+    LearnsFromTasks,
+    Program,
+    Run,
+    Selection,
+    SummarisesUsage,
+    Task,
+)
 
-__all__ = ["TASK_STATUSES", "CellInputs", "ComputedCell", "GenerationOutcome", "RunContext", "compute",
-           "compute_cell", "llm_answers", "run_cell", "write_cell"]
+__all__ = [
+    "TASK_STATUSES",
+    "CellInputs",
+    "ComputedCell",
+    "GenerationOutcome",
+    "RunContext",
+    "compute",
+    "compute_cell",
+    "llm_answers",
+    "run_cell",
+    "write_cell",
+]
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -88,8 +128,8 @@ class CellInputs:
     workers : sandbox processes (None: one per CPU).
     base_dir : the directory a relative generator ``programs`` or ``gguf`` path is resolved against.
     task_bar : a tqdm bar advanced per task and step (None: no bar).
-    requery : :meth:`RetrievalStore.rerank` of the cell's retriever, ``{task id: text}`` -> a new retrieval
-        (reflection's ``reselect``; None: not possible).
+    requery : :meth:`RetrievalStore.rerank` of the cell's retriever, ``{task id: text}`` -> a new
+        retrieval (reflection's ``reselect``; None: not possible).
     """
 
     settings: CellSettings
@@ -116,9 +156,11 @@ class GenerationOutcome:
     ----------
     programs : task id -> what became of its program (in the order of the tasks).
     rounds : task id -> its reflection rounds (empty without reflection).
-    selections : task id -> the last selection (reflection's ``reselect`` may have changed the first).
+    selections : task id -> the last selection (reflection's ``reselect`` may have changed the
+        first).
     failures : the diagnosis of every task that did not pass, in task order (failures.jsonl).
-    figures, round_figures, aspera : the cell's generation figures, per-round figures and ASPERA's figures.
+    figures, round_figures, aspera : the cell's generation figures, per-round figures and ASPERA's
+        figures.
     fitted : True when a generator was fitted on the training folds.
     """
 
@@ -155,10 +197,20 @@ class ComputedCell:
 # ------------------------------------------------------------------------------------------------
 # The pipeline
 # ------------------------------------------------------------------------------------------------
-def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset, library: Library, *, name: str = "",
-                 workers: int | None = None, base_dir: Path | None = None, task_bar: Any = None,
-                 requery: Callable[[Mapping[str, str]], Retrieval] | None = None) -> ComputedCell:
-    """Select, score and (with a generator) generate and execute one cell over every task of ``dataset``.
+def compute_cell(
+    settings: CellSettings,
+    retrieval: Retrieval,
+    dataset: Dataset,
+    library: Library,
+    *,
+    name: str = "",
+    workers: int | None = None,
+    base_dir: Path | None = None,
+    task_bar: Any = None,
+    requery: Callable[[Mapping[str, str]], Retrieval] | None = None,
+) -> ComputedCell:
+    """Select, score and (with a generator) generate and execute one cell over every task of
+    ``dataset``.
 
     Parameters are those of :class:`CellInputs`.
 
@@ -171,8 +223,17 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     ValueError : reflection's ``reselect`` without ``requery``.
     Whatever the selector, a generator or the sandbox raises.
     """
-    inputs = CellInputs(settings=settings, retrieval=retrieval, dataset=dataset, library=library, name=name,
-                        workers=workers, base_dir=base_dir, task_bar=task_bar, requery=requery)
+    inputs = CellInputs(
+        settings=settings,
+        retrieval=retrieval,
+        dataset=dataset,
+        library=library,
+        name=name,
+        workers=workers,
+        base_dir=base_dir,
+        task_bar=task_bar,
+        requery=requery,
+    )
     selectors = fit_selectors(inputs)
     selections = select_tasks(inputs, selectors, [t.id for t in dataset.tasks], retrieval)
     generated = None
@@ -181,12 +242,14 @@ def compute_cell(settings: CellSettings, retrieval: Retrieval, dataset: Dataset,
     rows = task_rows(inputs, selections, generated)
     report = record_cell(inputs, selectors, selections, generated)
     failures = None if generated is None else generated.failures
-    return ComputedCell(report=report, rows=rows, run=retrieval.run(), selections=selections, failures=failures)
+    return ComputedCell(
+        report=report, rows=rows, run=retrieval.run(), selections=selections, failures=failures
+    )
 
 
 def fit_selectors(inputs: CellInputs) -> dict[int, Any]:
-    """Fold -> the cell's selector ({} without ``selector``); one that learns from tasks is fitted per fold on
-    the rankings and gold sets of the other folds' tasks."""
+    """Fold -> the cell's selector ({} without ``selector``); one that learns from tasks is fitted
+    per fold on the rankings and gold sets of the other folds' tasks."""
     spec, retrieval = inputs.settings.selector, inputs.retrieval
     if spec is None:
         return {}
@@ -196,25 +259,41 @@ def fit_selectors(inputs: CellInputs) -> dict[int, Any]:
         return dict.fromkeys(folds, probe)
 
     def fit(chooser: Any, fold: int) -> Any:
-        training = [(retrieval.ranked[t.id], t.gold) for t in inputs.dataset.tasks
-                    if retrieval.folds.get(t.id, 0) != fold]
+        training = [
+            (retrieval.ranked[t.id], t.gold)
+            for t in inputs.dataset.tasks
+            if retrieval.folds.get(t.id, 0) != fold
+        ]
         return chooser.fit(inputs.library, training)
 
     return dict(fit_per_fold(probe, lambda: registry.build(spec, "selector"), folds, fit))
 
 
-def select_tasks(inputs: CellInputs, selectors: Mapping[int, Any], task_ids: Iterable[str], retrieval: Retrieval,
-                 count: bool = True) -> dict[str, Selection]:
-    """Task id -> its selection from ``retrieval``: by the selector of its fold, else by the cell's k, threshold
-    and closure (:func:`primsel.retrieval.selector.select`). With ``count``, the task bar advances per task."""
+def select_tasks(
+    inputs: CellInputs,
+    selectors: Mapping[int, Any],
+    task_ids: Iterable[str],
+    retrieval: Retrieval,
+    count: bool = True,
+) -> dict[str, Selection]:
+    """Task id -> its selection from ``retrieval``: by the selector of its fold, else by the cell's
+    k, threshold and closure (:func:`primsel.retrieval.selector.select`). With ``count``, the task
+    bar advances per task."""
     s = inputs.settings
     out = {}
     for task_id in task_ids:
         chooser = selectors.get(retrieval.folds.get(task_id, 0))
         choose = select if chooser is None else chooser.select
-        out[task_id] = choose(retrieval.ranked[task_id], inputs.library, k=s.k, threshold=s.threshold,
-                              closure=s.closure, task_id=task_id, retriever=inputs.name,
-                              usage=retrieval.usage.get(task_id))
+        out[task_id] = choose(
+            retrieval.ranked[task_id],
+            inputs.library,
+            k=s.k,
+            threshold=s.threshold,
+            closure=s.closure,
+            task_id=task_id,
+            retriever=inputs.name,
+            usage=retrieval.usage.get(task_id),
+        )
         if count:
             inputs.advance()
     return out
@@ -229,39 +308,47 @@ def _ranking_metrics(settings: CellSettings) -> tuple[tuple[str, ...], tuple[str
 
 
 def score_ranking(inputs: CellInputs) -> RankingFigures:
-    """The ranking metrics of the cell: means over tasks, in id order and tie-aware, and the tasks with a tie
-    across each of the report's cut-offs and the cell's k."""
+    """The ranking metrics of the cell: means over tasks, in id order and tie-aware, and the tasks
+    with a tie across each of the report's cut-offs and the cell's k."""
     run, gold = inputs.retrieval.run(), {t.id: t.gold for t in inputs.dataset.tasks}
     names, _ = _ranking_metrics(inputs.settings)
     in_id_order = per_task(run, gold, names)
     tie_aware = per_task(run, gold, names, ties="expected")
     ties = tied_tasks_at(run, gold, sorted({*REPORT_KS, inputs.settings.k}))
-    return RankingFigures(values={n: _mean(row[n] for row in in_id_order.values()) for n in names},
-                          tie_aware={n: _mean(row[n] for row in tie_aware.values()) for n in names},
-                          tied_tasks={cut: float(count) for cut, count in ties.items()})
+    return RankingFigures(
+        values={n: _mean(row[n] for row in in_id_order.values()) for n in names},
+        tie_aware={n: _mean(row[n] for row in tie_aware.values()) for n in names},
+        tied_tasks={cut: float(count) for cut, count in ties.items()},
+    )
 
 
 def _document_tokens(library: Library) -> dict[str, int]:
-    """Primitive id -> tokens of its documentation, as a prompt shows it (:func:`estimate_tokens`)."""
+    """Primitive id -> tokens of its documentation, as a prompt shows it
+    (:func:`estimate_tokens`)."""
     return {p: estimate_tokens(doc.text("full")) for p, doc in library.items()}
 
 
 def score_selections(inputs: CellInputs, selections: Mapping[str, Selection]) -> SelectionFigures:
-    """The selections of the cell: means over tasks of their size, of what the closure added and of their
-    documentation tokens, and the set metrics."""
+    """The selections of the cell: means over tasks of their size, of what the closure added and of
+    their documentation tokens, and the set metrics."""
     tokens = _document_tokens(inputs.library)
     selected = {t: tuple(selection.ids) for t, selection in selections.items()}
     gold = {t.id: t.gold for t in inputs.dataset.tasks}
-    return SelectionFigures(n_tasks=len(inputs.dataset.tasks), selected=_mean(len(ids) for ids in selected.values()),
-                            closure_added=_mean(len(s.added_by_closure) for s in selections.values()),
-                            docs_tokens=_mean(sum(tokens[p] for p in ids) for ids in selected.values()),
-                            scores=set_metrics(selected, gold))
+    return SelectionFigures(
+        n_tasks=len(inputs.dataset.tasks),
+        selected=_mean(len(ids) for ids in selected.values()),
+        closure_added=_mean(len(s.added_by_closure) for s in selections.values()),
+        docs_tokens=_mean(sum(tokens[p] for p in ids) for ids in selected.values()),
+        scores=set_metrics(selected, gold),
+    )
 
 
-def task_rows(inputs: CellInputs, selections: Mapping[str, Selection],
-              generated: GenerationOutcome | None) -> list[TaskRow]:
-    """The rows of tasks.jsonl, in task order: each task's selection, gold, per-task metrics and documentation
-    tokens, its selector's usage (with an LLM selector) and, with a generator, its program and rounds."""
+def task_rows(
+    inputs: CellInputs, selections: Mapping[str, Selection], generated: GenerationOutcome | None
+) -> list[TaskRow]:
+    """The rows of tasks.jsonl, in task order: each task's selection, gold, per-task metrics and
+    documentation tokens, its selector's usage (with an LLM selector) and, with a generator, its
+    program and rounds."""
     retrieval, tasks = inputs.retrieval, inputs.dataset.tasks
     gold = {t.id: t.gold for t in tasks}
     _, names = _ranking_metrics(inputs.settings)
@@ -279,56 +366,96 @@ def task_rows(inputs: CellInputs, selections: Mapping[str, Selection],
         if generated is not None:
             program = generated.programs[t.id]
             rounds = generated.rounds.get(t.id)
-        rows.append(TaskRow(task_id=t.id, fold=retrieval.folds.get(t.id), selection=selected[t.id],
-                            closure_added=tuple(selections[t.id].added_by_closure), gold=tuple(sorted(t.gold)),
-                            metrics=metrics, docs_tokens=sum(tokens[p] for p in selected[t.id]),
-                            selection_usage=usage, program=program, rounds=rounds))
+        rows.append(
+            TaskRow(
+                task_id=t.id,
+                fold=retrieval.folds.get(t.id),
+                selection=selected[t.id],
+                closure_added=tuple(selections[t.id].added_by_closure),
+                gold=tuple(sorted(t.gold)),
+                metrics=metrics,
+                docs_tokens=sum(tokens[p] for p in selected[t.id]),
+                selection_usage=usage,
+                program=program,
+                rounds=rounds,
+            )
+        )
     return rows
 
 
 def _learns_from_tasks(spec: Any, kind: str) -> bool:
-    """True when the component ``spec`` names learns from tasks (built to ask: constructors only store their
-    parameters, and whether a hybrid learns depends on its members)."""
+    """True when the component ``spec`` names learns from tasks (built to ask: constructors only
+    store their parameters, and whether a hybrid learns depends on its members)."""
     return isinstance(registry.build(spec, kind), LearnsFromTasks)
 
 
-def record_cell(inputs: CellInputs, selectors: Mapping[int, Any], selections: Mapping[str, Selection],
-                generated: GenerationOutcome | None) -> ReportFile:
-    """report.json's record of the cell (without its wall time): the ranking and selection figures, the
-    selector's usage, the generation's figures, how the cell ran, what learns, the frontier and the name of its
-    ranking."""
+def record_cell(
+    inputs: CellInputs,
+    selectors: Mapping[int, Any],
+    selections: Mapping[str, Selection],
+    generated: GenerationOutcome | None,
+) -> ReportFile:
+    """report.json's record of the cell (without its wall time): the ranking and selection figures,
+    the selector's usage, the generation's figures, how the cell ran, what learns, the frontier and
+    the name of its ranking."""
     s, retrieval, dataset = inputs.settings, inputs.retrieval, inputs.dataset
     selector_usage = None
     if retrieval.usage:
-        totals = {name: math.fsum(float(u.get(name, 0.0)) for u in retrieval.usage.values())
-                  for name in SELECTOR_USAGE}
+        totals = {
+            name: math.fsum(float(u.get(name, 0.0)) for u in retrieval.usage.values())
+            for name in SELECTOR_USAGE
+        }
         selector_usage = SelectorUsage(totals)
     incomplete = set(retrieval_errors(retrieval))
     if generated is not None:
-        incomplete |= {task_id for task_id, p in generated.programs.items() if p.status == "llm_error"}
-    answers = llm_answers(selector_usage, None if generated is None else generated.figures, retrieval.cached)
-    run = RunFacts(retrieval_seconds=retrieval.seconds, retrieval_cached=float(retrieval.cached),
-                   llm_answers=None if answers is None else answers[0],
-                   llm_answers_cached=None if answers is None else answers[1],
-                   incomplete_tasks=float(len(incomplete)), complete=not incomplete)
-    selector_learns = any(getattr(chooser, "learns_from_tasks", False) for chooser in selectors.values())
-    learning = Learning(retriever=_learns_from_tasks(s.retriever, "retriever"), selector=selector_learns,
-                        generator=generated is not None and generated.fitted)
-    curve = frontier(retrieval.run(), {t.id: t.gold for t in dataset.tasks}, _document_tokens(inputs.library))
+        incomplete |= {
+            task_id for task_id, p in generated.programs.items() if p.status == "llm_error"
+        }
+    answers = llm_answers(
+        selector_usage, None if generated is None else generated.figures, retrieval.cached
+    )
+    run = RunFacts(
+        retrieval_seconds=retrieval.seconds,
+        retrieval_cached=float(retrieval.cached),
+        llm_answers=None if answers is None else answers[0],
+        llm_answers_cached=None if answers is None else answers[1],
+        incomplete_tasks=float(len(incomplete)),
+        complete=not incomplete,
+    )
+    selector_learns = any(
+        getattr(chooser, "learns_from_tasks", False) for chooser in selectors.values()
+    )
+    learning = Learning(
+        retriever=_learns_from_tasks(s.retriever, "retriever"),
+        selector=selector_learns,
+        generator=generated is not None and generated.fitted,
+    )
+    curve = frontier(
+        retrieval.run(), {t.id: t.gold for t in dataset.tasks}, _document_tokens(inputs.library)
+    )
     key = retrieval.key or retrieval_key(dataset.fingerprint, s.retriever, s.folds, s.seed, s.depth)
-    return ReportFile(ranking=score_ranking(inputs), selection=score_selections(inputs, selections),
-                      selector_usage=selector_usage,
-                      generation=None if generated is None else generated.figures,
-                      rounds=() if generated is None else generated.round_figures,
-                      aspera=None if generated is None else generated.aspera,
-                      run=run, learning=learning, frontier=None if curve is None else Frontier(*curve),
-                      retrieval_key=key)
+    return ReportFile(
+        ranking=score_ranking(inputs),
+        selection=score_selections(inputs, selections),
+        selector_usage=selector_usage,
+        generation=None if generated is None else generated.figures,
+        rounds=() if generated is None else generated.round_figures,
+        aspera=None if generated is None else generated.aspera,
+        run=run,
+        learning=learning,
+        frontier=None if curve is None else Frontier(*curve),
+        retrieval_key=key,
+    )
 
 
-def llm_answers(selector: SelectorUsage | None, generation: GenerationFigures | None,
-                ranking_cached: bool = False) -> tuple[float, float] | None:
-    """How many LLM answers (calls not ending in an error) a cell rests on, its selector's and its generator's,
-    and how many came from a cache (all the selector's when ``ranking_cached``: its ranking was cached).
+def llm_answers(
+    selector: SelectorUsage | None,
+    generation: GenerationFigures | None,
+    ranking_cached: bool = False,
+) -> tuple[float, float] | None:
+    """How many LLM answers (calls not ending in an error) a cell rests on, its selector's and its
+    generator's, and how many came from a cache (all the selector's when ``ranking_cached``: its
+    ranking was cached).
 
     Returns
     -------
@@ -354,11 +481,13 @@ def llm_answers(selector: SelectorUsage | None, generation: GenerationFigures | 
 # ------------------------------------------------------------------------------------------------
 # The generation step
 # ------------------------------------------------------------------------------------------------
-def generate_and_execute(inputs: CellInputs, selectors: Mapping[int, Any],
-                         selections: Mapping[str, Selection]) -> GenerationOutcome:
-    """The generation step: a program per task from its selection (a generator per fold when it learns),
-    executed in a fresh sandbox; reflection rounds for the tasks that did not pass (with ``reflection``); the
-    import-lenient re-runs and the reference runs the diagnoses need; a diagnosis per task that did not pass.
+def generate_and_execute(
+    inputs: CellInputs, selectors: Mapping[int, Any], selections: Mapping[str, Selection]
+) -> GenerationOutcome:
+    """The generation step: a program per task from its selection (a generator per fold when it
+    learns), executed in a fresh sandbox; reflection rounds for the tasks that did not pass (with
+    ``reflection``); the import-lenient re-runs and the reference runs the diagnoses need; a
+    diagnosis per task that did not pass.
 
     Raises
     ------
@@ -370,6 +499,7 @@ def generate_and_execute(inputs: CellInputs, selectors: Mapping[int, Any],
     programs, owners, generators = _generate_per_fold(inputs, spec, selections)
     reselect = None
     if inputs.requery is not None:
+
         def reselect(texts: Mapping[str, str]) -> dict[str, Selection]:
             return select_tasks(inputs, selectors, list(texts), inputs.requery(texts), count=False)
 
@@ -378,8 +508,19 @@ def generate_and_execute(inputs: CellInputs, selectors: Mapping[int, Any],
     with Sandbox(workers=inputs.workers, timeout=s.timeout) as sandbox:
         results = execute_programs(sandbox, tasks, programs, inputs.advance)
         if s.reflection.configured:
-            rounds = run_rounds(s.reflection, tasks, owners, selections, programs, results, sandbox, inputs.library,
-                                timeout=s.timeout, reselect=reselect, task_bar=inputs.task_bar)
+            rounds = run_rounds(
+                s.reflection,
+                tasks,
+                owners,
+                selections,
+                programs,
+                results,
+                sandbox,
+                inputs.library,
+                timeout=s.timeout,
+                reselect=reselect,
+                task_bar=inputs.task_bar,
+            )
             programs, results, selections = rounds.programs, rounds.results, rounds.selections
             references = rounds.references
         lenient = lenient_statuses(sandbox, tasks, programs, results)
@@ -392,8 +533,14 @@ def generate_and_execute(inputs: CellInputs, selectors: Mapping[int, Any],
     for t in tasks:
         outcome = program_outcome(programs[t.id], results.get(t.id), lenient.get(t.id))
         if outcome.status != "pass":
-            diagnosis = attribute(t, selections[t.id], programs[t.id], results.get(t.id), inputs.library,
-                                  reference=references.get(t.id))
+            diagnosis = attribute(
+                t,
+                selections[t.id],
+                programs[t.id],
+                results.get(t.id),
+                inputs.library,
+                reference=references.get(t.id),
+            )
             outcome = dataclasses.replace(outcome, attribution=diagnosis)
             failures.append(diagnosis)
         if rounds is not None:
@@ -402,16 +549,24 @@ def generate_and_execute(inputs: CellInputs, selectors: Mapping[int, Any],
         outcomes[t.id] = outcome
 
     # ASPERA's figures read the selections the programs were written from (reselect may have changed them)
-    figure_rows = [dataclasses.replace(_aspera_row(t, outcomes[t.id]), selection=tuple(selections[t.id].ids))
-                   for t in tasks]
+    figure_rows = [
+        dataclasses.replace(_aspera_row(t, outcomes[t.id]), selection=tuple(selections[t.id].ids))
+        for t in tasks
+    ]
     extraction = getattr(generators[0], "extraction", None) if generators else None
     figures = round_figures(s.reflection, rounds.rounds, rounds.usage) if rounds is not None else ()
-    return GenerationOutcome(programs=outcomes, rounds=entries, selections=dict(selections), failures=failures,
-                             figures=_generation_figures(list(outcomes.values()), failures, generators),
-                             round_figures=figures,
-                             aspera=AsperaFigures(extraction=extraction,
-                                                  figures=aspera_figures([row.to_json() for row in figure_rows])),
-                             fitted=any(isinstance(g, FitsOnTasks) for g in generators))
+    return GenerationOutcome(
+        programs=outcomes,
+        rounds=entries,
+        selections=dict(selections),
+        failures=failures,
+        figures=_generation_figures(list(outcomes.values()), failures, generators),
+        round_figures=figures,
+        aspera=AsperaFigures(
+            extraction=extraction, figures=aspera_figures([row.to_json() for row in figure_rows])
+        ),
+        fitted=any(isinstance(g, FitsOnTasks) for g in generators),
+    )
 
 
 def _aspera_row(task: Task, outcome: ProgramOutcome) -> TaskRow:
@@ -419,9 +574,11 @@ def _aspera_row(task: Task, outcome: ProgramOutcome) -> TaskRow:
     return TaskRow(task_id=task.id, gold=tuple(sorted(task.gold)), program=outcome)
 
 
-def _generate_per_fold(inputs: CellInputs, spec: Any, selections: Mapping[str, Selection]
-                       ) -> tuple[dict[str, Program], dict[str, Any], list[Any]]:
-    """Round 1: a generator per fold, fitted on the other folds' tasks, when it learns; else one for every task.
+def _generate_per_fold(
+    inputs: CellInputs, spec: Any, selections: Mapping[str, Selection]
+) -> tuple[dict[str, Program], dict[str, Any], list[Any]]:
+    """Round 1: a generator per fold, fitted on the other folds' tasks, when it learns; else one for
+    every task.
 
     Returns
     -------
@@ -440,7 +597,9 @@ def _generate_per_fold(inputs: CellInputs, spec: Any, selections: Mapping[str, S
         generator.fit(inputs.library, [t for t in dataset.all_tasks if folds.get(t.id, 0) != fold])
 
     if learns:
-        per_fold = fit_per_fold(probe, lambda: registry.build(spec, "generator"), sorted(groups), fit)
+        per_fold = fit_per_fold(
+            probe, lambda: registry.build(spec, "generator"), sorted(groups), fit
+        )
     else:
         per_fold = [(0, probe)]
     programs: dict[str, Program] = {}
@@ -460,26 +619,44 @@ def _generate_per_fold(inputs: CellInputs, spec: Any, selections: Mapping[str, S
     return programs, owners, generators
 
 
-def program_outcome(program: Program, result: ExecutionResult | None, lenient: str | None) -> ProgramOutcome:
-    """What became of a task's last program: its execution's verdict (``result``; None: not executed), its
-    answer's tokens and time, how it was extracted, and ``lenient``, the status of its import-lenient re-run
-    (no diagnosis yet). A prompt too long for the model is an ``error`` of type ``PromptTooLong``."""
+def program_outcome(
+    program: Program, result: ExecutionResult | None, lenient: str | None
+) -> ProgramOutcome:
+    """What became of a task's last program: its execution's verdict (``result``; None: not
+    executed), its answer's tokens and time, how it was extracted, and ``lenient``, the status of
+    its import-lenient re-run (no diagnosis yet). A prompt too long for the model is an ``error`` of
+    type ``PromptTooLong``."""
     usage, extraction = dict(program.usage), program.extraction
-    common = {"program_status": program.status, "program": program.code, "tokens": answer_tokens(usage),
-              "generation_seconds": usage.get("seconds", 0.0), "extraction": extraction.get("mode"),
-              "dropped_lines": tuple(extraction.get("dropped_lines", ())),
-              "parse_failure": extraction.get("parse_failure"), "import_lenient_status": lenient}
+    common = {
+        "program_status": program.status,
+        "program": program.code,
+        "tokens": answer_tokens(usage),
+        "generation_seconds": usage.get("seconds", 0.0),
+        "extraction": extraction.get("mode"),
+        "dropped_lines": tuple(extraction.get("dropped_lines", ())),
+        "parse_failure": extraction.get("parse_failure"),
+        "import_lenient_status": lenient,
+    }
     if result is not None:
-        return ProgramOutcome(status=result.status, error_type=result.error_type, message=result.message,
-                              seconds=result.seconds, called_primitives=tuple(result.called_primitives), **common)
+        return ProgramOutcome(
+            status=result.status,
+            error_type=result.error_type,
+            message=result.message,
+            seconds=result.seconds,
+            called_primitives=tuple(result.called_primitives),
+            **common,
+        )
     if program.status == PROMPT_TOO_LONG:
-        return ProgramOutcome(status="error", error_type="PromptTooLong", message=program.raw, **common)
+        return ProgramOutcome(
+            status="error", error_type="PromptTooLong", message=program.raw, **common
+        )
     message = program.raw if program.status == "llm_error" else None
     return ProgramOutcome(status=program.status, message=message, **common)
 
 
-def _last_round_diagnosed(entries: Sequence[RoundEntry], attribution: Mapping[str, Any] | None
-                          ) -> tuple[RoundEntry, ...]:
+def _last_round_diagnosed(
+    entries: Sequence[RoundEntry], attribution: Mapping[str, Any] | None
+) -> tuple[RoundEntry, ...]:
     """A task's rounds, the last one with the category of the task's diagnosis (when it has one)."""
     if attribution is None:
         return tuple(entries)
@@ -489,14 +666,19 @@ def _last_round_diagnosed(entries: Sequence[RoundEntry], attribution: Mapping[st
 
 def _round_tokens(entries: Sequence[RoundEntry]) -> dict[str, int]:
     """A task's tokens over all its rounds."""
-    return {part: sum(entry.tokens.get(part, 0) for entry in entries)
-            for part in ("prompt", "completion", "prompt_cached")}
+    return {
+        part: sum(entry.tokens.get(part, 0) for entry in entries)
+        for part in ("prompt", "completion", "prompt_cached")
+    }
 
 
-def _generation_figures(outcomes: Sequence[ProgramOutcome], failures: Sequence[Mapping[str, Any]],
-                        generators: Sequence[Any]) -> GenerationFigures:
-    """The cell's generation figures: success, the share of tasks per status, the tasks per failure category
-    and the generators' usage summed."""
+def _generation_figures(
+    outcomes: Sequence[ProgramOutcome],
+    failures: Sequence[Mapping[str, Any]],
+    generators: Sequence[Any],
+) -> GenerationFigures:
+    """The cell's generation figures: success, the share of tasks per status, the tasks per failure
+    category and the generators' usage summed."""
     usage: dict[str, float] = {}
     for generator in generators:
         if not isinstance(generator, SummarisesUsage):
@@ -507,9 +689,13 @@ def _generation_figures(outcomes: Sequence[ProgramOutcome], failures: Sequence[M
     statuses = [outcome.status for outcome in outcomes]
     return GenerationFigures(
         success=_mean(float(status == "pass") for status in statuses),
-        status={name: _mean(float(status == name) for status in statuses) for name in TASK_STATUSES},
+        status={
+            name: _mean(float(status == name) for status in statuses) for name in TASK_STATUSES
+        },
         failures={category: float(count) for category, count in count_categories(failures).items()},
-        usage=usage, cache_hits=usage.get("cache_hits"))
+        usage=usage,
+        cache_hits=usage.get("cache_hits"),
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -538,20 +724,26 @@ class RunContext:
     base_dir: Path | None = None
 
 
-def run_cell(cell: Cell, ctx: RunContext, directory: Path, task_bar: Any = None,
-             sources: Mapping[str, Mapping[str, str]] | None = None) -> ReportFile:
-    """Compute one cell of a run (its retrieval from ``ctx.store``, then :func:`compute`) and write its files
-    (:func:`write_cell`; ``sources`` as there).
+def run_cell(
+    cell: Cell,
+    ctx: RunContext,
+    directory: Path,
+    task_bar: Any = None,
+    sources: Mapping[str, Mapping[str, str]] | None = None,
+) -> ReportFile:
+    """Compute one cell of a run (its retrieval from ``ctx.store``, then :func:`compute`) and write
+    its files (:func:`write_cell`; ``sources`` as there).
 
     Returns
     -------
-    The cell's report.json record. Whatever a component raises propagates, report.json unwritten: a re-run
-    computes the cell again.
+    The cell's report.json record. Whatever a component raises propagates, report.json unwritten: a
+    re-run computes the cell again.
     """
     start = time.perf_counter()
     s = cell.settings
     show = None
     if task_bar is not None:
+
         def show(stage: str, i: int, n: int) -> None:
             fold = f" fold {i}/{n}" if n > 1 else ""
             task_bar.set_description_str(f"  {stage}{fold}", refresh=True)
@@ -565,22 +757,40 @@ def run_cell(cell: Cell, ctx: RunContext, directory: Path, task_bar: Any = None,
     return write_cell(cell, ctx, directory, computed, time.perf_counter() - start, sources)
 
 
-def compute(cell: Cell, ctx: RunContext, retrieval: Retrieval, task_bar: Any = None) -> ComputedCell:
-    """:func:`compute_cell` of a cell of a run, from its retrieval; every backend computes through here."""
+def compute(
+    cell: Cell, ctx: RunContext, retrieval: Retrieval, task_bar: Any = None
+) -> ComputedCell:
+    """:func:`compute_cell` of a cell of a run, from its retrieval; every backend computes through
+    here."""
     s = cell.settings
 
     def requery(queries: Mapping[str, str]) -> Retrieval:
         return ctx.store.rerank(s.retriever, s.folds, s.seed, queries)
 
-    return compute_cell(s, retrieval, ctx.dataset, ctx.library, name=cell.id, workers=ctx.workers,
-                        base_dir=ctx.base_dir, task_bar=task_bar, requery=requery)
+    return compute_cell(
+        s,
+        retrieval,
+        ctx.dataset,
+        ctx.library,
+        name=cell.id,
+        workers=ctx.workers,
+        base_dir=ctx.base_dir,
+        task_bar=task_bar,
+        requery=requery,
+    )
 
 
-def write_cell(cell: Cell, ctx: RunContext, directory: Path, computed: ComputedCell, seconds: float,
-               sources: Mapping[str, Mapping[str, str]] | None = None) -> ReportFile:
-    """Write a computed cell's files into ``directory``, report.json (with ``seconds``, the wall time) last;
-    every backend writes through here. ``sources``: the source digests config.json records (default:
-    :meth:`CellSettings.sources`).
+def write_cell(
+    cell: Cell,
+    ctx: RunContext,
+    directory: Path,
+    computed: ComputedCell,
+    seconds: float,
+    sources: Mapping[str, Mapping[str, str]] | None = None,
+) -> ReportFile:
+    """Write a computed cell's files into ``directory``, report.json (with ``seconds``, the wall
+    time) last; every backend writes through here. ``sources``: the source digests config.json
+    records (default: :meth:`CellSettings.sources`).
 
     Returns
     -------
@@ -589,10 +799,20 @@ def write_cell(cell: Cell, ctx: RunContext, directory: Path, computed: ComputedC
     s = cell.settings
     report = computed.report.with_seconds(seconds)
     extraction = report.aspera.extraction if report.aspera is not None else None
-    config = ConfigFile(id=cell.id, label=cell.label, experiment=ctx.experiment, settings=s.to_json(),
-                        data=ctx.dataset.summary(), effective_folds=ctx.store.effective_folds(s.folds),
-                        extraction=extraction, embedding=embedding_windows(s.retriever, ctx.library),
-                        library={"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
-                        sources=sources if sources is not None else s.sources(), versions=ctx.versions)
-    write_cell_files(directory, config, report, computed.run, cell.id, computed.rows, computed.failures)
+    config = ConfigFile(
+        id=cell.id,
+        label=cell.label,
+        experiment=ctx.experiment,
+        settings=s.to_json(),
+        data=ctx.dataset.summary(),
+        effective_folds=ctx.store.effective_folds(s.folds),
+        extraction=extraction,
+        embedding=embedding_windows(s.retriever, ctx.library),
+        library={"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
+        sources=sources if sources is not None else s.sources(),
+        versions=ctx.versions,
+    )
+    write_cell_files(
+        directory, config, report, computed.run, cell.id, computed.rows, computed.failures
+    )
     return report

@@ -8,12 +8,14 @@ file                   record
 ``config.json``        :class:`ConfigFile`
 ``report.json``        :class:`ReportFile`: :class:`RankingFigures`, :class:`SelectionFigures`,
                        :class:`SelectorUsage`, :class:`GenerationFigures`, :class:`RoundFigures`,
-                       :class:`AsperaFigures`, :class:`RunFacts`, :class:`Learning`, :class:`Frontier`
+                       :class:`AsperaFigures`, :class:`RunFacts`, :class:`Learning`,
+                       :class:`Frontier`
 ``tasks.jsonl``        :class:`TaskRow` per line: with a generator :class:`ProgramOutcome`, and
                        with reflection rounds a :class:`RoundEntry` per round
 =====================  =====================================================================
 
-The records hold data only; :mod:`primsel.experiments.results` reads and writes the files.
+The records hold data only; :mod:`primsel.experiments.results` reads and writes the files. The
+files' names are the constants below, and no other module writes them.
 
 Versions. The files carry no version number: each version so far only added keys, so one reader
 reads them all. A key an older version did not write reads as the field's default (None, empty,
@@ -33,10 +35,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from primsel.experiments.columns import ASPERA_FIGURES, ROUND_FIGURES, SELECTOR_USAGE, SET_METRICS, TIE_AWARE
+from primsel.experiments.columns import (
+    ASPERA_FIGURES,
+    ROUND_FIGURES,
+    SELECTOR_USAGE,
+    SET_METRICS,
+    TIE_AWARE,
+)
+
+EXPERIMENT_FILE = "experiment.json"  #: The experiment's manifest, :class:`ManifestFile`.
+CONFIG_FILE = "config.json"  #: A cell's settings and provenance, :class:`ConfigFile`.
+REPORT_FILE = "report.json"  #: A cell's means, :class:`ReportFile`, written last.
+TASKS_FILE = "tasks.jsonl"  #: A cell's task rows, a :class:`TaskRow` per line.
+RANKING_FILE = "run.trec"  #: A cell's ranking (TREC run format).
+FAILURES_FILE = "failures.jsonl"  #: A cell's diagnoses of the tasks that did not pass.
+MARKDOWN_FILE = "report.md"  #: The experiment's report.
+COLOURS_FILE = "colours.json"  #: Each cell's colour in the figures.
 
 #: A ranking metric's name (read as one even without a tie-aware partner).
-_RANKING_NAME = re.compile(r"(recall|complete|ndcg|precision|map|mrr|hit_rate|r_precision)@\d+|mrr|map")
+_RANKING_NAME = re.compile(
+    r"(recall|complete|ndcg|precision|map|mrr|hit_rate|r_precision)@\d+|mrr|map"
+)
 #: A figure of a reflection round in report.json: ``<figure>@<round>``.
 _ROUND_KEY = re.compile(r"(" + "|".join(ROUND_FIGURES) + r")@(\d+)")
 #: Prefix of the number of tasks with a tie across rank k (``tied_tasks@10``).
@@ -48,14 +67,16 @@ class ReportError(ValueError):
 
 
 class RunFileError(ReportError):
-    """A run file that is not valid JSON, not an object, or lacks or misshapes a key (the message names it)."""
+    """A run file that is not valid JSON, not an object, or lacks or misshapes a key (the message
+    names it)."""
 
 
 # ------------------------------------------------------------------------------------------------
 # Checked reads of one key
 # ------------------------------------------------------------------------------------------------
 def _table(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:
-    """``data[key]`` as a dict ({} when absent or null); RunFileError naming ``source`` when not a table."""
+    """``data[key]`` as a dict ({} when absent or null); RunFileError naming ``source`` when not a
+    table."""
     value = data.get(key)
     if value is None:
         return {}
@@ -64,9 +85,11 @@ def _table(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _list(data: Mapping[str, Any], key: str, source: str, item: type, shape: str) -> tuple[Any, ...] | None:
-    """``data[key]`` as a tuple (None when absent or null); RunFileError naming ``source`` when it is not
-    a list of ``item`` (``shape`` says what it must be)."""
+def _list(
+    data: Mapping[str, Any], key: str, source: str, item: type, shape: str
+) -> tuple[Any, ...] | None:
+    """``data[key]`` as a tuple (None when absent or null); RunFileError naming ``source`` when it
+    is not a list of ``item`` (``shape`` says what it must be)."""
     value = data.get(key)
     if value is None:
         return None
@@ -78,7 +101,7 @@ def _list(data: Mapping[str, Any], key: str, source: str, item: type, shape: str
 def _with_prefix(keys: dict[str, Any], prefix: str) -> dict[str, Any]:
     """Take the keys that start with ``prefix`` out of ``keys``: {key without the prefix: value}."""
     found = [key for key in keys if key.startswith(prefix)]
-    return {key[len(prefix):]: keys.pop(key) for key in found}
+    return {key[len(prefix) :]: keys.pop(key) for key in found}
 
 
 def _named(keys: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -96,10 +119,12 @@ class RankingFigures:
 
     Parameters
     ----------
-    values : metric name (``recall@10``, ``ndcg@10``, ``mrr``) -> mean, tied scores in primitive-id order;
-        written under the metric's name.
-    tie_aware : metric name -> mean over every order of the tied scores; written ``tie_aware_<metric>``.
-    tied_tasks : k -> number of tasks whose ranking has a tie across rank k; written ``tied_tasks@<k>``.
+    values : metric name (``recall@10``, ``ndcg@10``, ``mrr``) -> mean, tied scores in primitive-id
+        order; written under the metric's name.
+    tie_aware : metric name -> mean over every order of the tied scores; written
+        ``tie_aware_<metric>``.
+    tied_tasks : k -> number of tasks whose ranking has a tie across rank k; written
+        ``tied_tasks@<k>``.
     """
 
     values: Mapping[str, float] = field(default_factory=dict)
@@ -120,7 +145,8 @@ class RankingFigures:
         return sorted(ks)
 
     def tied(self, k: Any) -> float | None:
-        """Tasks with a tie across rank k, None when not counted at that k (or k is not an integer)."""
+        """Tasks with a tie across rank k, None when not counted at that k (or k is not an
+        integer)."""
         if not isinstance(k, int):
             return None
         return self.tied_tasks.get(k)
@@ -136,13 +162,16 @@ class RankingFigures:
 
     @classmethod
     def take(cls, keys: dict[str, Any]) -> RankingFigures:
-        """Take the ranking metrics out of ``keys`` (a report.json's keys not read yet): the names of ranking
-        metrics and those with a tie-aware partner, the tie-aware values, the tied-task counts."""
+        """Take the ranking metrics out of ``keys`` (a report.json's keys not read yet): the names
+        of ranking metrics and those with a tie-aware partner, the tie-aware values, the tied-task
+        counts."""
         names = [key for key in keys if TIE_AWARE + key in keys or _RANKING_NAME.fullmatch(key)]
         values = _named(keys, names)
         tie_aware = _with_prefix(keys, TIE_AWARE)
-        tied = [key for key in keys if key.startswith(TIED_TASKS) and key[len(TIED_TASKS):].isdigit()]
-        tied_tasks = {int(key[len(TIED_TASKS):]): keys.pop(key) for key in tied}
+        tied = [
+            key for key in keys if key.startswith(TIED_TASKS) and key[len(TIED_TASKS) :].isdigit()
+        ]
+        tied_tasks = {int(key[len(TIED_TASKS) :]): keys.pop(key) for key in tied}
         return cls(values=values, tie_aware=tie_aware, tied_tasks=tied_tasks)
 
 
@@ -156,7 +185,8 @@ class SelectionFigures:
     selected : primitives selected per task.
     closure_added : primitives the type closure added per task.
     docs_tokens : documentation tokens (characters / 4) of the selection per task.
-    scores : the set metrics of :data:`~primsel.experiments.columns.SET_METRICS`, each under its name.
+    scores : the set metrics of :data:`~primsel.experiments.columns.SET_METRICS`, each under its
+        name.
     """
 
     n_tasks: int | None = None
@@ -188,15 +218,20 @@ class SelectionFigures:
     @classmethod
     def take(cls, keys: dict[str, Any]) -> SelectionFigures:
         """Take the selection's keys out of ``keys``."""
-        return cls(n_tasks=keys.pop("n_tasks", None), selected=keys.pop("selected", None),
-                   closure_added=keys.pop("closure_added", None), docs_tokens=keys.pop("docs_tokens", None),
-                   scores=_named(keys, SET_METRICS))
+        return cls(
+            n_tasks=keys.pop("n_tasks", None),
+            selected=keys.pop("selected", None),
+            closure_added=keys.pop("closure_added", None),
+            docs_tokens=keys.pop("docs_tokens", None),
+            scores=_named(keys, SET_METRICS),
+        )
 
 
 @dataclass(frozen=True)
 class SelectorUsage:
-    """An LLM selector's usage summed over tasks: name of :data:`~primsel.experiments.columns.SELECTOR_USAGE`
-    -> total, written ``selector_<name>`` (``cached``, the answers from the cache: ``selector_cache_hits``)."""
+    """An LLM selector's usage summed over tasks: name of
+    :data:`~primsel.experiments.columns.SELECTOR_USAGE` -> total, written ``selector_<name>``
+    (``cached``, the answers from the cache: ``selector_cache_hits``)."""
 
     values: Mapping[str, float] = field(default_factory=dict)
 
@@ -213,7 +248,8 @@ class SelectorUsage:
 
     @classmethod
     def take(cls, keys: dict[str, Any]) -> SelectorUsage | None:
-        """Take the selector's usage out of ``keys``; None when none is recorded (no LLM selector)."""
+        """Take the selector's usage out of ``keys``; None when none is recorded (no LLM
+        selector)."""
         values = {name: keys.pop(cls.key(name)) for name in SELECTOR_USAGE if cls.key(name) in keys}
         if not values:
             return None
@@ -227,9 +263,12 @@ class GenerationFigures:
     Parameters
     ----------
     success : fraction of tasks passed (always written with a generator).
-    status : status -> fraction of tasks (:data:`~primsel.experiments.columns.TASK_STATUSES`); ``status_<s>``.
-    failures : failure category -> tasks (:func:`primsel.eval.attribution.count_categories`); ``failures_<c>``.
-    usage : the generators' usage summed (``calls``, ``errors``, ``cache_hits``, tokens, ...); ``generator_<key>``.
+    status : status -> fraction of tasks (:data:`~primsel.experiments.columns.TASK_STATUSES`);
+        ``status_<s>``.
+    failures : failure category -> tasks (:func:`primsel.eval.attribution.count_categories`);
+        ``failures_<c>``.
+    usage : the generators' usage summed (``calls``, ``errors``, ``cache_hits``, tokens, ...);
+        ``generator_<key>``.
     cache_hits : answers taken from the answer cache (None: not counted).
     """
 
@@ -258,21 +297,27 @@ class GenerationFigures:
         status = _with_prefix(keys, "status_")
         failures = _with_prefix(keys, "failures_")
         usage = _with_prefix(keys, "generator_")
-        return cls(success=success, status=status, failures=failures, usage=usage,
-                   cache_hits=keys.pop("cache_hits", None))
+        return cls(
+            success=success,
+            status=status,
+            failures=failures,
+            usage=usage,
+            cache_hits=keys.pop("cache_hits", None),
+        )
 
 
 @dataclass(frozen=True)
 class RoundFigures:
-    """The figures of one reflection round (:func:`primsel.experiments.reflection.round_figures`), each
-    written ``<figure>@<round>`` when not None.
+    """The figures of one reflection round (:func:`primsel.experiments.reflection.round_figures`),
+    each written ``<figure>@<round>`` when not None.
 
     Parameters
     ----------
     success : fraction of tasks passed by the round.
-    calls, cache_hits, requests : generation requests of the round, those answered from the cache, and the
-        HTTP requests sent (retries included).
-    prompt_tokens, completion_tokens, cumulative_tokens : tokens of the round, and of rounds 1 to this one.
+    calls, cache_hits, requests : generation requests of the round, those answered from the cache,
+        and the HTTP requests sent (retries included).
+    prompt_tokens, completion_tokens, cumulative_tokens : tokens of the round, and of rounds 1 to
+        this one.
     selection_recall : mean set recall of the selections of the round (None without ``reselect``).
     """
 
@@ -316,9 +361,10 @@ class AsperaFigures:
 
     Parameters
     ----------
-    extraction : ``"primsel"`` or ``"aspera"``, the extraction rules; None: the generator's own way (always
-        written with a generator).
-    figures : name of :data:`~primsel.experiments.columns.ASPERA_FIGURES` -> value (None: undefined).
+    extraction : ``"primsel"`` or ``"aspera"``, the extraction rules; None: the generator's own way
+        (always written with a generator).
+    figures : name of :data:`~primsel.experiments.columns.ASPERA_FIGURES` -> value (None:
+        undefined).
     """
 
     extraction: str | None = None
@@ -348,10 +394,11 @@ class RunFacts:
 
     Parameters
     ----------
-    retrieval_seconds : wall time of the retrieval (s); for a cached one, that of the run that computed it.
+    retrieval_seconds : wall time of the retrieval (s); for a cached one, that of the run that
+        computed it.
     retrieval_cached : 1.0 when the retrieval came from the disk cache, else 0.0.
-    llm_answers, llm_answers_cached : LLM answers the cell rests on (selector's and generator's), and how many
-        came from a cache (None: no LLM).
+    llm_answers, llm_answers_cached : LLM answers the cell rests on (selector's and generator's),
+        and how many came from a cache (None: no LLM).
     incomplete_tasks : tasks whose LLM request failed after its retries.
     complete : False when some did: the next ``primsel run`` computes the cell again.
     seconds : the cell's wall time (s).
@@ -365,8 +412,15 @@ class RunFacts:
     complete: bool | None = None
     seconds: float | None = None
 
-    _KEYS = ("retrieval_seconds", "retrieval_cached", "llm_answers", "llm_answers_cached", "incomplete_tasks",
-             "complete", "seconds")
+    _KEYS = (
+        "retrieval_seconds",
+        "retrieval_cached",
+        "llm_answers",
+        "llm_answers_cached",
+        "incomplete_tasks",
+        "complete",
+        "seconds",
+    )
 
     def to_json(self) -> dict[str, Any]:
         """The report.json keys of the facts recorded."""
@@ -385,8 +439,8 @@ class RunFacts:
 
 @dataclass(frozen=True)
 class Learning:
-    """Which components of the cell learn from tasks (each fitted per fold on the other folds); report.json's
-    ``learns``: ``{"retriever": bool, "selector": bool, "generator": bool}``."""
+    """Which components of the cell learn from tasks (each fitted per fold on the other folds);
+    report.json's ``learns``: ``{"retriever": bool, "selector": bool, "generator": bool}``."""
 
     retriever: bool
     selector: bool = False
@@ -398,21 +452,26 @@ class Learning:
 
     @classmethod
     def take(cls, keys: dict[str, Any], source: str) -> Learning | None:
-        """Take ``learns`` out of ``keys`` (None when absent); RunFileError naming ``source`` when it is not
-        a table with a boolean ``retriever``."""
+        """Take ``learns`` out of ``keys`` (None when absent); RunFileError naming ``source`` when
+        it is not a table with a boolean ``retriever``."""
         learns = keys.pop("learns", None)
         if learns is None:
             return None
         if not isinstance(learns, Mapping) or not isinstance(learns.get("retriever"), bool):
-            raise RunFileError(f"{source}: learns must be a table with a boolean 'retriever', got {learns!r}")
-        return cls(retriever=learns["retriever"], selector=bool(learns.get("selector")),
-                   generator=bool(learns.get("generator")))
+            raise RunFileError(
+                f"{source}: learns must be a table with a boolean 'retriever', got {learns!r}"
+            )
+        return cls(
+            retriever=learns["retriever"],
+            selector=bool(learns.get("selector")),
+            generator=bool(learns.get("generator")),
+        )
 
 
 @dataclass(frozen=True)
 class Frontier:
-    """The recall/tokens frontier of the cell's ranking: for k = 1 .. depth, the mean documentation ``tokens``
-    of each task's top k and the mean ``recall`` of it; report.json's ``frontier``.
+    """The recall/tokens frontier of the cell's ranking: for k = 1 .. depth, the mean documentation
+    ``tokens`` of each task's top k and the mean ``recall`` of it; report.json's ``frontier``.
 
     Raises
     ------
@@ -423,8 +482,11 @@ class Frontier:
     recall: tuple[float, ...]
 
     def __post_init__(self) -> None:
+        """Check that the two lists have the same length."""
         if len(self.tokens) != len(self.recall):
-            raise ValueError(f"frontier: {len(self.tokens)} token values but {len(self.recall)} recall values")
+            raise ValueError(
+                f"frontier: {len(self.tokens)} token values but {len(self.recall)} recall values"
+            )
 
     def to_json(self) -> dict[str, list[float]]:
         """The value of ``frontier``."""
@@ -432,14 +494,18 @@ class Frontier:
 
     @classmethod
     def take(cls, keys: dict[str, Any], source: str) -> Frontier | None:
-        """Take ``frontier`` out of ``keys`` (None when absent); RunFileError naming ``source`` when it is not a
-        table of two lists of the same length, ``tokens`` and ``recall``."""
+        """Take ``frontier`` out of ``keys`` (None when absent); RunFileError naming ``source`` when
+        it is not a table of two lists of the same length, ``tokens`` and ``recall``."""
         frontier = keys.pop("frontier", None)
         if frontier is None:
             return None
-        lists = isinstance(frontier, Mapping) and all(isinstance(frontier.get(k), list) for k in ("tokens", "recall"))
+        lists = isinstance(frontier, Mapping) and all(
+            isinstance(frontier.get(k), list) for k in ("tokens", "recall")
+        )
         if not lists:
-            raise RunFileError(f"{source}: frontier must be a table of 'tokens' and 'recall' lists, got {frontier!r}")
+            raise RunFileError(
+                f"{source}: frontier must be a table of 'tokens' and 'recall' lists, got {frontier!r}"
+            )
         try:
             return cls(tokens=tuple(frontier["tokens"]), recall=tuple(frontier["recall"]))
         except ValueError as exc:
@@ -448,19 +514,22 @@ class Frontier:
 
 @dataclass(frozen=True)
 class ReportFile:
-    """A cell's ``report.json``: one record per stage (None or empty: the cell had no such stage), then what
-    the report reads instead of building anything.
+    """A cell's ``report.json``: one record per stage (None or empty: the cell had no such stage),
+    then what the report reads instead of building anything.
 
     Parameters
     ----------
     ranking, selection : the ranking and selection figures (every cell).
     selector_usage : an LLM selector's usage (None: no LLM selector).
-    generation, rounds, aspera : with a generator, what its programs did, the reflection rounds (empty without
-        reflection) and ASPERA's figures (None and empty without a generator).
+    generation, rounds, aspera : with a generator, what its programs did, the reflection rounds
+        (empty without reflection) and ASPERA's figures (None and empty without a generator).
     run : how the cell ran.
-    learning : ``learns``, which components learn from tasks (None: not recorded by the version that wrote it).
-    frontier : the recall/tokens frontier of the ranking (None: not recorded, or no task with gold primitives).
-    retrieval_key : the name of the ranking the cell used (:func:`primsel.retrieval.store.retrieval_key`).
+    learning : ``learns``, which components learn from tasks (None: not recorded by the version that
+        wrote it).
+    frontier : the recall/tokens frontier of the ranking (None: not recorded, or no task with gold
+        primitives).
+    retrieval_key : the name of the ranking the cell used
+        (:func:`primsel.retrieval.store.retrieval_key`).
     extra : keys this version does not know, written back as they are.
     """
 
@@ -498,8 +567,9 @@ class ReportFile:
         return replace(self, run=replace(self.run, seconds=seconds))
 
     def metric(self, name: str) -> float | None:
-        """A value a table shows: a ranking metric, a set metric, ``n_tasks``, ``selected``, ``closure_added``,
-        ``docs_tokens``, ``success``, an ASPERA figure or a key of :attr:`extra`; None when the cell lacks it."""
+        """A value a table shows: a ranking metric, a set metric, ``n_tasks``, ``selected``,
+        ``closure_added``, ``docs_tokens``, ``success``, an ASPERA figure or a key of :attr:`extra`;
+        None when the cell lacks it."""
         if name in self.ranking.values:
             return self.ranking.values[name]
         if name in self.selection.scores:
@@ -534,9 +604,10 @@ class ReportFile:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str = "report.json") -> ReportFile:
-        """Read the content of a report.json; RunFileError naming ``source`` when ``learns`` or ``frontier``
-        is misshapen. Each stage takes its keys in turn; what no stage took is :attr:`extra`."""
+    def from_json(cls, data: Mapping[str, Any], source: str = REPORT_FILE) -> ReportFile:
+        """Read the content of a report.json; RunFileError naming ``source`` when ``learns`` or
+        ``frontier`` is misshapen. Each stage takes its keys in turn; what no stage took is
+        :attr:`extra`."""
         keys = dict(data)
         ranking = RankingFigures.take(keys)
         selection = SelectionFigures.take(keys)
@@ -548,9 +619,19 @@ class ReportFile:
         learning = Learning.take(keys, source)
         frontier = Frontier.take(keys, source)
         retrieval_key = keys.pop("retrieval_key", None)
-        return cls(ranking=ranking, selection=selection, selector_usage=selector_usage, generation=generation,
-                   rounds=rounds, aspera=aspera, run=run, learning=learning, frontier=frontier,
-                   retrieval_key=retrieval_key, extra=keys)
+        return cls(
+            ranking=ranking,
+            selection=selection,
+            selector_usage=selector_usage,
+            generation=generation,
+            rounds=rounds,
+            aspera=aspera,
+            run=run,
+            learning=learning,
+            frontier=frontier,
+            retrieval_key=retrieval_key,
+            extra=keys,
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -568,8 +649,8 @@ class ConfigFile:
     settings : the resolved settings (:meth:`primsel.experiments.settings.CellSettings.to_json`).
     data : the data summary (:meth:`primsel.experiments.dataset.Dataset.summary`).
     effective_folds : the folds used (fewer than asked when there are fewer tasks).
-    extraction : with a generator, the extraction rules of its answers (None: the generator's own); written
-        only when ``settings`` has a generator.
+    extraction : with a generator, the extraction rules of its answers (None: the generator's own);
+        written only when ``settings`` has a generator.
     embedding : per dense retriever, how its documents fit the model's window
         (:func:`primsel.retrieval.windows.embedding_windows`); written when not empty.
     library : ``n_primitives`` and ``fingerprint`` of the library ranked.
@@ -593,37 +674,52 @@ class ConfigFile:
 
     def to_json(self) -> dict[str, Any]:
         """The content of config.json."""
-        out: dict[str, Any] = {"id": self.id, "label": self.label, "experiment": self.experiment,
-                               "settings": dict(self.settings), "data": dict(self.data),
-                               "effective_folds": self.effective_folds}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "label": self.label,
+            "experiment": self.experiment,
+            "settings": dict(self.settings),
+            "data": dict(self.data),
+            "effective_folds": self.effective_folds,
+        }
         if self.settings.get("generator"):
             out["extraction"] = self.extraction
         if self.embedding:
             out["embedding"] = dict(self.embedding)
-        out.update(library=dict(self.library), sources=dict(self.sources), versions=dict(self.versions))
+        out.update(
+            library=dict(self.library), sources=dict(self.sources), versions=dict(self.versions)
+        )
         out.update(self.extra)
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str = "config.json") -> ConfigFile:
-        """Read the content of a config.json; RunFileError naming ``source`` without ``id`` or when a table
-        key is not a table."""
+    def from_json(cls, data: Mapping[str, Any], source: str = CONFIG_FILE) -> ConfigFile:
+        """Read the content of a config.json; RunFileError naming ``source`` without ``id`` or when
+        a table key is not a table."""
         if "id" not in data:
             raise RunFileError(f"{source}: no 'id'")
         keys = dict(data)
-        tables = {name: _table(keys, name, source)
-                  for name in ("settings", "data", "embedding", "library", "sources", "versions")}
+        tables = {
+            name: _table(keys, name, source)
+            for name in ("settings", "data", "embedding", "library", "sources", "versions")
+        }
         for name in (*tables, "id", "label", "experiment", "effective_folds", "extraction"):
             keys.pop(name, None)
-        return cls(id=data["id"], label=data.get("label"), experiment=data.get("experiment"),
-                   effective_folds=data.get("effective_folds"), extraction=data.get("extraction"), **tables,
-                   extra=keys)
+        return cls(
+            id=data["id"],
+            label=data.get("label"),
+            experiment=data.get("experiment"),
+            effective_folds=data.get("effective_folds"),
+            extraction=data.get("extraction"),
+            **tables,
+            extra=keys,
+        )
 
 
 @dataclass(frozen=True)
 class ManifestCell:
-    """A cell as ``experiment.json`` lists it: its ``id`` (required), ``label`` (None: the id), resolved
-    ``settings`` and ``extra``, keys this version does not know."""
+    """A cell as ``experiment.json`` lists it: its ``id`` (required), ``label`` (None: the id),
+    resolved ``settings`` and ``extra``, keys this version does not know."""
 
     id: str
     label: str | None = None
@@ -635,15 +731,22 @@ class ManifestCell:
         return {"id": self.id, "label": self.label, "settings": dict(self.settings), **self.extra}
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "experiment.json") -> ManifestCell:
-        """Read an entry of ``cells``; RunFileError naming ``source`` when it is not a table, has no ``id`` or
-        its ``settings`` is not a table."""
+    def from_json(cls, data: Any, source: str = EXPERIMENT_FILE) -> ManifestCell:
+        """Read an entry of ``cells``; RunFileError naming ``source`` when it is not a table, has no
+        ``id`` or its ``settings`` is not a table."""
         if not isinstance(data, Mapping):
             raise RunFileError(f"{source}: a cell entry must be a table, got {data!r}")
         if "id" not in data:
             raise RunFileError(f"{source}: a cell entry without 'id': {data!r}")
-        extra = {key: value for key, value in data.items() if key not in ("id", "label", "settings")}
-        return cls(id=data["id"], label=data.get("label"), settings=_table(data, "settings", source), extra=extra)
+        extra = {
+            key: value for key, value in data.items() if key not in ("id", "label", "settings")
+        }
+        return cls(
+            id=data["id"],
+            label=data.get("label"),
+            settings=_table(data, "settings", source),
+            extra=extra,
+        )
 
 
 @dataclass(frozen=True)
@@ -655,11 +758,13 @@ class ManifestFile:
     cells : the cells in grid order (required).
     name : the experiment's name (None: the directory's).
     description, baseline : as the experiment file gives them.
-    data : the data summary (several datasets: sources and fingerprints joined by ``+``, tasks summed).
+    data : the data summary (several datasets: sources and fingerprints joined by ``+``, tasks
+        summed).
     grids : each grid, dotted key -> values.
     datasets : with several datasets, each one's summary and notes; written when not empty.
     notes : with one dataset, what its loader merged or dropped; written when not empty.
-    pair_on : the settings a cell shares with its baseline cell (None: all but the retriever); written when set.
+    pair_on : the settings a cell shares with its baseline cell (None: all but the retriever);
+        written when set.
     extra : keys this version does not know.
     """
 
@@ -676,9 +781,14 @@ class ManifestFile:
 
     def to_json(self) -> dict[str, Any]:
         """The content of experiment.json."""
-        out: dict[str, Any] = {"name": self.name, "description": self.description, "baseline": self.baseline,
-                               "data": dict(self.data), "grids": [dict(grid) for grid in self.grids],
-                               "cells": [cell.to_json() for cell in self.cells]}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "baseline": self.baseline,
+            "data": dict(self.data),
+            "grids": [dict(grid) for grid in self.grids],
+            "cells": [cell.to_json() for cell in self.cells],
+        }
         if self.datasets:
             out["datasets"] = [dict(dataset) for dataset in self.datasets]
         if self.notes:
@@ -689,31 +799,49 @@ class ManifestFile:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str = "experiment.json") -> ManifestFile:
-        """Read the content of an experiment.json; RunFileError naming ``source`` without ``cells`` or when a
-        key has the wrong shape."""
+    def from_json(cls, data: Mapping[str, Any], source: str = EXPERIMENT_FILE) -> ManifestFile:
+        """Read the content of an experiment.json; RunFileError naming ``source`` without ``cells``
+        or when a key has the wrong shape."""
         if "cells" not in data:
             raise RunFileError(f"{source}: no 'cells'")
         entries = _list(data, "cells", source, object, "a list")
         cells = tuple(ManifestCell.from_json(entry, source) for entry in entries or ())
-        known = ("name", "description", "baseline", "data", "grids", "cells", "datasets", "notes", "pair_on")
-        return cls(cells=cells, name=data.get("name"), description=data.get("description"),
-                   baseline=data.get("baseline"), data=_table(data, "data", source),
-                   grids=_list(data, "grids", source, Mapping, "a list of tables") or (),
-                   datasets=_list(data, "datasets", source, Mapping, "a list of tables") or (),
-                   notes=_list(data, "notes", source, str, "a list of strings") or (),
-                   pair_on=_list(data, "pair_on", source, str, "a list of strings"),
-                   extra={key: value for key, value in data.items() if key not in known})
+        known = (
+            "name",
+            "description",
+            "baseline",
+            "data",
+            "grids",
+            "cells",
+            "datasets",
+            "notes",
+            "pair_on",
+        )
+        return cls(
+            cells=cells,
+            name=data.get("name"),
+            description=data.get("description"),
+            baseline=data.get("baseline"),
+            data=_table(data, "data", source),
+            grids=_list(data, "grids", source, Mapping, "a list of tables") or (),
+            datasets=_list(data, "datasets", source, Mapping, "a list of tables") or (),
+            notes=_list(data, "notes", source, str, "a list of strings") or (),
+            pair_on=_list(data, "pair_on", source, str, "a list of strings"),
+            extra={key: value for key, value in data.items() if key not in known},
+        )
 
 
 # ------------------------------------------------------------------------------------------------
 # tasks.jsonl
 # ------------------------------------------------------------------------------------------------
 def answer_tokens(usage: Mapping[str, Any]) -> dict[str, int]:
-    """The ``prompt``, ``completion`` and ``prompt_cached`` tokens of an answer as a task row holds them, from its
-    generator's usage (:attr:`primsel.types.Program.usage`; 0 for what it lacks)."""
-    return {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0),
-            "prompt_cached": usage.get("prompt_tokens_cached", 0)}
+    """The ``prompt``, ``completion`` and ``prompt_cached`` tokens of an answer as a task row holds
+    them, from its generator's usage (:attr:`primsel.types.Program.usage`; 0 for what it lacks)."""
+    return {
+        "prompt": usage.get("prompt_tokens", 0),
+        "completion": usage.get("completion_tokens", 0),
+        "prompt_cached": usage.get("prompt_tokens_cached", 0),
+    }
 
 
 @dataclass(frozen=True)
@@ -723,15 +851,16 @@ class RoundEntry:
     Parameters
     ----------
     round : the round, from 1.
-    status, error_type, message, line : the round's status (the execution's, else the program's), and the
-        error's class, message and line in the program.
-    program_status, program : the program's status (``ok``, ``truncated``, ``llm_error``, ...) and text.
+    status, error_type, message, line : the round's status (the execution's, else the program's),
+        and the error's class, message and line in the program.
+    program_status, program : the program's status (``ok``, ``truncated``, ``llm_error``, ...) and
+        text.
     tokens : ``prompt``, ``completion`` and ``prompt_cached`` tokens of the round's answer.
     cached : the answer came from the answer cache.
-    category, feedback : the diagnosis of the round's failure and the feedback sent for the next round (None
-        when none was sent).
-    selection, set_recall : with ``reselect``, the round's selection and its set recall (else None: not
-        written).
+    category, feedback : the diagnosis of the round's failure and the feedback sent for the next
+        round (None when none was sent).
+    selection, set_recall : with ``reselect``, the round's selection and its set recall (else None:
+        not written).
     """
 
     round: int
@@ -750,10 +879,19 @@ class RoundEntry:
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a task row's ``rounds`` holds it."""
-        out: dict[str, Any] = {"round": self.round, "status": self.status, "error_type": self.error_type,
-                               "message": self.message, "line": self.line, "program_status": self.program_status,
-                               "program": self.program, "tokens": dict(self.tokens), "cached": self.cached,
-                               "category": self.category, "feedback": self.feedback}
+        out: dict[str, Any] = {
+            "round": self.round,
+            "status": self.status,
+            "error_type": self.error_type,
+            "message": self.message,
+            "line": self.line,
+            "program_status": self.program_status,
+            "program": self.program,
+            "tokens": dict(self.tokens),
+            "cached": self.cached,
+            "category": self.category,
+            "feedback": self.feedback,
+        }
         if self.selection is not None:
             out["selection"] = list(self.selection)
             out["set_recall"] = self.set_recall
@@ -763,12 +901,21 @@ class RoundEntry:
     def from_json(cls, data: Mapping[str, Any]) -> RoundEntry:
         """Read an entry of a task row's ``rounds`` (missing keys as their defaults)."""
         selection = data.get("selection")
-        return cls(round=int(data.get("round", 1)), status=data.get("status"), error_type=data.get("error_type"),
-                   message=data.get("message"), line=data.get("line"), program_status=data.get("program_status"),
-                   program=data.get("program"), tokens=dict(data.get("tokens") or {}),
-                   cached=bool(data.get("cached", False)), category=data.get("category"),
-                   feedback=data.get("feedback"), selection=None if selection is None else tuple(selection),
-                   set_recall=data.get("set_recall"))
+        return cls(
+            round=int(data.get("round", 1)),
+            status=data.get("status"),
+            error_type=data.get("error_type"),
+            message=data.get("message"),
+            line=data.get("line"),
+            program_status=data.get("program_status"),
+            program=data.get("program"),
+            tokens=dict(data.get("tokens") or {}),
+            cached=bool(data.get("cached", False)),
+            category=data.get("category"),
+            feedback=data.get("feedback"),
+            selection=None if selection is None else tuple(selection),
+            set_recall=data.get("set_recall"),
+        )
 
 
 @dataclass(frozen=True)
@@ -777,16 +924,19 @@ class ProgramOutcome:
 
     Parameters
     ----------
-    status : the task's status: the execution's (``pass``, ``fail``, ``error``, ...) or, for a program not
-        executed, the program's (``truncated``, ``llm_error``, ``no_program``).
-    error_type, message : the error's class and message (the failed request's text for ``llm_error``).
+    status : the task's status: the execution's (``pass``, ``fail``, ``error``, ...) or, for a
+        program not executed, the program's (``truncated``, ``llm_error``, ``no_program``).
+    error_type, message : the error's class and message (the failed request's text for
+        ``llm_error``).
     program_status, program : the program's status and text.
-    tokens : ``prompt``, ``completion``, ``prompt_cached`` tokens of the answer (over every round with rounds).
+    tokens : ``prompt``, ``completion``, ``prompt_cached`` tokens of the answer (over every round
+        with rounds).
     generation_seconds, seconds : time to get the answer and to execute the program.
     called_primitives : the library primitives the program called.
-    attribution : the diagnosis of a task that did not pass (:func:`primsel.eval.attribution.attribute`).
-    extraction, dropped_lines, parse_failure : how the program was taken from the answer (the mode, the
-        module-level lines removed, ASPERA's parser failure).
+    attribution : the diagnosis of a task that did not pass
+        (:func:`primsel.eval.attribution.attribute`).
+    extraction, dropped_lines, parse_failure : how the program was taken from the answer (the mode,
+        the module-level lines removed, ASPERA's parser failure).
     import_lenient_status : the status of the program re-run with lenient imports (ASPERA's figure).
     """
 
@@ -812,29 +962,56 @@ class ProgramOutcome:
 
     def to_json(self) -> dict[str, Any]:
         """The row's keys of the program."""
-        return {"status": self.status, "error_type": self.error_type, "message": self.message,
-                "program_status": self.program_status, "program": self.program, "tokens": dict(self.tokens),
-                "generation_seconds": self.generation_seconds, "seconds": self.seconds,
-                "called_primitives": list(self.called_primitives),
-                "attribution": None if self.attribution is None else dict(self.attribution),
-                "extraction": self.extraction, "dropped_lines": list(self.dropped_lines),
-                "parse_failure": self.parse_failure, "import_lenient_status": self.import_lenient_status}
+        return {
+            "status": self.status,
+            "error_type": self.error_type,
+            "message": self.message,
+            "program_status": self.program_status,
+            "program": self.program,
+            "tokens": dict(self.tokens),
+            "generation_seconds": self.generation_seconds,
+            "seconds": self.seconds,
+            "called_primitives": list(self.called_primitives),
+            "attribution": None if self.attribution is None else dict(self.attribution),
+            "extraction": self.extraction,
+            "dropped_lines": list(self.dropped_lines),
+            "parse_failure": self.parse_failure,
+            "import_lenient_status": self.import_lenient_status,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProgramOutcome:
         """Read the program's keys of a row (missing keys as their defaults)."""
-        return cls(status=data["status"], error_type=data.get("error_type"), message=data.get("message"),
-                   program_status=data.get("program_status"), program=data.get("program"),
-                   tokens=dict(data.get("tokens") or {}), generation_seconds=data.get("generation_seconds", 0.0),
-                   seconds=data.get("seconds", 0.0), called_primitives=tuple(data.get("called_primitives") or ()),
-                   attribution=data.get("attribution"), extraction=data.get("extraction"),
-                   dropped_lines=tuple(data.get("dropped_lines") or ()), parse_failure=data.get("parse_failure"),
-                   import_lenient_status=data.get("import_lenient_status"))
+        return cls(
+            status=data["status"],
+            error_type=data.get("error_type"),
+            message=data.get("message"),
+            program_status=data.get("program_status"),
+            program=data.get("program"),
+            tokens=dict(data.get("tokens") or {}),
+            generation_seconds=data.get("generation_seconds", 0.0),
+            seconds=data.get("seconds", 0.0),
+            called_primitives=tuple(data.get("called_primitives") or ()),
+            attribution=data.get("attribution"),
+            extraction=data.get("extraction"),
+            dropped_lines=tuple(data.get("dropped_lines") or ()),
+            parse_failure=data.get("parse_failure"),
+            import_lenient_status=data.get("import_lenient_status"),
+        )
 
 
 #: The keys of a task row besides those of its program.
-_ROW_KEYS = ("task_id", "fold", "selection", "closure_added", "gold", "metrics", "docs_tokens", "selection_usage",
-             "rounds")
+_ROW_KEYS = (
+    "task_id",
+    "fold",
+    "selection",
+    "closure_added",
+    "gold",
+    "metrics",
+    "docs_tokens",
+    "selection_usage",
+    "rounds",
+)
 _PROGRAM_KEYS = tuple(ProgramOutcome.__dataclass_fields__)
 
 
@@ -849,9 +1026,9 @@ class TaskRow:
     selection : the primitives selected (the first round's, with rounds).
     closure_added : those the type closure added.
     gold : the task's gold primitives, sorted.
-    metrics : per-task ranking metrics (:data:`~primsel.experiments.columns.TASK_METRICS`, the cell's
-        ``recall@k``, ``complete@k`` and ``metrics``) and ``set_precision``, ``set_recall``, ``set_f1`` of
-        the selection.
+    metrics : per-task ranking metrics (:data:`~primsel.experiments.columns.TASK_METRICS`, the
+        cell's ``recall@k``, ``complete@k`` and ``metrics``) and ``set_precision``, ``set_recall``,
+        ``set_f1`` of the selection.
     docs_tokens : documentation tokens of the selection.
     selection_usage : an LLM selector's usage for the task (None: no LLM selector; not written).
     program : with a generator, what became of the task's program (None: no generator; not written).
@@ -872,8 +1049,9 @@ class TaskRow:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def value(self, metric: str) -> float | None:
-        """The task's value of a per-task ``metric`` (a key of :attr:`metrics`), ``docs_tokens``, or ``success``
-        (1.0 when the task passed, 0.0 when not); None when the row lacks it (``success`` without a generator)."""
+        """The task's value of a per-task ``metric`` (a key of :attr:`metrics`), ``docs_tokens``, or
+        ``success`` (1.0 when the task passed, 0.0 when not); None when the row lacks it
+        (``success`` without a generator)."""
         if metric == "success":
             if self.program is None:
                 return None
@@ -893,9 +1071,15 @@ class TaskRow:
 
     def to_json(self) -> dict[str, Any]:
         """The line's object, keys in the order the cell has always written them."""
-        out: dict[str, Any] = {"task_id": self.task_id, "fold": self.fold, "selection": list(self.selection),
-                               "closure_added": list(self.closure_added), "gold": list(self.gold),
-                               "metrics": dict(self.metrics), "docs_tokens": self.docs_tokens}
+        out: dict[str, Any] = {
+            "task_id": self.task_id,
+            "fold": self.fold,
+            "selection": list(self.selection),
+            "closure_added": list(self.closure_added),
+            "gold": list(self.gold),
+            "metrics": dict(self.metrics),
+            "docs_tokens": self.docs_tokens,
+        }
         if self.selection_usage is not None:
             out["selection_usage"] = dict(self.selection_usage)
         if self.program is not None:
@@ -906,18 +1090,34 @@ class TaskRow:
         return out
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "tasks.jsonl") -> TaskRow:
-        """Read a line's object (keys an older version did not write as their defaults); RunFileError naming
-        ``source`` when it is not an object with a ``task_id``, or ``metrics`` is not a table."""
+    def from_json(cls, data: Any, source: str = TASKS_FILE) -> TaskRow:
+        """Read a line's object (keys an older version did not write as their defaults);
+        RunFileError naming ``source`` when it is not an object with a ``task_id``, or ``metrics``
+        is not a table."""
         if not isinstance(data, Mapping) or "task_id" not in data:
-            raise RunFileError(f"{source}: a task row must be an object with a 'task_id', got {data!r}"[:300])
+            raise RunFileError(
+                f"{source}: a task row must be an object with a 'task_id', got {data!r}"[:300]
+            )
         program = ProgramOutcome.from_json(data) if "status" in data else None
         rounds = data.get("rounds")
         usage = data.get("selection_usage")
-        extra = {key: value for key, value in data.items() if key not in _ROW_KEYS and key not in _PROGRAM_KEYS}
-        return cls(task_id=str(data["task_id"]), fold=data.get("fold"), selection=tuple(data.get("selection") or ()),
-                   closure_added=tuple(data.get("closure_added") or ()), gold=tuple(data.get("gold") or ()),
-                   metrics=_table(data, "metrics", source), docs_tokens=data.get("docs_tokens", 0),
-                   selection_usage=None if usage is None else dict(usage), program=program,
-                   rounds=None if rounds is None else tuple(RoundEntry.from_json(entry) for entry in rounds),
-                   extra=extra)
+        extra = {
+            key: value
+            for key, value in data.items()
+            if key not in _ROW_KEYS and key not in _PROGRAM_KEYS
+        }
+        return cls(
+            task_id=str(data["task_id"]),
+            fold=data.get("fold"),
+            selection=tuple(data.get("selection") or ()),
+            closure_added=tuple(data.get("closure_added") or ()),
+            gold=tuple(data.get("gold") or ()),
+            metrics=_table(data, "metrics", source),
+            docs_tokens=data.get("docs_tokens", 0),
+            selection_usage=None if usage is None else dict(usage),
+            program=program,
+            rounds=None
+            if rounds is None
+            else tuple(RoundEntry.from_json(entry) for entry in rounds),
+            extra=extra,
+        )

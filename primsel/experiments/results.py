@@ -33,20 +33,26 @@ from typing import Any
 
 from primsel import spec as specs
 from primsel.eval.frontier import depth_of, ranked_tasks, recall_by_k
-from primsel.experiments.records import (ConfigFile, ManifestCell, ManifestFile, ReportError, ReportFile,
-                                         RunFileError, TaskRow)
+from primsel.experiments.records import (
+    COLOURS_FILE,
+    CONFIG_FILE,
+    EXPERIMENT_FILE,
+    FAILURES_FILE,
+    MARKDOWN_FILE,
+    RANKING_FILE,
+    REPORT_FILE,
+    TASKS_FILE,
+    ConfigFile,
+    ManifestCell,
+    ManifestFile,
+    ReportError,
+    ReportFile,
+    RunFileError,
+    TaskRow,
+)
 from primsel.files import JsonlError, dumps_json, dumps_jsonl, read_jsonl, write_atomic
 from primsel.retrieval.trec import format_run, read_run
 from primsel.types import Run
-
-EXPERIMENT_FILE = "experiment.json"  #: The experiment's manifest.
-CONFIG_FILE = "config.json"  #: A cell's settings and provenance.
-REPORT_FILE = "report.json"  #: A cell's means, written last.
-TASKS_FILE = "tasks.jsonl"  #: A cell's task rows.
-RANKING_FILE = "run.trec"  #: A cell's ranking.
-FAILURES_FILE = "failures.jsonl"  #: A cell's diagnoses of the tasks that did not pass.
-MARKDOWN_FILE = "report.md"  #: The experiment's report.
-COLOURS_FILE = "colours.json"  #: Each cell's colour in the figures.
 
 
 # ------------------------------------------------------------------------------------------------
@@ -74,8 +80,8 @@ def _read_object(path: Path) -> dict[str, Any] | None:
 
 
 def read_manifest(directory: Path) -> ManifestFile | None:
-    """The experiment.json of an experiment directory (None: there is none); ReportError as :func:`_read_object`,
-    RunFileError for a bad key."""
+    """The experiment.json of an experiment directory (None: there is none); ReportError as
+    :func:`_read_object`, RunFileError for a bad key."""
     path = directory / EXPERIMENT_FILE
     data = _read_object(path)
     if data is None:
@@ -84,7 +90,8 @@ def read_manifest(directory: Path) -> ManifestFile | None:
 
 
 def read_config(cell_directory: Path) -> ConfigFile | None:
-    """The config.json of a cell directory (None: there is none); errors as :func:`read_manifest`."""
+    """The config.json of a cell directory (None: there is none); errors as
+    :func:`read_manifest`."""
     path = cell_directory / CONFIG_FILE
     data = _read_object(path)
     if data is None:
@@ -93,8 +100,8 @@ def read_config(cell_directory: Path) -> ConfigFile | None:
 
 
 def read_report(cell_directory: Path) -> ReportFile | None:
-    """The report.json of a cell directory (None: there is none, the cell is not finished); errors as
-    :func:`read_manifest`."""
+    """The report.json of a cell directory (None: there is none, the cell is not finished); errors
+    as :func:`read_manifest`."""
     path = cell_directory / REPORT_FILE
     data = _read_object(path)
     if data is None:
@@ -103,7 +110,8 @@ def read_report(cell_directory: Path) -> ReportFile | None:
 
 
 def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskRow]:
-    """The task rows of a cell directory, in file order (none when it has no tasks.jsonl and ``missing_ok``).
+    """The task rows of a cell directory, in file order (none when it has no tasks.jsonl and
+    ``missing_ok``).
 
     Raises
     ------
@@ -116,7 +124,10 @@ def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskR
         raise RunFileError(f"{path} line {exc.line}: not JSON ({exc.detail})")
 
     try:
-        return [TaskRow.from_json(data, f"{path} line {number}") for number, data in read_jsonl(path, on_error=not_json)]
+        return [
+            TaskRow.from_json(data, f"{path} line {number}")
+            for number, data in read_jsonl(path, on_error=not_json)
+        ]
     except FileNotFoundError:
         if missing_ok:
             return []
@@ -126,13 +137,14 @@ def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskR
 
 
 def read_ranking(cell_directory: Path) -> Run:
-    """The ranking of a cell directory (:func:`primsel.retrieval.trec.read_run`); OSError or ValueError when
-    run.trec is missing or malformed."""
+    """The ranking of a cell directory (:func:`primsel.retrieval.trec.read_run`); OSError or
+    ValueError when run.trec is missing or malformed."""
     return read_run(cell_directory / RANKING_FILE)
 
 
 def is_complete(cell_directory: Path) -> bool:
-    """True when the cell directory holds a readable report.json that does not say ``"complete": false``."""
+    """True when the cell directory holds a readable report.json that does not say ``"complete":
+    false``."""
     try:
         report = read_report(cell_directory)
     except ReportError:
@@ -151,8 +163,8 @@ def markdown_path(directory: Path) -> Path:
 
 
 def read_colours(directory: Path) -> dict[str, str]:
-    """Cell id -> its ``#rrggbb`` colour in the figures, from colours.json ({} when there is none or it is not
-    readable); a value that is not ``#`` and six hex digits is left out."""
+    """Cell id -> its ``#rrggbb`` colour in the figures, from colours.json ({} when there is none or
+    it is not readable); a value that is not ``#`` and six hex digits is left out."""
     try:
         data = _read_object(directory / COLOURS_FILE)
     except ReportError:
@@ -172,16 +184,25 @@ def read_colours(directory: Path) -> dict[str, str]:
 # Writing files
 # ------------------------------------------------------------------------------------------------
 def write_manifest(directory: Path, manifest: ManifestFile) -> None:
-    """Write experiment.json into an experiment directory (created); OSError when it cannot be written."""
+    """Write experiment.json into an experiment directory (created); OSError when it cannot be
+    written."""
     directory.mkdir(parents=True, exist_ok=True)
     write_atomic(directory / EXPERIMENT_FILE, dumps_json(manifest.to_json()))
 
 
-def write_cell_files(cell_directory: Path, config: ConfigFile, report: ReportFile, ranking: Run, tag: str,
-                     rows: Sequence[TaskRow], failures: Sequence[Mapping[str, Any]] | None = None) -> None:
-    """Write a cell's files: config.json, run.trec (``tag`` its run name), tasks.jsonl, failures.jsonl (when
-    ``failures`` is not None) and report.json last, so that a cell killed while writing is not finished. An
-    earlier report.json is removed first. OSError when a file cannot be written."""
+def write_cell_files(
+    cell_directory: Path,
+    config: ConfigFile,
+    report: ReportFile,
+    ranking: Run,
+    tag: str,
+    rows: Sequence[TaskRow],
+    failures: Sequence[Mapping[str, Any]] | None = None,
+) -> None:
+    """Write a cell's files: config.json, run.trec (``tag`` its run name), tasks.jsonl,
+    failures.jsonl (when ``failures`` is not None) and report.json last, so that a cell killed while
+    writing is not finished. An earlier report.json is removed first. OSError when a file cannot be
+    written."""
     cell_directory.mkdir(parents=True, exist_ok=True)
     (cell_directory / REPORT_FILE).unlink(missing_ok=True)
     write_atomic(cell_directory / CONFIG_FILE, dumps_json(config.to_json()))
@@ -193,8 +214,12 @@ def write_cell_files(cell_directory: Path, config: ConfigFile, report: ReportFil
 
 
 def write_colours(directory: Path, colours: Mapping[str, str]) -> None:
-    """Write colours.json: ``{"cells": {cell id: "#rrggbb"}}``; OSError when it cannot be written."""
-    write_atomic(directory / COLOURS_FILE, json.dumps({"cells": dict(colours)}, indent=1, sort_keys=True) + "\n")
+    """Write colours.json: ``{"cells": {cell id: "#rrggbb"}}``; OSError when it cannot be
+    written."""
+    write_atomic(
+        directory / COLOURS_FILE,
+        json.dumps({"cells": dict(colours)}, indent=1, sort_keys=True) + "\n",
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,7 +248,8 @@ class LoadedCell:
 
     @property
     def complete(self) -> bool:
-        """False when report.json says ``"complete": false`` (the next ``primsel run`` computes it again)."""
+        """False when report.json says ``"complete": false`` (the next ``primsel run`` computes it
+        again)."""
         return self.report.complete
 
     @property
@@ -236,9 +262,12 @@ class LoadedCell:
         return read_task_rows(self.directory, missing_ok)
 
     def unrecorded(self, key: str) -> ReportError:
-        """The error of a report.json that does not record ``key`` (a version before it was recorded)."""
-        return ReportError(f"cell {self.id}: {self.directory / REPORT_FILE} does not record {key!r}; delete it "
-                           "and run `primsel run` on the experiment again to record it")
+        """The error of a report.json that does not record ``key`` (a version before it was
+        recorded)."""
+        return ReportError(
+            f"cell {self.id}: {self.directory / REPORT_FILE} does not record {key!r}; delete it "
+            "and run `primsel run` on the experiment again to record it"
+        )
 
 
 @dataclass(frozen=True)
@@ -250,9 +279,10 @@ class LoadedExperiment:
     name : the experiment's name.
     directory : the directory.
     cells : its cells in grid order.
-    description, baseline, data, pair_on, datasets : as experiment.json records them (``pair_on`` None: all
-        settings but the retriever).
-    other_data : ``{"<data> (<n> tasks)": number of cells}`` of cell directories of other data, not listed.
+    description, baseline, data, pair_on, datasets : as experiment.json records them (``pair_on``
+        None: all settings but the retriever).
+    other_data : ``{"<data> (<n> tasks)": number of cells}`` of cell directories of other data, not
+        listed.
     """
 
     name: str
@@ -266,16 +296,24 @@ class LoadedExperiment:
     datasets: tuple[Mapping[str, Any], ...] = ()
 
 
-def _loaded_cell(directory: Path, cell_id: str, label: str, settings: Mapping[str, Any]) -> LoadedCell:
+def _loaded_cell(
+    directory: Path, cell_id: str, label: str, settings: Mapping[str, Any]
+) -> LoadedCell:
     """The cell of ``directory`` with its report.json read (errors as :func:`read_report`)."""
     report = read_report(directory)
-    return LoadedCell(id=cell_id, label=label, settings=settings, directory=directory, finished=report is not None,
-                      report=report or ReportFile())
+    return LoadedCell(
+        id=cell_id,
+        label=label,
+        settings=settings,
+        directory=directory,
+        finished=report is not None,
+        report=report or ReportFile(),
+    )
 
 
 def load_cell(directory: Path) -> LoadedCell:
-    """A lone cell directory as a :class:`LoadedCell`: its id the directory's name, its label and settings from
-    its config.json.
+    """A lone cell directory as a :class:`LoadedCell`: its id the directory's name, its label and
+    settings from its config.json.
 
     Raises
     ------
@@ -292,18 +330,22 @@ def is_cell_directory(directory: Path) -> bool:
 
 
 def _manifest_of_cell_folders(directory: Path) -> ManifestFile:
-    """The manifest of a directory without experiment.json: every sub-directory with a config.json, by label."""
+    """The manifest of a directory without experiment.json: every sub-directory with a config.json,
+    by label."""
     entries = []
     for sub in sorted(directory.iterdir()):
         if (sub / CONFIG_FILE).is_file():
             config = read_config(sub) or ConfigFile(id=sub.name)
             label = sub.name if config.label is None else config.label
             entries.append(ManifestCell(id=sub.name, label=label, settings=config.settings))
-    return ManifestFile(cells=tuple(sorted(entries, key=lambda entry: entry.label)), name=directory.name)
+    return ManifestFile(
+        cells=tuple(sorted(entries, key=lambda entry: entry.label)), name=directory.name
+    )
 
 
 def _other_data(directory: Path, listed: set[str], fingerprints: set[Any]) -> dict[str, int]:
-    """``{data text: cells}`` of the cell directories not ``listed`` whose data is not of ``fingerprints``."""
+    """``{data text: cells}`` of the cell directories not ``listed`` whose data is not of
+    ``fingerprints``."""
     other: dict[str, int] = {}
     for sub in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in listed):
         try:
@@ -317,13 +359,13 @@ def _other_data(directory: Path, listed: set[str], fingerprints: set[Any]) -> di
 
 
 def load_experiment(directory: str | os.PathLike[str]) -> LoadedExperiment:
-    """Read an experiment directory: the cells experiment.json lists, or without it every sub-directory with a
-    config.json, by label.
+    """Read an experiment directory: the cells experiment.json lists, or without it every
+    sub-directory with a config.json, by label.
 
     Raises
     ------
-    ReportError : no such directory, no cell, or a file that cannot be read; RunFileError: a file that is not
-        valid (named).
+    ReportError : no such directory, no cell, or a file that cannot be read; RunFileError: a file
+        that is not valid (named).
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -332,7 +374,9 @@ def load_experiment(directory: str | os.PathLike[str]) -> LoadedExperiment:
     if manifest is None:
         manifest = _manifest_of_cell_folders(directory)
     if not manifest.cells:
-        raise ReportError(f"{directory}: not an experiment directory (no experiment.json and no cells)")
+        raise ReportError(
+            f"{directory}: not an experiment directory (no experiment.json and no cells)"
+        )
     cells = []
     for entry in manifest.cells:
         label = entry.id if entry.label is None else entry.label
@@ -341,18 +385,26 @@ def load_experiment(directory: str | os.PathLike[str]) -> LoadedExperiment:
     if not fingerprints:
         fingerprints = {manifest.data.get("fingerprint")}
     name = directory.name if manifest.name is None else manifest.name
-    return LoadedExperiment(name=name, directory=directory, cells=tuple(cells), description=manifest.description or "",
-                            baseline=manifest.baseline, data=manifest.data, pair_on=manifest.pair_on,
-                            other_data=_other_data(directory, {c.id for c in cells}, fingerprints),
-                            datasets=manifest.datasets)
+    return LoadedExperiment(
+        name=name,
+        directory=directory,
+        cells=tuple(cells),
+        description=manifest.description or "",
+        baseline=manifest.baseline,
+        data=manifest.data,
+        pair_on=manifest.pair_on,
+        other_data=_other_data(directory, {c.id for c in cells}, fingerprints),
+        datasets=manifest.datasets,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
 # What the views read
 # ------------------------------------------------------------------------------------------------
 def data_text(data: Mapping[str, Any]) -> str:
-    """A data summary (``source``, ``n_tasks``, optional ``n_documents`` and ``subset``) as a reader names it:
-    ``"Asper-Bench (250 tasks)"``, ``"Asper-Bench (20 of 250 tasks: a sample drawn with seed 0)"``."""
+    """A data summary (``source``, ``n_tasks``, optional ``n_documents`` and ``subset``) as a reader
+    names it: ``"Asper-Bench (250 tasks)"``, ``"Asper-Bench (20 of 250 tasks: a sample drawn with
+    seed 0)"``."""
     source = data.get("source", "?")
     name = {"asper-bench": "Asper-Bench", "builtin": "the built-in tasks"}.get(source, source)
     documents = f", {data['n_documents']} documents" if "n_documents" in data else ""
@@ -369,40 +421,51 @@ def data_text(data: Mapping[str, Any]) -> str:
 
 
 def per_task_values(cell: LoadedCell, metric: str) -> dict[str, float]:
-    """``{task id: value}`` of a per-task ``metric`` of the cell's task rows (:meth:`TaskRow.value`: a metric
-    of ``metrics``, ``docs_tokens``, or ``success``).
+    """``{task id: value}`` of a per-task ``metric`` of the cell's task rows (:meth:`TaskRow.value`:
+    a metric of ``metrics``, ``docs_tokens``, or ``success``).
 
     Raises
     ------
-    ReportError : no tasks.jsonl, a bad row, or a row without the metric (``success`` without a generator).
+    ReportError : no tasks.jsonl, a bad row, or a row without the metric (``success`` without a
+        generator).
     """
     values = {}
     for row in cell.task_rows():
         value = row.value(metric)
         if value is None:
-            raise ReportError(f"{cell.directory / TASKS_FILE}: no per-task {metric!r} (task {row.task_id})")
+            raise ReportError(
+                f"{cell.directory / TASKS_FILE}: no per-task {metric!r} (task {row.task_id})"
+            )
         values[row.task_id] = value
     return values
 
 
 def passed_by_round(cell: LoadedCell, rounds: int) -> list[dict[str, float]]:
-    """Per reflection round r (index r - 1): ``{task id: 1.0 if passed by round r else 0.0}``; ReportError as
-    :func:`read_task_rows`."""
+    """Per reflection round r (index r - 1): ``{task id: 1.0 if passed by round r else 0.0}``;
+    ReportError as :func:`read_task_rows`."""
     rows = cell.task_rows()
-    return [{row.task_id: float(row.passed_by_round(r)) for row in rows} for r in range(1, rounds + 1)]
+    return [
+        {row.task_id: float(row.passed_by_round(r)) for row in rows} for r in range(1, rounds + 1)
+    ]
 
 
-def dataset_groups(experiment: LoadedExperiment) -> list[tuple[Mapping[str, Any], list[LoadedCell]]]:
-    """``[(dataset summary, its cells)]`` in the manifest's order (one dataset: one group of every cell)."""
+def dataset_groups(
+    experiment: LoadedExperiment,
+) -> list[tuple[Mapping[str, Any], list[LoadedCell]]]:
+    """``[(dataset summary, its cells)]`` in the manifest's order (one dataset: one group of every
+    cell)."""
     if len(experiment.datasets) <= 1:
         return [(experiment.data, list(experiment.cells))]
     index = {dataset.get("fingerprint"): i for i, dataset in enumerate(experiment.datasets)}
-    return [(dataset, [c for c in experiment.cells if index.get(c.settings.get("dataset")) == i])
-            for i, dataset in enumerate(experiment.datasets)]
+    return [
+        (dataset, [c for c in experiment.cells if index.get(c.settings.get("dataset")) == i])
+        for i, dataset in enumerate(experiment.datasets)
+    ]
 
 
 def learning_retrievers(cells: Sequence[LoadedCell]) -> list[str]:
-    """Labels of the retrievers that learn from tasks; ReportError when a report lacks ``learns``."""
+    """Labels of the retrievers that learn from tasks; ReportError when a report lacks
+    ``learns``."""
     last = {c.retriever: c for c in cells}  # the last cell of each label
     for cell in last.values():
         if cell.report.learning is None:
@@ -412,8 +475,8 @@ def learning_retrievers(cells: Sequence[LoadedCell]) -> list[str]:
 
 @dataclass(frozen=True)
 class FrontierCurve:
-    """For k = 1 .. depth, the mean documentation ``tokens`` of a ranking's top k and each task's ``recall``
-    (one tuple per k, a value per task)."""
+    """For k = 1 .. depth, the mean documentation ``tokens`` of a ranking's top k and each task's
+    ``recall`` (one tuple per k, a value per task)."""
 
     tokens: tuple[float, ...]
     recall: tuple[tuple[float, ...], ...]
@@ -429,8 +492,8 @@ def ranking_frontier(cell: LoadedCell) -> FrontierCurve | None:
 
     Returns
     -------
-    The curve; None when the ranking or the task rows cannot be read, no task has gold primitives, or the report
-    records no frontier of the ranking's depth.
+    The curve; None when the ranking or the task rows cannot be read, no task has gold primitives,
+    or the report records no frontier of the ranking's depth.
 
     Raises
     ------
@@ -449,4 +512,6 @@ def ranking_frontier(cell: LoadedCell) -> FrontierCurve | None:
         raise cell.unrecorded("frontier")
     if recorded is None or len(recorded.tokens) != depth_of(orders):
         return None
-    return FrontierCurve(tokens=tuple(float(x) for x in recorded.tokens), recall=recall_by_k(orders, gold))
+    return FrontierCurve(
+        tokens=tuple(float(x) for x in recorded.tokens), recall=recall_by_k(orders, gold)
+    )

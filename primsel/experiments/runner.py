@@ -1,7 +1,7 @@
 """Run an experiment grid (on each dataset): every unfinished cell, in grid order, resumably, into
-``<out>/<name>/`` (experiment.json, and a folder per cell). A finished cell (:mod:`primsel.experiments.results`) is
-skipped unless it is incomplete (an LLM request failed) or the source of a component it names changed since it
-ran (its config.json records their digests).
+``<out>/<name>/`` (experiment.json, and a folder per cell). A finished cell
+(:mod:`primsel.experiments.results`) is skipped unless it is incomplete (an LLM request failed) or
+the source of a component it names changed since it ran (its config.json records their digests).
 Backends: ``"serial"`` (this process) and ``"ray"`` (:mod:`primsel.experiments.ray_backend`).
 """
 
@@ -33,8 +33,19 @@ from primsel.simulator.library import build_library
 from primsel.types import Task
 
 #: Packages whose versions are recorded in every config.json.
-VERSIONED_PACKAGES = ("primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "bm25s", "faiss-cpu",
-                      "torch", "sentence-transformers", "openai")
+VERSIONED_PACKAGES = (
+    "primsel",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "ranx",
+    "rank-bm25",
+    "bm25s",
+    "faiss-cpu",
+    "torch",
+    "sentence-transformers",
+    "openai",
+)
 #: Backends of :func:`run_experiment`.
 BACKENDS = ("serial", "ray")
 
@@ -45,7 +56,10 @@ class OutputError(ValueError):
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of :data:`VERSIONED_PACKAGES` (None when absent) and of Python."""
-    out: dict[str, str | None] = {"python": sys.version.split()[0], **dict.fromkeys(VERSIONED_PACKAGES)}
+    out: dict[str, str | None] = {
+        "python": sys.version.split()[0],
+        **dict.fromkeys(VERSIONED_PACKAGES),
+    }
     for name in VERSIONED_PACKAGES:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
@@ -74,19 +88,23 @@ def _check_output(directory: Path) -> None:
     for path in (directory, *directory.parents):
         if path.exists() and not path.is_dir():
             if path == directory:
-                raise OutputError(f"{directory} is a file, not a directory: the experiment writes its cells "
-                                  f"into {directory}/; move the file away or give another --out")
-            raise OutputError(f"{path} is a file, not a directory: cannot create {directory} under it; "
-                              "give another --out")
+                raise OutputError(
+                    f"{directory} is a file, not a directory: the experiment writes its cells "
+                    f"into {directory}/; move the file away or give another --out"
+                )
+            raise OutputError(
+                f"{path} is a file, not a directory: cannot create {directory} under it; "
+                "give another --out"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentResult:
-    """Outcome of :func:`run_experiment`: ``directory`` (``<out>/<name>``), ``cells`` (the grid, in grid
-    order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it), ``seconds``
-    (wall time), ``incomplete`` (computed cells whose LLM requests failed: the next run recomputes them) and
-    ``answers``: computed cell id -> (LLM answers, of which from a cache), for the cells that used an LLM."""
-
+    """Outcome of :func:`run_experiment`: ``directory`` (``<out>/<name>``), ``cells`` (the grid, in
+    grid order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it),
+    ``seconds`` (wall time), ``incomplete`` (computed cells whose LLM requests failed: the next run
+    recomputes them) and ``answers``: computed cell id -> (LLM answers, of which from a cache), for
+    the cells that used an LLM."""
 
     directory: Path
     cells: tuple[Cell, ...]
@@ -97,15 +115,27 @@ class ExperimentResult:
     answers: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
-def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: Sequence[Task] | None,
-          library: Library | None, log: TextIO) -> list[tuple[Any, Dataset]]:
+def _load(
+    config: ExperimentConfig,
+    data: str | os.PathLike[str] | None,
+    tasks: Sequence[Task] | None,
+    library: Library | None,
+    log: TextIO,
+) -> list[tuple[Any, Dataset]]:
     """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
     if tasks is not None:
         return [(None, make_dataset(tasks, library if library is not None else build_library()))]
-    origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
+    origin = (
+        f"the 'data' key of {config.path}"
+        if config.path is not None
+        else "the experiment's 'data' key"
+    )
     paths, origin = (data, "--data") if data is not None else (config.data, origin)
-    out = [(path, d) for path in (paths if isinstance(paths, tuple) else (paths,))
-           for d in load_datasets(path, log, library, origin=origin)]
+    out = [
+        (path, d)
+        for path in (paths if isinstance(paths, tuple) else (paths,))
+        for d in load_datasets(path, log, library, origin=origin)
+    ]
     names = [d.fingerprint for _, d in out]
     if len(set(names)) != len(names):
         raise DatasetError("the same dataset is named twice in the experiment's data")
@@ -117,53 +147,101 @@ def _local_models(spec: Any) -> list[str | None]:
     if isinstance(spec, Mapping):
         own = [spec.get("gguf")] if spec.get("type") in ("local", "local_selector") else []
         return own + _local_models(list(spec.values()))
-    return [gguf for value in spec for gguf in _local_models(value)] if isinstance(spec, (list, tuple)) else []
+    return (
+        [gguf for value in spec for gguf in _local_models(value)]
+        if isinstance(spec, (list, tuple))
+        else []
+    )
 
 
-def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids: Sequence[str] | None,
-             fold: int | None, seed: int, folds: int, log: TextIO) -> list[tuple[Any, Dataset]]:
+def _subsets(
+    loaded: Sequence[tuple[Any, Dataset]],
+    sample: int | None,
+    task_ids: Sequence[str] | None,
+    fold: int | None,
+    seed: int,
+    folds: int,
+    log: TextIO,
+) -> list[tuple[Any, Dataset]]:
     """The datasets cut to a sample, to ``task_ids`` or to a fold (said on ``log``)."""
     if not all(d.executable for _, d in loaded):
-        raise DatasetError("a sample, a list of tasks or a fold needs executable tasks (Asper-Bench or the "
-                           "built-in tasks)")
+        raise DatasetError(
+            "a sample, a list of tasks or a fold needs executable tasks (Asper-Bench or the "
+            "built-in tasks)"
+        )
     out = [(path, subset(d, sample, task_ids, seed, fold, folds)) for path, d in loaded]
-    how = (f"a sample drawn with seed {seed}" if sample is not None
-           else f"fold {fold} of {folds}, seed {seed}" if fold is not None else "as listed")
+    how = (
+        f"a sample drawn with seed {seed}"
+        if sample is not None
+        else f"fold {fold} of {folds}, seed {seed}"
+        if fold is not None
+        else "as listed"
+    )
     for _, d in out:
         print(f"primsel run: {len(d.tasks)} of {len(d.population)} tasks ({how})", file=log)
     return out
 
 
-def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]) -> ManifestFile:
-    """The experiment.json of a run: one dataset's summary and notes, or several datasets joined by ``+`` (their
-    sources and fingerprints, their tasks summed), each listed with its notes."""
-    grids = tuple({key: [str(x) if isinstance(x, Path) else x for x in values] for key, values in grid.items()}
-                  for grid in config.grids)
-    entries = tuple(ManifestCell(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells)
-    common = {"name": config.name, "description": config.description, "baseline": config.baseline,
-              "grids": grids, "cells": entries, "pair_on": config.pair_on}
+def _manifest(
+    config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]
+) -> ManifestFile:
+    """The experiment.json of a run: one dataset's summary and notes, or several datasets joined by
+    ``+`` (their sources and fingerprints, their tasks summed), each listed with its notes."""
+    grids = tuple(
+        {
+            key: [str(x) if isinstance(x, Path) else x for x in values]
+            for key, values in grid.items()
+        }
+        for grid in config.grids
+    )
+    entries = tuple(
+        ManifestCell(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells
+    )
+    common = {
+        "name": config.name,
+        "description": config.description,
+        "baseline": config.baseline,
+        "grids": grids,
+        "cells": entries,
+        "pair_on": config.pair_on,
+    }
     if len(datasets) == 1:
         return ManifestFile(data=datasets[0].summary(), notes=tuple(datasets[0].notes), **common)
-    data = {"source": "+".join(d.source for d in datasets), "n_tasks": sum(len(d.tasks) for d in datasets),
-            "fingerprint": "+".join(d.fingerprint for d in datasets)}
+    data = {
+        "source": "+".join(d.source for d in datasets),
+        "n_tasks": sum(len(d.tasks) for d in datasets),
+        "fingerprint": "+".join(d.fingerprint for d in datasets),
+    }
     listed = tuple({**d.summary(), "notes": list(d.notes)} for d in datasets)
     return ManifestFile(data=data, datasets=listed, **common)
 
 
-def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs", *,
-                   data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
-                   tasks: Sequence[Task] | None = None, library: Library | None = None, workers: int | None = None,
-                   progress: bool = True, use_cache: bool = True, log: TextIO | None = None,
-                   on_cell: Callable[[Cell, ReportFile], None] | None = None, backend: str = "serial",
-                   address: str | None = None, sample: int | None = None, task_ids: Sequence[str] | None = None,
-                   fold: int | None = None) -> ExperimentResult:
+def run_experiment(
+    config: ExperimentConfig,
+    out: str | os.PathLike[str] = "runs",
+    *,
+    data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
+    tasks: Sequence[Task] | None = None,
+    library: Library | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    use_cache: bool = True,
+    log: TextIO | None = None,
+    on_cell: Callable[[Cell, ReportFile], None] | None = None,
+    backend: str = "serial",
+    address: str | None = None,
+    sample: int | None = None,
+    task_ids: Sequence[str] | None = None,
+    fold: int | None = None,
+) -> ExperimentResult:
     """Run every unfinished cell of ``config`` and write its outputs to ``<out>/<config.name>``.
 
-    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else the built-in
-    tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset; ``workers``: sandbox processes;
-    ``use_cache=False`` bypasses every on-disk cache; ``on_cell(cell, report)``: called after each computed
-    cell with its report.json record; ``backend``: ``"serial"`` or ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``,
-    ``fold``: run on a subset (:func:`primsel.experiments.dataset.subset`), retrieval cross-validated on all.
+    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else the
+    built-in tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset; ``workers``:
+    sandbox processes; ``use_cache=False`` bypasses every on-disk cache; ``on_cell(cell, report)``:
+    called after each computed cell with its report.json record; ``backend``: ``"serial"`` or
+    ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``, ``fold``: run on a subset
+    (:func:`primsel.experiments.dataset.subset`), retrieval cross-validated on all.
 
     Returns
     -------
@@ -171,7 +249,8 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
 
     Raises
     ------
-    primsel.datasets.DatasetError : missing or malformed data, or a generator on retrieval-only data.
+    primsel.datasets.DatasetError : missing or malformed data, or a generator on retrieval-only
+        data.
     OutputError : ``<out>/<name>`` is a file, or cannot be written.
     ValueError : an unknown backend.
     ImportError : the ray backend without Ray installed.
@@ -186,22 +265,38 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
         _check_output(directory)
         loaded = _load(config, data, tasks, library, log)
         if sample is not None or task_ids is not None or fold is not None:
-            loaded = _subsets(loaded, sample, task_ids, fold, int(config.base.get("seed", 0)),
-                              int(config.base.get("folds", 5)), log)
+            loaded = _subsets(
+                loaded,
+                sample,
+                task_ids,
+                fold,
+                int(config.base.get("seed", 0)),
+                int(config.base.get("folds", 5)),
+                log,
+            )
         per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
         cells = [c for _, group in per_dataset for c in group]
         bad = [d.source for d, _ in per_dataset if not d.executable]
         if bad and any(c.settings.generator for c in cells):
-            raise DatasetError(f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
-                               "(queries and gold documents, no programs to execute); remove [generator] "
-                               "(and generator grid keys) to rank and score it")
-        for gguf in dict.fromkeys(g for c in cells for g in _local_models(
-                [c.settings.retriever, generator_spec(c.settings.generator, config.base_dir)])):
+            raise DatasetError(
+                f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
+                "(queries and gold documents, no programs to execute); remove [generator] "
+                "(and generator grid keys) to rank and score it"
+            )
+        for gguf in dict.fromkeys(
+            g
+            for c in cells
+            for g in _local_models(
+                [c.settings.retriever, generator_spec(c.settings.generator, config.base_dir)]
+            )
+        ):
             resolve_gguf(gguf, log=log)
         try:
             write_manifest(directory, _manifest(config, [d for d, _ in per_dataset], cells))
         except OSError as exc:
-            raise OutputError(f"cannot write the output directory {directory}: {exc.strerror or exc}") from None
+            raise OutputError(
+                f"cannot write the output directory {directory}: {exc.strerror or exc}"
+            ) from None
         sources = _sources(cells)
         done = _finished(directory, cells, sources, log)
         todo = [c for c in cells if c.id not in set(done)]
@@ -215,15 +310,36 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
 
         try:
             run = run_cells if backend == "ray" else _run_serial
-            run(todo, contexts, directory, finished, address=address, progress=progress, log=log,
-                total=len(cells), initial=len(done), name=config.name, sources=sources)
+            run(
+                todo,
+                contexts,
+                directory,
+                finished,
+                address=address,
+                progress=progress,
+                log=log,
+                total=len(cells),
+                initial=len(done),
+                name=config.name,
+                sources=sources,
+            )
         finally:
             stop_shared_servers()
         incomplete = tuple(cid for cid, report in reports.items() if not report.complete)
-        answers = {cid: (int(report.run.llm_answers), int(report.run.llm_answers_cached or 0))
-                   for cid, report in reports.items() if report.run.llm_answers}
-        return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(reports), skipped=tuple(done),
-                                seconds=time.perf_counter() - begin, incomplete=incomplete, answers=answers)
+        answers = {
+            cid: (int(report.run.llm_answers), int(report.run.llm_answers_cached or 0))
+            for cid, report in reports.items()
+            if report.run.llm_answers
+        }
+        return ExperimentResult(
+            directory=directory,
+            cells=tuple(cells),
+            computed=tuple(reports),
+            skipped=tuple(done),
+            seconds=time.perf_counter() - begin,
+            incomplete=incomplete,
+            answers=answers,
+        )
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
@@ -233,61 +349,144 @@ def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
         key = canonical_json([c.settings.retriever, c.settings.generator])
         if key not in by_components:
             by_components[key] = c.settings.sources()
-    return {c.id: by_components[canonical_json([c.settings.retriever, c.settings.generator])] for c in cells}
+    return {
+        c.id: by_components[canonical_json([c.settings.retriever, c.settings.generator])]
+        for c in cells
+    }
 
 
-def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapping[str, Mapping[str, str]]],
-              log: TextIO) -> list[str]:
+def _finished(
+    directory: Path,
+    cells: Sequence[Cell],
+    sources: Mapping[str, Mapping[str, Mapping[str, str]]],
+    log: TextIO,
+) -> list[str]:
     """The ids of the finished cells whose components' sources are unchanged (said on ``log``)."""
-    changed = {c.id: changed_sources(directory / c.id, sources[c.id]) for c in cells if is_complete(directory / c.id)}
+    changed = {
+        c.id: changed_sources(directory / c.id, sources[c.id])
+        for c in cells
+        if is_complete(directory / c.id)
+    }
     done = [cid for cid, names in changed.items() if not names]
     stale = {cid: names for cid, names in changed.items() if names}
     if done:
-        print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
+        print(
+            f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}",
+            file=log,
+        )
     if stale:
         names = sorted({n for changed_names in stale.values() for n in changed_names})
-        print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
-              f"{', '.join(names)} changed since they ran", file=log)
+        print(
+            f"primsel run: recomputing {len(stale)} finished cells: the source of "
+            f"{', '.join(names)} changed since they ran",
+            file=log,
+        )
     redo = [c.id for c in cells if c.id not in changed and has_report(directory / c.id)]
     if redo:
-        print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
-              "cached answers are reused", file=log)
+        print(
+            f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
+            "cached answers are reused",
+            file=log,
+        )
     return done
 
 
-def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Sequence[Cell]]], todo: Sequence[Cell],
-              workers: int | None, use_cache: bool, log: TextIO) -> dict[str, RunContext]:
+def _contexts(
+    config: ExperimentConfig,
+    per_dataset: Sequence[tuple[Dataset, Sequence[Cell]]],
+    todo: Sequence[Cell],
+    workers: int | None,
+    use_cache: bool,
+    log: TextIO,
+) -> dict[str, RunContext]:
     """Cell id -> its context (one store per dataset, ranking the whole dataset a subset was
     drawn from); says on ``log`` which folds a dataset with few tasks caps."""
     contexts, versions = {}, package_versions()
     for d, group in per_dataset:
-        whole = d if not d.population else dataclasses.replace(
-            d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
+        whole = (
+            d
+            if not d.population
+            else dataclasses.replace(
+                d,
+                tasks=d.population,
+                fingerprint=d.fingerprint.rsplit("/subset-", 1)[0],
+                population=(),
+                subset={},
+            )
+        )
         store = RetrievalStore(d.library, whole, use_disk=use_cache)
-        contexts.update(dict.fromkeys((c.id for c in group), RunContext(
-            experiment=config.name, library=d.library, dataset=d, store=store, workers=workers, versions=versions,
-            base_dir=config.base_dir)))
-        capped = sorted({c.settings.folds for c in group if c in todo
-                         and store.effective_folds(c.settings.folds) != c.settings.folds})
+        contexts.update(
+            dict.fromkeys(
+                (c.id for c in group),
+                RunContext(
+                    experiment=config.name,
+                    library=d.library,
+                    dataset=d,
+                    store=store,
+                    workers=workers,
+                    versions=versions,
+                    base_dir=config.base_dir,
+                ),
+            )
+        )
+        capped = sorted(
+            {
+                c.settings.folds
+                for c in group
+                if c in todo and store.effective_folds(c.settings.folds) != c.settings.folds
+            }
+        )
         if capped:
-            print(f"primsel run: only {len(d.tasks)} tasks: folds {capped} capped at "
-                  f"{store.effective_folds(max(capped))}", file=log)
+            print(
+                f"primsel run: only {len(d.tasks)} tasks: folds {capped} capped at "
+                f"{store.effective_folds(max(capped))}",
+                file=log,
+            )
     return contexts
 
 
-def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, RunContext], directory: Path,
-                finished: Callable[[Cell, ReportFile], None], *, address: str | None, progress: bool,
-                log: TextIO, total: int, initial: int, name: str, sources: Mapping[str, Mapping[str, Any]]) -> None:
-    """Compute and write the cells one after the other, in grid order (arguments as :func:`run_cells`)."""
-    with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
-                      disable=not progress, position=0) as cell_bar:
+def _run_serial(
+    todo: Sequence[Cell],
+    contexts: Mapping[str, RunContext],
+    directory: Path,
+    finished: Callable[[Cell, ReportFile], None],
+    *,
+    address: str | None,
+    progress: bool,
+    log: TextIO,
+    total: int,
+    initial: int,
+    name: str,
+    sources: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Compute and write the cells one after the other, in grid order (arguments as
+    :func:`run_cells`)."""
+    with progress_bar(
+        total=total,
+        initial=initial,
+        desc=name,
+        unit="cell",
+        file=log,
+        disable=not progress,
+        position=0,
+    ) as cell_bar:
         for cell in todo:
             ctx = contexts[cell.id]
             cell_bar.set_postfix_str(cell.label, refresh=True)
             # selection, then (with a generator) generation and execution, one step per task each
             steps = len(ctx.dataset.tasks) * (3 if cell.settings.generator else 1)
-            with progress_bar(total=steps, desc="  tasks", unit="task", file=log, leave=False,
-                              disable=not progress, position=1, lines="none") as task_bar:
-                report = run_cell(cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id])
+            with progress_bar(
+                total=steps,
+                desc="  tasks",
+                unit="task",
+                file=log,
+                leave=False,
+                disable=not progress,
+                position=1,
+                lines="none",
+            ) as task_bar:
+                report = run_cell(
+                    cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id]
+                )
             cell_bar.update(1)
             finished(cell, report)

@@ -1,6 +1,6 @@
-"""Paired tests of each cell against its baseline cell (the cell of the baseline retriever with the same other
-settings, or the same ``pair_on`` settings), per-task bootstrap intervals, and the leaderboard of configurations
-(each at its best finished cell)."""
+"""Paired tests of each cell against its baseline cell (the cell of the baseline retriever with the
+same other settings, or the same ``pair_on`` settings), per-task bootstrap intervals, and the
+leaderboard of configurations (each at its best finished cell)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,14 @@ from primsel.eval.significance import N_RESAMPLES, bootstrap_interval, compare
 from primsel.experiments.labels import baseline_label, pair_key
 from primsel.experiments.results import LoadedCell, LoadedExperiment, ReportError, per_task_values
 from primsel.files import canonical_json
-from primsel.reporting.style import (configuration_key, configuration_labels, is_default, is_reference, or_default,
-                                     ranking_key)
+from primsel.reporting.style import (
+    configuration_key,
+    configuration_labels,
+    is_default,
+    is_reference,
+    or_default,
+    ranking_key,
+)
 
 #: The metric the leaderboard orders and tests by (when no generator ran).
 LEADER_METRIC = "recall@15"
@@ -22,10 +28,13 @@ MAX_SERIES = 8
 
 
 def baseline_retriever(experiment: LoadedExperiment) -> str:
-    """The retriever label of the experiment's baseline; ReportError when ``baseline`` names no retriever label,
-    retriever type or cell id of it."""
+    """The retriever label of the experiment's baseline; ReportError when ``baseline`` names no
+    retriever label, retriever type or cell id of it."""
     try:
-        return baseline_label(experiment.baseline, [(c.id, c.settings.get("retriever", "?")) for c in experiment.cells])
+        return baseline_label(
+            experiment.baseline,
+            [(c.id, c.settings.get("retriever", "?")) for c in experiment.cells],
+        )
     except ValueError as exc:
         raise ReportError(f"{experiment.name}: {exc}") from None
 
@@ -48,19 +57,35 @@ def recall_metric(cell: LoadedCell, base: LoadedCell) -> str:
     return f"recall@{cell.settings.get('k')}" if same else "set_recall"
 
 
-def _paired(cell: LoadedCell, base: LoadedCell, metric: str, n_resamples: int, seed: int) -> dict[str, Any]:
-    """The paired tests of ``metric`` per task, ``cell`` against ``base`` (:func:`primsel.eval.significance.compare`)."""
-    return compare(per_task_values(cell, metric), per_task_values(base, metric), n_resamples=n_resamples, seed=seed)
+def _paired(
+    cell: LoadedCell, base: LoadedCell, metric: str, n_resamples: int, seed: int
+) -> dict[str, Any]:
+    """The paired tests of ``metric`` per task, ``cell`` against ``base``
+    (:func:`primsel.eval.significance.compare`)."""
+    return compare(
+        per_task_values(cell, metric),
+        per_task_values(base, metric),
+        n_resamples=n_resamples,
+        seed=seed,
+    )
 
 
-def significance(experiment: LoadedExperiment, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Paired tests of each finished cell against its baseline cell: per-task recall (:func:`recall_metric`), success
-    when both ran a generator. Returns cell id -> ``{"baseline": id or None, "recall_metric", "recall", "success"}``,
-    the last two :func:`primsel.eval.significance.compare` results, None for the baseline and without one."""
+def significance(
+    experiment: LoadedExperiment, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> dict[str, dict[str, Any]]:
+    """Paired tests of each finished cell against its baseline cell: per-task recall
+    (:func:`recall_metric`), success when both ran a generator. Returns cell id -> ``{"baseline": id
+    or None, "recall_metric", "recall", "success"}``, the last two
+    :func:`primsel.eval.significance.compare` results, None for the baseline and without one."""
     out: dict[str, dict[str, Any]] = {}
     by_id = {c.id: c for c in experiment.cells}
     for cell_id, base_id in baseline_pairs(experiment).items():
-        entry: dict[str, Any] = {"baseline": base_id, "recall_metric": None, "recall": None, "success": None}
+        entry: dict[str, Any] = {
+            "baseline": base_id,
+            "recall_metric": None,
+            "recall": None,
+            "success": None,
+        }
         out[cell_id] = entry
         if base_id is None or base_id == cell_id:
             continue
@@ -81,8 +106,9 @@ def task_interval(cell: LoadedCell, metric: str, seed: int = 0) -> tuple[float, 
     return float(low), float(high)
 
 
-def best_of_configurations(cells: Sequence[LoadedCell], prefer_k: int | None = None,
-                           summary: bool = False) -> dict[tuple[str, str], LoadedCell]:
+def best_of_configurations(
+    cells: Sequence[LoadedCell], prefer_k: int | None = None, summary: bool = False
+) -> dict[tuple[str, str], LoadedCell]:
     """Configuration key -> its best finished cell (at k = ``prefer_k`` where run; by success with
     a generator, then set F1, then fewer tokens), in leaderboard order (references last, then
     success and recall@15) or, with ``summary``, by success, recall@15 and set F1."""
@@ -96,8 +122,12 @@ def best_of_configurations(cells: Sequence[LoadedCell], prefer_k: int | None = N
 
     def merit(c: LoadedCell) -> tuple[float, ...]:
         """Higher is better: at the preferred k, success, set F1, fewer tokens."""
-        return (float(prefer_k is not None and c.settings.get("k") == prefer_k), success(c),
-                or_default(c.report.selection.f1_macro, 0.0), -or_default(c.report.docs_tokens, 0.0))
+        return (
+            float(prefer_k is not None and c.settings.get("k") == prefer_k),
+            success(c),
+            or_default(c.report.selection.f1_macro, 0.0),
+            -or_default(c.report.docs_tokens, 0.0),
+        )
 
     def order(c: LoadedCell) -> tuple[float, ...]:
         """Higher comes first."""
@@ -114,20 +144,27 @@ def best_of_configurations(cells: Sequence[LoadedCell], prefer_k: int | None = N
 
 
 def shown_rankings(experiment: LoadedExperiment, limit: int = MAX_SERIES) -> set[str]:
-    """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the best others in
-    leaderboard order, at most ``limit`` (references and selectors apart); one per retriever first, at the lowest
-    seed. ReportError as :func:`baseline_retriever`."""
+    """Ranking keys of the rankings a figure draws: the default's and the baseline's, then the best
+    others in leaderboard order, at most ``limit`` (references and selectors apart); one per
+    retriever first, at the lowest seed. ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     if not best:
         return set()
     wanted = baseline_retriever(experiment)
     cells = [c for c in best.values() if not is_reference(c) and not c.settings.get("selector")]
-    first = [c for c in cells if is_default(c)] + [c for c in cells if c.retriever == wanted and not is_default(c)]
-    lowest = min((c.settings.get("seed") for c in cells if isinstance(c.settings.get("seed"), int)), default=None)
+    first = [c for c in cells if is_default(c)] + [
+        c for c in cells if c.retriever == wanted and not is_default(c)
+    ]
+    lowest = min(
+        (c.settings.get("seed") for c in cells if isinstance(c.settings.get("seed"), int)),
+        default=None,
+    )
     retrievers: set[str] = set()
     primary: list[str] = []  # the first ranking of each retriever
     others: list[str] = []
-    for c in sorted(first + cells, key=lambda c: c.settings.get("seed") != lowest):  # stable: the order above
+    for c in sorted(
+        first + cells, key=lambda c: c.settings.get("seed") != lowest
+    ):  # stable: the order above
         key = ranking_key(c)
         if key in primary or key in others:
             continue
@@ -142,9 +179,10 @@ def shown_rankings(experiment: LoadedExperiment, limit: int = MAX_SERIES) -> set
 
 @dataclass(frozen=True)
 class Standing:
-    """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95% bootstrap ``interval`` of
-    its per-task :data:`LEADER_METRIC`, its paired tests of that metric against the baseline configuration
-    (``recall``) and of success against its baseline cell (``success``), or None; ``baseline``: it is the baseline."""
+    """A leaderboard row: a configuration (``label``) at its best finished ``cell``, the 95%
+    bootstrap ``interval`` of its per-task :data:`LEADER_METRIC`, its paired tests of that metric
+    against the baseline configuration (``recall``) and of success against its baseline cell
+    (``success``), or None; ``baseline``: it is the baseline."""
 
     label: str
     cell: LoadedCell
@@ -156,14 +194,24 @@ class Standing:
 
 def _unranked(cell: LoadedCell) -> str:
     """The settings besides those that name or cut the ranking, to find a baseline partner."""
-    return canonical_json({k: v for k, v in cell.settings.items()
-                           if k not in ("retriever", "k", "closure", "selector", "threshold")})
+    return canonical_json(
+        {
+            k: v
+            for k, v in cell.settings.items()
+            if k not in ("retriever", "k", "closure", "selector", "threshold")
+        }
+    )
 
 
-def leaderboard(experiment: LoadedExperiment, tests: Mapping[str, Mapping[str, Any]], n_resamples: int = N_RESAMPLES,
-                seed: int = 0) -> list[Standing]:
-    """One :class:`Standing` per configuration of the finished cells of an experiment on one dataset, in leaderboard
-    order; ``tests``: its :func:`significance` (for the success tests). ReportError as :func:`baseline_retriever`."""
+def leaderboard(
+    experiment: LoadedExperiment,
+    tests: Mapping[str, Mapping[str, Any]],
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> list[Standing]:
+    """One :class:`Standing` per configuration of the finished cells of an experiment on one
+    dataset, in leaderboard order; ``tests``: its :func:`significance` (for the success tests).
+    ReportError as :func:`baseline_retriever`."""
     best = best_of_configurations(experiment.cells)
     labels = configuration_labels(list(best.values()))
     wanted = baseline_retriever(experiment)
@@ -175,8 +223,21 @@ def leaderboard(experiment: LoadedExperiment, tests: Mapping[str, Mapping[str, A
     for key, c in best.items():
         base = partners.get(_unranked(c))
         recall = None
-        if base is not None and base is not c and intervals[c.id] is not None and intervals[base.id] is not None:
+        if (
+            base is not None
+            and base is not c
+            and intervals[c.id] is not None
+            and intervals[base.id] is not None
+        ):
             recall = _paired(c, base, LEADER_METRIC, n_resamples, seed)
-        out.append(Standing(label=labels[key], cell=c, interval=intervals[c.id], baseline=base is c, recall=recall,
-                            success=(tests.get(c.id) or {}).get("success")))
+        out.append(
+            Standing(
+                label=labels[key],
+                cell=c,
+                interval=intervals[c.id],
+                baseline=base is c,
+                recall=recall,
+                success=(tests.get(c.id) or {}).get("success"),
+            )
+        )
     return out

@@ -1,5 +1,5 @@
-"""The short summary ``primsel run`` prints on stdout: per dataset, each ranking's best cell in plain text lines
-of at most :data:`SUMMARY_WIDTH` characters (the full tables are the report's)."""
+"""The short summary ``primsel run`` prints on stdout: per dataset, each ranking's best cell in
+plain text lines of at most :data:`SUMMARY_WIDTH` characters (the full tables are the report's)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,17 @@ SUMMARY_WIDTH = 100
 
 
 def _shorten(label: str, room: int) -> str:
-    """``label`` cut in the middle to ``room`` characters (labels of one ranking's variants differ at their
-    end)."""
+    """``label`` cut in the middle to ``room`` characters (labels of one ranking's variants differ
+    at their end)."""
     if len(label) <= room:
         return label
     head = (room - 1) // 2
-    return label[:head] + "…" + label[-(room - 1 - head):]
+    return label[:head] + "…" + label[-(room - 1 - head) :]
 
 
-def _dataset_lines(cells: Sequence[LoadedCell], data_line: str, directory: str, limit: int) -> list[str]:
+def _dataset_lines(
+    cells: Sequence[LoadedCell], data_line: str, directory: str, limit: int
+) -> list[str]:
     """The lines of one dataset: its name, a heading and the table of the best cells."""
     has_generator = any(c.settings.get("generator") for c in cells)
     labels = configuration_labels(cells)
@@ -46,18 +48,23 @@ def _dataset_lines(cells: Sequence[LoadedCell], data_line: str, directory: str, 
     for row in rows:
         row[0] = _shorten(row[0], room)
     then = "task success, then " if has_generator else ""
-    lines = [f"== {data_line}", f"best cell of each ranking (at k = {HEADLINE_K} where run), by {then}R@{HEADLINE_K}:"]
+    lines = [
+        f"== {data_line}",
+        f"best cell of each ranking (at k = {HEADLINE_K} where run), by {then}R@{HEADLINE_K}:",
+    ]
     lines += text_table(header, rows, left=3)
     if len(best) > limit:
-        lines.append(f"... {len(best) - limit} more rankings (all in the report: primsel report {directory})")
+        lines.append(
+            f"... {len(best) - limit} more rankings (all in the report: primsel report {directory})"
+        )
     return lines
 
 
 def best_cells(experiment: LoadedExperiment, limit: int = 12) -> list[str]:
-    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each
-    ranking's best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens), ordered
-    by success, recall@15 and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell
-    finished."""
+    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming
+    it: each ranking's best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then
+    fewer tokens), ordered by success, recall@15 and set F1, at most ``limit`` rows and a line
+    counting the rest; empty when no cell finished."""
     out: list[str] = []
     for data, group in dataset_groups(experiment):
         cells = [c for c in group if c.finished]
