@@ -17,6 +17,9 @@ import primsel.retrieval
 from primsel.experiments.config import parse_config
 from primsel.experiments.records import (
     AsperaFigures,
+    ConfigFile,
+    ManifestFile,
+    TaskRow,
     Frontier,
     GenerationFigures,
     Learning,
@@ -30,6 +33,8 @@ from primsel.files import digest
 from primsel.library import Library
 from primsel.registry import register
 from primsel.reporting import write_report
+from primsel.reporting.compare_runs import compare_runs
+from primsel.reporting.export import cell_rows
 from primsel.retrieval.base import BaseRetriever
 from primsel.retrieval.store import retrieval_key
 from primsel.types import Primitive, Task
@@ -212,3 +217,59 @@ def test_reporting_and_explore_neither_build_components_nor_load_the_library_the
                             cwd=PACKAGE.parent).stdout.strip()
     assert loaded == "[]"
     assert "primsel.retrieval.bm25" in retrievers  # the table names the retriever modules
+
+
+#: Run folders written by earlier versions of primsel, of tests/experiments/fixtures/formats.toml on the
+#: built-in tasks builtin-01 to -03 (each run.trec cut to those three tasks; the report is the same):
+#: ``before_records`` by the version before report.json recorded ``learns``, ``frontier`` and
+#: ``retrieval_key`` (files written by dict literals), ``typed_records`` by the first typed records, with the
+#: report.md that version wrote.
+FIXTURES = Path(__file__).parent / "fixtures"
+FORMATS = ("before_records", "typed_records")
+
+
+@pytest.mark.parametrize("folder", FORMATS)
+def test_run_folders_of_the_two_previous_formats_load_and_their_files_round_trip(folder):
+    experiment = load_experiment(FIXTURES / folder)
+    assert (experiment.name, experiment.baseline) == ("formats", "bm25")
+    assert [(c.label, c.finished, c.complete) for c in experiment.cells] == [
+        ("bm25 k=5", True, True), ("prior k=5", True, True), ("bm25 k=5 reference", True, True)]
+    for cell in experiment.cells:
+        rows = cell.task_rows()
+        assert [row.task_id for row in rows] == ["builtin-01", "builtin-02", "builtin-03"]
+        recall = sum(row.metrics["recall@5"] for row in rows) / 3
+        assert cell.report.ranking.recall(5) == pytest.approx(recall)
+        data = json.loads((cell.directory / "report.json").read_text())
+        assert ReportFile.from_json(data).to_json() == data
+        for line in (cell.directory / "tasks.jsonl").read_text().splitlines():
+            assert TaskRow.from_json(json.loads(line)).to_json() == json.loads(line)
+        config = json.loads((cell.directory / "config.json").read_text())
+        assert ConfigFile.from_json(config).to_json() == config
+    manifest = json.loads((FIXTURES / folder / "experiment.json").read_text())
+    assert ManifestFile.from_json(manifest).to_json() == manifest
+    generated = experiment.cells[2]
+    assert generated.report.success == 1.0 and generated.report.aspera.extraction is None
+    assert [row.program.status for row in generated.task_rows()] == ["pass"] * 3  # the reference programs
+    assert [row.program for row in experiment.cells[0].task_rows()] == [None] * 3
+
+
+def test_the_typed_records_folder_reports_the_bytes_its_version_wrote(tmp_path):
+    shutil.copytree(FIXTURES / "typed_records", tmp_path / "formats")
+    written = (tmp_path / "formats" / "report.md").read_text(encoding="utf-8")
+    (tmp_path / "formats" / "report.md").unlink()
+    assert write_report(tmp_path / "formats").read_text(encoding="utf-8") == written
+
+
+def test_the_folder_written_before_the_recorded_facts_reads_and_its_report_asks_to_run_again(tmp_path):
+    shutil.copytree(FIXTURES / "before_records", tmp_path / "formats")
+    experiment = load_experiment(tmp_path / "formats")
+    assert [c.report.learning for c in experiment.cells] == [None] * 3
+    assert len(cell_rows(experiment)) == 3  # the exports need nothing it lacks
+    with pytest.raises(ReportError, match="does not record 'frontier'; delete it and run `primsel run`"):
+        write_report(tmp_path / "formats")
+
+
+def test_the_two_formats_compare_as_the_same_run():
+    comparison = compare_runs(FIXTURES / "before_records", FIXTURES / "typed_records")
+    assert [(p.cell, p.tasks, p.diff, p.up, p.down) for p in comparison.pairs] == [
+        ("bm25 k=5", 3, 0.0, 0, 0), ("prior k=5", 3, 0.0, 0, 0), ("bm25 k=5 reference", 3, 0.0, 0, 0)]
