@@ -3,6 +3,7 @@ count of LLM answers from the cache."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from collections.abc import Mapping
@@ -107,3 +108,24 @@ def report_answers(
             "cache_namespace to keep the answers of different endpoints apart)",
             file=log,
         )
+
+
+def add_test_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the paired randomisation test: ``--n-resamples`` (sign flips, default 10000)
+    and ``--seed`` (default 0)."""
+    parser.add_argument(
+        "--n-resamples",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="sign flips of the paired randomisation test (default 10000)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the randomisation test (default 0)"
+    )
+
+
+def check_test_options(args: argparse.Namespace) -> None:
+    """UsageError when ``--n-resamples`` is below 1."""
+    if args.n_resamples < 1:
+        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")

@@ -11,7 +11,7 @@ import argparse
 import sys
 from contextlib import ExitStack
 
-from primsel.commands.common import UsageError, output_stream
+from primsel.commands.common import UsageError, add_test_options, check_test_options, output_stream
 
 #: Output formats of ``primsel compare``.
 FORMATS = ("text", "csv", "json")
@@ -35,16 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format", choices=FORMATS, default="text", help="text table (default), csv or json"
     )
     parser.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout")
-    parser.add_argument(
-        "--n-resamples",
-        type=int,
-        default=10_000,
-        metavar="N",
-        help="sign flips of the paired randomisation test (default 10000)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the randomisation test (default 0)"
-    )
+    add_test_options(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,8 +43,7 @@ def main(args: argparse.Namespace) -> int:
     from primsel.reporting.compare_runs import FORMATS as WRITERS
     from primsel.reporting.compare_runs import ReportError, compare_runs, left_out_lines
 
-    if args.n_resamples < 1:
-        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")
+    check_test_options(args)
     try:
         comparison = compare_runs(args.run_a, args.run_b, args.metric, args.n_resamples, args.seed)
     except ReportError as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from primsel.commands.common import UsageError
+from primsel.commands.common import UsageError, add_test_options, check_test_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,16 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write <DIR>/<name>.md and its PNG plots there (aggregate tables only), "
         "e.g. experiments/",
     )
-    parser.add_argument(
-        "--n-resamples",
-        type=int,
-        default=10_000,
-        metavar="N",
-        help="sign flips of the paired randomisation test (default 10000)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the randomisation test (default 0)"
-    )
+    add_test_options(parser)
     parser.add_argument(
         "--format",
         choices=("md", "csv", "json", "latex"),
@@ -51,8 +42,7 @@ def main(args: argparse.Namespace) -> int:
     from primsel.reporting import ReportError, load_experiment, write_report
     from primsel.reporting.export import FORMATS, cell_rows
 
-    if args.n_resamples < 1:
-        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")
+    check_test_options(args)
     if args.format != "md":
         try:
             rows = cell_rows(load_experiment(args.directory))
