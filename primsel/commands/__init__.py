@@ -132,9 +132,12 @@ def log_to_stderr(verbosity: int = 0) -> Iterator[None]:
     handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
-    logger.setLevel(
-        logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
-    )
+    if verbosity >= 2:
+        logger.setLevel(logging.DEBUG)
+    elif verbosity == 1:
+        logger.setLevel(logging.INFO)
+    else:
+        logger.setLevel(logging.WARNING)
     try:
         yield
     finally:

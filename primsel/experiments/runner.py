@@ -170,13 +170,12 @@ def _subsets(
             "built-in tasks)"
         )
     out = [(path, subset(d, sample, task_ids, seed, fold, folds)) for path, d in loaded]
-    how = (
-        f"a sample drawn with seed {seed}"
-        if sample is not None
-        else f"fold {fold} of {folds}, seed {seed}"
-        if fold is not None
-        else "as listed"
-    )
+    if sample is not None:
+        how = f"a sample drawn with seed {seed}"
+    elif fold is not None:
+        how = f"fold {fold} of {folds}, seed {seed}"
+    else:
+        how = "as listed"
     for _, d in out:
         print(f"primsel run: {len(d.tasks)} of {len(d.population)} tasks ({how})", file=log)
     return out
