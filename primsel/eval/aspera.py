@@ -67,7 +67,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FIGURES", "aspera_figures", "is_refused", "markdown_table", "selection_f1"]
+__all__ = ["FIGURES", "aspera_figures", "is_refused", "selection_f1"]
 
 #: The figures, in ASPERA's ``metrics.json`` order, with the column header of the report.
 FIGURES = (
@@ -169,24 +169,3 @@ def _selection_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | N
     recall = hits / actual if actual else None
     micro = _f1(precision, recall) if recall is not None else None
     return dict(zip(names, (macro, micro, precision, recall)))
-
-
-def markdown_table(cells: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Lines of a Markdown table of ASPERA's figures, one row per ``(label, report)`` whose
-    report holds them; no lines when none does."""
-    rows = [(label, report) for label, report in cells if "score" in report]
-    if not rows:
-        return []
-
-    def cell(value: Any, digits: int) -> str:
-        return "–" if value is None else f"{value:.{digits}f}"
-
-    lines = ["## ASPERA's figures", "",
-             "Computed as ASPERA's agent runner does (`primsel.eval.aspera`): percentages except the F1 "
-             "values; `extraction` says how programs were taken from the answers.", "",
-             "| configuration | extraction | " + " | ".join(h for _, h in FIGURES) + " |",
-             "|---|---|" + "--:|" * len(FIGURES)]
-    for label, report in rows:
-        values = [cell(report.get(key), 3 if key.startswith("primitives") else 2) for key, _ in FIGURES]
-        lines.append(f"| {label} | {report.get('extraction') or '–'} | " + " | ".join(values) + " |")
-    return lines + [""]

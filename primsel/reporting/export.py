@@ -12,8 +12,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from primsel.experiments.columns import decimals
 from primsel.experiments.results import LoadedExperiment
-from primsel.reporting.style import csv_text
+from primsel.reporting.style import csv_text, num
 
 #: The first columns of :func:`cell_rows`, in order.
 FIXED_COLUMNS = ("id", "label", "retriever", "k", "closure", "dataset")
@@ -109,8 +110,7 @@ def latex_number(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        digits = 1 if key.endswith("tokens") else 3
-        return f"{value:.{digits}f}"
+        return num(value, decimals(key))
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
     return str(value)
@@ -122,6 +122,7 @@ def to_latex(rows: Sequence[Mapping[str, Any]]) -> str:
     columns = _columns(rows)
 
     def numeric(col: str) -> bool:
+        """True when every value of the column is a number."""
         values = [row.get(col) for row in rows if row.get(col) is not None]
         return bool(values) and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in values

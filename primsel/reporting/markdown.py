@@ -216,7 +216,7 @@ def leaderboard_lines(
     if has_generator:
         header += ["Δsucc", "p succ"]
     rows = [_leader_row(rank, s, has_generator) for rank, s in enumerate(standings, start=1)]
-    align = "rlrl" + "r" * len(header[4:])
+    align = "rlrl" + "r" * (len(header) - 4)  # rank, configuration, k, closure, then the figures
     return [
         "## Leaderboard",
         "",
@@ -319,7 +319,8 @@ def cell_table(
             row += _success_tests(test.get("success"))
         row.append(f"`{c.id}`" + ("" if c.complete else " *incomplete*"))
         rows.append(row)
-    align = "l" * (3 + len(others)) + "r" * (len(header) - 4 - len(others)) + "l"
+    settings = 3 + len(others)  # the configuration, k, closure and the settings that vary: left
+    align = "l" * settings + "r" * (len(header) - settings - 1) + "l"  # the figures right, the id left
     return table(header, rows, align) + [""]
 
 
