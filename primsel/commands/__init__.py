@@ -116,10 +116,12 @@ class _StderrHandler(logging.StreamHandler):
 
     @property
     def stream(self):  # type: ignore[override]
+        """The stream: ``sys.stderr`` as it is now."""
         return sys.stderr
 
     @stream.setter
     def stream(self, value: object) -> None:
+        """Ignore a new stream: the handler always writes to the current ``sys.stderr``."""
         pass
 
 

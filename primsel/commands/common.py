@@ -49,11 +49,13 @@ def read_jsonl_objects(
         raise UsageError(f"cannot read {named}: {getattr(exc, 'strerror', None) or exc}") from exc
 
     def report(problem: str) -> None:
+        """Raise ``problem`` as a UsageError, or keep it in ``bad`` when given."""
         if bad is None:
             raise UsageError(problem)
         bad.append(problem)
 
     def not_json(exc: JsonlError) -> None:
+        """Report a line that is not valid JSON."""
         report(f"{path} line {exc.line} column {exc.column}: not valid JSON ({exc.reason})")
 
     out = []

@@ -391,6 +391,7 @@ def _rank(args: argparse.Namespace, spec: Any, store: Any, fits: int) -> Any:
     ) as bar:
 
         def stage(what: str, i: int, n: int) -> None:
+            """Show the stage ``what`` of fold ``i`` of ``n`` on the bar."""
             bar.update(i - 1 - bar.n)  # the folds before this one are done
             bar.set_description_str(what, refresh=True)
 

@@ -192,6 +192,7 @@ class _Progress:
         self.start = self.last = time.monotonic()
 
     def update(self, done: int, passed: int) -> None:
+        """Print a progress line when two seconds have passed or all is done."""
         now = time.monotonic()
         if done == self.total or now - self.last >= 2.0:
             self.last = now

@@ -259,6 +259,7 @@ def fit_selectors(inputs: CellInputs) -> dict[int, Any]:
         return dict.fromkeys(folds, probe)
 
     def fit(chooser: Any, fold: int) -> Any:
+        """Fit ``chooser`` on the rankings and gold sets of the tasks not in ``fold``."""
         training = [
             (retrieval.ranked[t.id], t.gold)
             for t in inputs.dataset.tasks
@@ -465,6 +466,7 @@ def llm_answers(
     gen = dict(generation.usage) if generation is not None else {}
 
     def total(values: Mapping[str, Any], key: str) -> float:
+        """The number under ``key`` (0 when absent or None)."""
         return float(values.get(key, 0.0) or 0.0)
 
     from_selector = total(use, "calls") - total(use, "errors")
@@ -501,6 +503,7 @@ def generate_and_execute(
     if inputs.requery is not None:
 
         def reselect(texts: Mapping[str, str]) -> dict[str, Selection]:
+            """The new selections of the tasks of ``texts``, ranked again from them."""
             return select_tasks(inputs, selectors, list(texts), inputs.requery(texts), count=False)
 
     rounds = None
@@ -594,6 +597,7 @@ def _generate_per_fold(
 
     def fit(generator: Any, fold: int) -> None:
         # the worked-example pool: the other folds of every task (of the whole dataset, for a subset)
+        """Fit ``generator`` on the tasks not in ``fold``."""
         generator.fit(inputs.library, [t for t in dataset.all_tasks if folds.get(t.id, 0) != fold])
 
     if learns:
@@ -745,6 +749,7 @@ def run_cell(
     if task_bar is not None:
 
         def show(stage: str, i: int, n: int) -> None:
+            """Show the retrieval's stage on the task bar."""
             fold = f" fold {i}/{n}" if n > 1 else ""
             task_bar.set_description_str(f"  {stage}{fold}", refresh=True)
 
@@ -765,6 +770,7 @@ def compute(
     s = cell.settings
 
     def requery(queries: Mapping[str, str]) -> Retrieval:
+        """The cell's retriever ranking the tasks of ``queries`` again."""
         return ctx.store.rerank(s.retriever, s.folds, s.seed, queries)
 
     return compute_cell(

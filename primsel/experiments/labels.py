@@ -69,6 +69,7 @@ def varied_keys(settings: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> l
     is followed by ``generator.<parameter>`` for each of its parameters that differs."""
 
     def differs(key: str) -> bool:
+        """True when the cells' values of ``key`` are not all the same."""
         return len({canonical_json(get_dotted(s, key)) for s in settings}) > 1
 
     out: list[str] = []

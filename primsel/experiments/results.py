@@ -121,6 +121,7 @@ def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskR
     path = cell_directory / TASKS_FILE
 
     def not_json(exc: JsonlError) -> None:
+        """Raise a line that is not valid JSON as a RunFileError."""
         raise RunFileError(f"{path} line {exc.line}: not JSON ({exc.detail})")
 
     try:

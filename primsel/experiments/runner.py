@@ -303,6 +303,7 @@ def run_experiment(
         reports: dict[str, ReportFile] = {}  # in the order the cells finish
 
         def finished(cell: Cell, report: ReportFile) -> None:
+            """Keep the report of a computed cell and tell ``on_cell``."""
             reports[cell.id] = report
             if on_cell is not None:
                 on_cell(cell, report)

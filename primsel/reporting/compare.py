@@ -116,6 +116,7 @@ def best_of_configurations(
     has_gen = any(c.settings.get("generator") for c in finished)
 
     def success(c: LoadedCell) -> float:
+        """The cell's success (-1 without one) when the cells ran a generator, else 0."""
         if not has_gen:
             return 0.0
         return or_default(c.report.success, -1.0)

@@ -116,6 +116,7 @@ def _leader_row(rank: int, standing: Standing, has_generator: bool) -> list[str]
     blind = ranks_nothing(cell)
 
     def value(name: str) -> float | None:
+        """The value shown of ``name``: tokens always, the others unless the ranking says nothing."""
         if name == "docs_tokens":
             return report.docs_tokens
         if blind:
@@ -320,7 +321,9 @@ def cell_table(
         row.append(f"`{c.id}`" + ("" if c.complete else " *incomplete*"))
         rows.append(row)
     settings = 3 + len(others)  # the configuration, k, closure and the settings that vary: left
-    align = "l" * settings + "r" * (len(header) - settings - 1) + "l"  # the figures right, the id left
+    align = (
+        "l" * settings + "r" * (len(header) - settings - 1) + "l"
+    )  # the figures right, the id left
     return table(header, rows, align) + [""]
 
 
