@@ -122,7 +122,6 @@ class _StderrHandler(logging.StreamHandler):
     @stream.setter
     def stream(self, value: object) -> None:
         """Ignore a new stream: the handler always writes to the current ``sys.stderr``."""
-        pass
 
 
 @contextlib.contextmanager
