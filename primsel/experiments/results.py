@@ -23,6 +23,7 @@ component or the library.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -109,6 +110,22 @@ def read_report(cell_directory: Path) -> ReportFile | None:
     return ReportFile.from_json(data, str(path))
 
 
+@functools.lru_cache(maxsize=4)
+def _task_rows_of(path: Path, stamp: tuple[int, int]) -> tuple[TaskRow, ...]:
+    """The task rows of the file ``path`` as it was at ``stamp`` (modification time and size): the
+    report reads a cell's rows once per figure, test and table, so the last few files read are
+    kept."""
+
+    def not_json(exc: JsonlError) -> None:
+        """Raise a line that is not valid JSON as a RunFileError."""
+        raise RunFileError(f"{path} line {exc.line}: not JSON ({exc.detail})")
+
+    return tuple(
+        TaskRow.from_json(data, f"{path} line {number}")
+        for number, data in read_jsonl(path, on_error=not_json)
+    )
+
+
 def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskRow]:
     """The task rows of a cell directory, in file order (none when it has no tasks.jsonl and
     ``missing_ok``).
@@ -119,16 +136,9 @@ def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskR
     RunFileError : a line that is not JSON or not a task row (file and line named).
     """
     path = cell_directory / TASKS_FILE
-
-    def not_json(exc: JsonlError) -> None:
-        """Raise a line that is not valid JSON as a RunFileError."""
-        raise RunFileError(f"{path} line {exc.line}: not JSON ({exc.detail})")
-
     try:
-        return [
-            TaskRow.from_json(data, f"{path} line {number}")
-            for number, data in read_jsonl(path, on_error=not_json)
-        ]
+        status = path.stat()
+        return list(_task_rows_of(path, (status.st_mtime_ns, status.st_size)))
     except FileNotFoundError:
         if missing_ok:
             return []
