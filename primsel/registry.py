@@ -9,8 +9,11 @@ instance. A specification is
   than ``type`` is passed to the constructor. Nested member specifications are built by the
   class itself (``build`` is public for that).
 
-Built-in classes are registered when their package is first needed, so listing or building a
-retriever never imports torch, faiss or openai.
+Built-in classes are registered when first needed: a package of built-in components may name
+the module of each class in a table ``COMPONENT_MODULES`` (kind -> name -> module of the
+package, as :mod:`primsel.retrieval` does), and then only the module of the name asked for is
+imported; a package without the table is imported whole. Listing the names imports nothing
+heavy, and no component imports torch, faiss or openai before it is fitted.
 """
 
 from __future__ import annotations
@@ -91,15 +94,32 @@ def temporary() -> Iterator[None]:
             table.update(saved[kind])
 
 
-def _load_builtins(kind: str) -> None:
-    importlib.import_module(_BUILTIN_PACKAGES[kind])
+def _builtin_modules(kind: str) -> dict[str, str]:
+    """Name -> module of the built-in classes of ``kind`` that their package's ``COMPONENT_MODULES``
+    table names (empty for a package without the table)."""
+    package = importlib.import_module(_BUILTIN_PACKAGES[kind])
+    table = getattr(package, "COMPONENT_MODULES", {}).get(kind, {})
+    return {name: f"{package.__name__}.{module}" for name, module in table.items()}
+
+
+def _load_builtins(kind: str, name: str | None = None) -> None:
+    """Register the built-in class ``name`` of ``kind`` by importing its module (its package
+    alone when the package has no table, or names no such class); every built-in of ``kind``
+    when ``name`` is None."""
+    modules = _builtin_modules(kind)
+    if name is not None and name in modules:
+        importlib.import_module(modules[name])
+        return
+    if name is None:
+        for module in sorted(set(modules.values())):
+            importlib.import_module(module)
 
 
 def available(kind: str = "retriever") -> list[str]:
-    """Sorted names of the registered classes of ``kind`` (built-ins included)."""
+    """Sorted names of the registered classes of ``kind``, built-ins included (their modules
+    are not imported to list them)."""
     _check_kind(kind)
-    _load_builtins(kind)
-    return sorted(_REGISTRY[kind])
+    return sorted({*_REGISTRY[kind], *_builtin_modules(kind)})
 
 
 def _check_component_class(obj: Any, name: str, kind: str) -> type:
@@ -144,10 +164,10 @@ def resolve(name: str, kind: str = "retriever") -> type:
             raise UnknownComponentError(f"cannot import {kind} {name!r}: {exc}") from exc
         return _check_component_class(obj, name, kind)
     if name not in _REGISTRY[kind]:
-        _load_builtins(kind)
+        _load_builtins(kind, name)
     if name not in _REGISTRY[kind]:
-        known = ", ".join(sorted(_REGISTRY[kind]))
-        raise UnknownComponentError(f"unknown {kind} {name!r}{did_you_mean(name, _REGISTRY[kind])}; known: {known} "
+        known = available(kind)
+        raise UnknownComponentError(f"unknown {kind} {name!r}{did_you_mean(name, known)}; known: {', '.join(known)} "
                                     "(or give 'package.module:Class')")
     return _check_component_class(_REGISTRY[kind][name], name, kind)
 

@@ -39,7 +39,7 @@ SUBCOMMANDS = {
     "retrieve": (
         "primsel.commands.retrieve",
         "rank the library for every task with a retriever and print retrieval metrics",
-        'primsel retrieve --retriever bm25 --k 15 --out bm25.trec',
+        "primsel retrieve --retriever bm25 --k 15 --out bm25.trec",
     ),
     "extract": (
         "primsel.commands.extract",
@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
         module.add_arguments(sub)
         # also accepted after the subcommand; SUPPRESS keeps a top-level -v when it is absent here
-        sub.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+        sub.add_argument(
+            "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
         sub.set_defaults(_module=module_name)
     return parser
 
@@ -114,11 +116,12 @@ class _StderrHandler(logging.StreamHandler):
 
     @property
     def stream(self):  # type: ignore[override]
+        """The stream: ``sys.stderr`` as it is now."""
         return sys.stderr
 
     @stream.setter
     def stream(self, value: object) -> None:
-        pass
+        """Ignore a new stream: the handler always writes to the current ``sys.stderr``."""
 
 
 @contextlib.contextmanager
@@ -130,7 +133,12 @@ def log_to_stderr(verbosity: int = 0) -> Iterator[None]:
     handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING)
+    if verbosity >= 2:
+        logger.setLevel(logging.DEBUG)
+    elif verbosity == 1:
+        logger.setLevel(logging.INFO)
+    else:
+        logger.setLevel(logging.WARNING)
     try:
         yield
     finally:
@@ -186,5 +194,12 @@ def _end_quickly() -> None:
     atexit.register(gc.freeze)
 
 
-__all__ = ["SUBCOMMANDS", "UsageError", "build_parser", "log_to_stderr", "main", "output_stream",
-           "read_jsonl_objects"]
+__all__ = [
+    "SUBCOMMANDS",
+    "UsageError",
+    "build_parser",
+    "log_to_stderr",
+    "main",
+    "output_stream",
+    "read_jsonl_objects",
+]

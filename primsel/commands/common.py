@@ -1,8 +1,9 @@
-"""What every subcommand shares: the error of bad input, the input reader, the output stream, the count of
-LLM answers from the cache."""
+"""What every subcommand shares: the error of bad input, the input reader, the output stream, the
+count of LLM answers from the cache."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from collections.abc import Mapping
@@ -15,8 +16,9 @@ class UsageError(Exception):
     """Bad command-line input; the message names the problem. Exits with status 2."""
 
 
-def read_jsonl_objects(path: str, expected: str, what: str = "",
-                       bad: list[str] | None = None) -> list[tuple[str, dict]]:
+def read_jsonl_objects(
+    path: str, expected: str, what: str = "", bad: list[str] | None = None
+) -> list[tuple[str, dict]]:
     """The JSON objects of a JSONL input file, one per non-blank line
     (:func:`primsel.files.read_jsonl`).
 
@@ -47,11 +49,13 @@ def read_jsonl_objects(path: str, expected: str, what: str = "",
         raise UsageError(f"cannot read {named}: {getattr(exc, 'strerror', None) or exc}") from exc
 
     def report(problem: str) -> None:
+        """Raise ``problem`` as a UsageError, or keep it in ``bad`` when given."""
         if bad is None:
             raise UsageError(problem)
         bad.append(problem)
 
     def not_json(exc: JsonlError) -> None:
+        """Report a line that is not valid JSON."""
         report(f"{path} line {exc.line} column {exc.column}: not valid JSON ({exc.reason})")
 
     out = []
@@ -80,12 +84,16 @@ def output_stream(stack: contextlib.ExitStack, path: str | None) -> TextIO:
         raise UsageError(f"cannot write --out {path}: {exc.strerror or exc}") from exc
 
 
-def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, str], log: TextIO,
-                   command: str = "primsel run") -> None:
-    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose every answer
-    did (no endpoint contacted: the cache is not keyed by URL). ``answers``: cell id -> (answers, from a
-    cache) (:attr:`primsel.experiments.runner.ExperimentResult.answers`); ``labels``: cell id -> label;
-    ``command``: the prefix of the lines."""
+def report_answers(
+    answers: Mapping[str, tuple[int, int]],
+    labels: Mapping[str, str],
+    log: TextIO,
+    command: str = "primsel run",
+) -> None:
+    """Say on ``log`` how many LLM answers came from the cache, and warn about the cells whose every
+    answer did (no endpoint contacted: the cache is not keyed by URL). ``answers``: cell id ->
+    (answers, from a cache) (:attr:`primsel.experiments.runner.ExperimentResult.answers`);
+    ``labels``: cell id -> label; ``command``: the prefix of the lines."""
     total = sum(n for n, _ in answers.values())
     if not total:
         return
@@ -93,7 +101,33 @@ def report_answers(answers: Mapping[str, tuple[int, int]], labels: Mapping[str, 
     print(f"{command}: {cached} of {total} LLM answers from the cache", file=log)
     offline = [cid for cid, (n, c) in answers.items() if n and c == n]
     if offline:
-        names = ", ".join(labels.get(c, c) + (f" ({c})" if labels.get(c, c) != c else "") for c in offline)
-        print(f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
-              "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
-              "cache_namespace to keep the answers of different endpoints apart)", file=log)
+        names = ", ".join(
+            labels.get(c, c) + (f" ({c})" if labels.get(c, c) != c else "") for c in offline
+        )
+        print(
+            f"{command}: warning: no LLM endpoint was contacted for {names}: every answer came from the "
+            "cache, which is keyed by model name, messages and sampling parameters, not by URL (set "
+            "cache_namespace to keep the answers of different endpoints apart)",
+            file=log,
+        )
+
+
+def add_test_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the paired randomisation test: ``--n-resamples`` (sign flips, default 10000)
+    and ``--seed`` (default 0)."""
+    parser.add_argument(
+        "--n-resamples",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="sign flips of the paired randomisation test (default 10000)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the randomisation test (default 0)"
+    )
+
+
+def check_test_options(args: argparse.Namespace) -> None:
+    """UsageError when ``--n-resamples`` is below 1."""
+    if args.n_resamples < 1:
+        raise UsageError(f"--n-resamples must be >= 1, got {args.n_resamples}")

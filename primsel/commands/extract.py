@@ -31,22 +31,44 @@ from typing import Any
 from primsel.commands.common import UsageError, output_stream, read_jsonl_objects
 
 #: Keys of an output row, in order.
-ROW_KEYS = ("id", "task_id", "status", "program", "entry_point", "dropped_lines", "parse_failure", "async_entry")
+ROW_KEYS = (
+    "id",
+    "task_id",
+    "status",
+    "program",
+    "entry_point",
+    "dropped_lines",
+    "parse_failure",
+    "async_entry",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Attach the ``extract`` options to ``parser``."""
-    parser.add_argument("answers", metavar="IN.jsonl",
-                        help='stored answers, one JSON object per line: {"id": "17", "answer": "...", '
-                             '"finish_reason": "stop"} (finish_reason optional)')
-    parser.add_argument("--mode", choices=("primsel", "aspera"), default="primsel",
-                        help="primsel: our rules (default); aspera: ASPERA's agent, quirks included")
-    parser.add_argument("--entry", metavar="NAME", default=None,
-                        help="the function the prompt asked for (primsel mode; ASPERA ignores it)")
+    parser.add_argument(
+        "answers",
+        metavar="IN.jsonl",
+        help='stored answers, one JSON object per line: {"id": "17", "answer": "...", '
+        '"finish_reason": "stop"} (finish_reason optional)',
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("primsel", "aspera"),
+        default="primsel",
+        help="primsel: our rules (default); aspera: ASPERA's agent, quirks included",
+    )
+    parser.add_argument(
+        "--entry",
+        metavar="NAME",
+        default=None,
+        help="the function the prompt asked for (primsel mode; ASPERA ignores it)",
+    )
     parser.add_argument("--out", metavar="OUT.jsonl", help="write the rows here instead of stdout")
 
 
-def read_answers(path: str, bad: list[str] | None = None) -> list[tuple[Any, str | None, str | None]]:
+def read_answers(
+    path: str, bad: list[str] | None = None
+) -> list[tuple[Any, str | None, str | None]]:
     """``(id, answer, finish_reason)`` of every non-blank line of ``path`` (read with
     :func:`primsel.commands.common.read_jsonl_objects`).
 
@@ -58,10 +80,10 @@ def read_answers(path: str, bad: list[str] | None = None) -> list[tuple[Any, str
 
     Raises
     ------
-    primsel.commands.common.UsageError : the file cannot be read, or (without ``bad``) a line is not a JSON
-        object with an ``id`` (string or integer), an ``answer`` (string or null) and an
-        optional ``finish_reason`` (string or null); the message gives the file and line number
-        (and the column of bad JSON).
+    primsel.commands.common.UsageError : the file cannot be read, or (without ``bad``) a line is not
+        a JSON object with an ``id`` (string or integer), an ``answer`` (string or null) and an
+        optional ``finish_reason`` (string or null); the message gives the file and line number (and
+        the column of bad JSON).
     """
     rows = []
     for where, record in read_jsonl_objects(path, "id and answer", bad=bad):
@@ -86,9 +108,16 @@ def read_answers(path: str, bad: list[str] | None = None) -> list[tuple[Any, str
 
 def row(ident: Any, found: Any) -> dict[str, Any]:
     """The output row of one answer (:data:`ROW_KEYS`)."""
-    return {"id": ident, "task_id": str(ident), "status": found.status, "program": found.program, "entry_point": found.entry_point,
-            "dropped_lines": list(found.dropped_lines), "parse_failure": found.parse_failure,
-            "async_entry": found.async_entry}
+    return {
+        "id": ident,
+        "task_id": str(ident),
+        "status": found.status,
+        "program": found.program,
+        "entry_point": found.entry_point,
+        "dropped_lines": list(found.dropped_lines),
+        "parse_failure": found.parse_failure,
+        "async_entry": found.async_entry,
+    }
 
 
 def main(args: argparse.Namespace) -> int:
@@ -106,5 +135,8 @@ def main(args: argparse.Namespace) -> int:
             found = extract(answer, args.mode, args.entry, finish)
             extracted += found.status == "ok" and found.parse_failure is None
             out.write(json.dumps(row(ident, found)) + "\n")
-    print(f"extracted {extracted}/{len(answers)}" + (f" ({len(bad)} bad lines left out)" if bad else ""))
+    print(
+        f"extracted {extracted}/{len(answers)}"
+        + (f" ({len(bad)} bad lines left out)" if bad else "")
+    )
     return 1 if bad else 0

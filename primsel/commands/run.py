@@ -8,44 +8,141 @@ from typing import Any
 
 from primsel.commands.common import UsageError, report_answers
 
-#: The cut-off :func:`best_cells` prefers, and the widest line it prints.
-HEADLINE_K = 15
-SUMMARY_WIDTH = 100
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``primsel run``."""
-    parser.add_argument("config", metavar="CONFIG.toml", help="experiment declaration (see experiments/*.toml)")
-    parser.add_argument("--out", default="runs", metavar="DIR",
-                        help="output root; cells go to DIR/<name>/<cell_id>/ (default runs/)")
-    parser.add_argument("--data", default=None, metavar="PATH",
-                        help="Asper-Bench archive or retrieval-only data (any kind the user guide lists, e.g. "
-                             "a BEIR directory, the MetaTool or APIBench folder or one of their subsets, "
-                             "pydoc[:SIZE]); overrides the "
-                             "file's 'data' key; default: $PRIMSEL_ASPER_BENCH, else the built-in tasks")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="sandbox worker processes when a generator runs (default: CPUs)")
-    parser.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="read and write no cache: retrieval rankings, embeddings, LLM answers")
+    parser.add_argument(
+        "config", metavar="CONFIG.toml", help="experiment declaration (see experiments/*.toml)"
+    )
+    parser.add_argument(
+        "--out",
+        default="runs",
+        metavar="DIR",
+        help="output root; cells go to DIR/<name>/<cell_id>/ (default runs/)",
+    )
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="Asper-Bench archive or retrieval-only data (any kind the user guide lists, e.g. "
+        "a BEIR directory, the MetaTool or APIBench folder or one of their subsets, "
+        "pydoc[:SIZE]); overrides the "
+        "file's 'data' key; default: $PRIMSEL_ASPER_BENCH, else the built-in tasks",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sandbox worker processes when a generator runs (default: CPUs)",
+    )
+    parser.add_argument(
+        "--no-report", action="store_true", help="do not write the report (Markdown and plots)"
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="read and write no cache: retrieval rankings, embeddings, LLM answers",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("--backend", choices=("serial", "ray"), default="serial",
-                        help="serial (default): cells one after the other here; ray: cells as Ray tasks "
-                             "(pip install 'primsel[ray]'), same files and report")
+    parser.add_argument(
+        "--backend",
+        choices=("serial", "ray"),
+        default="serial",
+        help="serial (default): cells one after the other here; ray: cells as Ray tasks "
+        "(pip install 'primsel[ray]'), same files and report",
+    )
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--sample", type=int, default=None, metavar="N",
-                       help="run every cell on N tasks drawn with the experiment's seed (the same tasks for "
-                            "every cell; retrieval still cross-validated over all tasks, so the answers are "
-                            "reused by the full run): a quick look before a long run")
-    which.add_argument("--tasks", default=None, metavar="ID,ID,...",
-                       help="run every cell on these tasks only (as --sample)")
-    which.add_argument("--fold", type=int, default=None, metavar="K",
-                       help="run every cell on the tasks of cross-validation fold K (0 .. folds - 1 of the "
-                            "experiment's folds and seed; as --sample): a random part of the tasks, and the "
-                            "one a local model answers fastest, its prompts sharing their worked example")
-    parser.add_argument("--address", default=None, metavar="ADDR",
-                        help="with --backend ray: the Ray cluster to connect to (default: a local Ray "
-                             "started for the run)")
+    which.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run every cell on N tasks drawn with the experiment's seed (the same tasks for "
+        "every cell; retrieval still cross-validated over all tasks, so the answers are "
+        "reused by the full run): a quick look before a long run",
+    )
+    which.add_argument(
+        "--tasks",
+        default=None,
+        metavar="ID,ID,...",
+        help="run every cell on these tasks only (as --sample)",
+    )
+    which.add_argument(
+        "--fold",
+        type=int,
+        default=None,
+        metavar="K",
+        help="run every cell on the tasks of cross-validation fold K (0 .. folds - 1 of the "
+        "experiment's folds and seed; as --sample): a random part of the tasks, and the "
+        "one a local model answers fastest, its prompts sharing their worked example",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --backend ray: the Ray cluster to connect to (default: a local Ray "
+        "started for the run)",
+    )
+
+
+def _task_ids(args: argparse.Namespace) -> list[str] | None:
+    """Check the options that need no file; the task ids of ``--tasks`` (None without it).
+
+    Raises
+    ------
+    UsageError : a bad number, an empty ``--tasks``, ``--address`` without Ray, or Ray missing.
+    """
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.sample is not None and args.sample < 1:
+        raise UsageError(f"--sample must be >= 1, got {args.sample}")
+    if args.fold is not None and args.fold < 0:
+        raise UsageError(f"--fold must be >= 0, got {args.fold}")
+    if args.address is not None and args.backend != "ray":
+        raise UsageError("--address needs --backend ray")
+    if args.backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "--backend ray needs Ray: pip install 'primsel[ray]' (or pip install ray)"
+            ) from None
+    if args.tasks is None:
+        return None
+    task_ids = [t for t in args.tasks.split(",") if t.strip()]
+    if not task_ids:
+        raise UsageError("--tasks needs at least one task id (ID,ID,...)")
+    return task_ids
+
+
+def _endpoint_failed(exc: Exception, computed: int, directory: object) -> int:
+    """Say on stderr that the LLM endpoint stopped the run
+    (:class:`primsel.llm.client.LLMFatalError`), what stays and how to resume; the exit status 1."""
+    from primsel.llm.client import EndpointUnreachableError
+
+    if isinstance(exc, EndpointUnreachableError):
+        print(
+            f"primsel run: error: the LLM endpoint cannot be reached, stopping: {exc}",
+            file=sys.stderr,
+        )
+        if "llama.cpp server" in str(exc):
+            fix = "see the server's output above"
+        else:
+            fix = "start the server or correct base_url / OPENAI_BASE_URL"
+    else:
+        print(
+            f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
+            f"{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        fix = "fix the key, quota or model name"
+    print(
+        f"primsel run: {computed} cells computed before it stay in {directory}; "
+        f"{fix} and run the same command again to resume",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def main(args: argparse.Namespace) -> int:
@@ -61,29 +158,14 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from primsel.aspera import AsperaSourceError
-    from primsel.llm.answers import AnswersError
     from primsel.datasets import DatasetError
     from primsel.experiments.config import ConfigError, load_config
+    from primsel.llm.answers import AnswersError
     from primsel.experiments.runner import OutputError, run_experiment
-    from primsel.llm.client import EndpointUnreachableError, LLMFatalError
+    from primsel.llm.client import LLMFatalError
     from primsel.llm.local import LocalModelError
 
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.sample is not None and args.sample < 1:
-        raise UsageError(f"--sample must be >= 1, got {args.sample}")
-    task_ids = [t for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None
-    if task_ids is not None and not task_ids:
-        raise UsageError("--tasks needs at least one task id (ID,ID,...)")
-    if args.fold is not None and args.fold < 0:
-        raise UsageError(f"--fold must be >= 0, got {args.fold}")
-    if args.address is not None and args.backend != "ray":
-        raise UsageError("--address needs --backend ray")
-    if args.backend == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise UsageError("--backend ray needs Ray: pip install 'primsel[ray]' (or pip install ray)") from None
+    task_ids = _task_ids(args)
     finished: list[str] = []
     try:
         config = load_config(args.config)
@@ -91,45 +173,62 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     directory = Path(args.out) / config.name
     try:
-        result = run_experiment(config, args.out, data=args.data, workers=args.workers,
-                                progress=not args.quiet, use_cache=not args.no_cache,
-                                on_cell=lambda cell, report: finished.append(cell.id),
-                                backend=args.backend, address=args.address, sample=args.sample,
-                                task_ids=task_ids, fold=args.fold)
-    except (ConfigError, DatasetError, OutputError, LocalModelError, AsperaSourceError, AnswersError) as exc:
+        result = run_experiment(
+            config,
+            args.out,
+            data=args.data,
+            workers=args.workers,
+            progress=not args.quiet,
+            use_cache=not args.no_cache,
+            on_cell=lambda cell, report: finished.append(cell.id),
+            backend=args.backend,
+            address=args.address,
+            sample=args.sample,
+            task_ids=task_ids,
+            fold=args.fold,
+        )
+    except (
+        ConfigError,
+        DatasetError,
+        OutputError,
+        LocalModelError,
+        AsperaSourceError,
+        AnswersError,
+    ) as exc:
         raise UsageError(str(exc)) from None
     except LLMFatalError as exc:
-        if isinstance(exc, EndpointUnreachableError):
-            print(f"primsel run: error: the LLM endpoint cannot be reached, stopping: {exc}", file=sys.stderr)
-            fix = ("see the server's output above" if "llama.cpp server" in str(exc)
-                   else "start the server or correct base_url / OPENAI_BASE_URL")
-        else:
-            print(f"primsel run: error: the LLM endpoint refuses the requests, stopping: "
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
-            fix = "fix the key, quota or model name"
-        print(f"primsel run: {len(finished)} cells computed before it stay in {directory}; "
-              f"{fix} and run the same command again to resume", file=sys.stderr)
-        return 1
+        return _endpoint_failed(exc, len(finished), directory)
     except KeyboardInterrupt:
         newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C"
-        print(f"{newline}primsel run: interrupted; {len(finished)} cells computed before it stay in {directory}; "
-              "run the same command again to resume", file=sys.stderr)
+        print(
+            f"{newline}primsel run: interrupted; {len(finished)} cells computed before it stay in {directory}; "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
         return 130
     return _finish(args, result)
 
 
 def _finish(args: argparse.Namespace, result: Any) -> int:
-    """After the cells of ``result`` (:class:`primsel.experiments.runner.ExperimentResult`): say what ran, write the
-    report (unless ``--no-report``) and print :func:`best_cells` and the report's path; the exit status."""
+    """After the cells of ``result`` (:class:`primsel.experiments.runner.ExperimentResult`): say
+    what ran, write the report (unless ``--no-report``) and print the summary
+    (:func:`primsel.reporting.summary.best_cells`) and the report's path; the exit status."""
     from primsel.reporting import ReportError, load_experiment, write_report
+    from primsel.reporting.summary import best_cells
 
     report_answers(result.answers, {c.id: c.label for c in result.cells}, sys.stderr)
-    print(f"primsel run: {len(result.computed)} cells computed, {len(result.skipped)} already finished, "
-          f"{result.seconds:.1f} s; results in {result.directory}", file=sys.stderr)
+    print(
+        f"primsel run: {len(result.computed)} cells computed, {len(result.skipped)} already finished, "
+        f"{result.seconds:.1f} s; results in {result.directory}",
+        file=sys.stderr,
+    )
     if result.incomplete:
-        print(f"primsel run: warning: {len(result.incomplete)} cells are incomplete (LLM requests failed "
-              f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
-              "recompute them (answers already received are cached)", file=sys.stderr)
+        print(
+            f"primsel run: warning: {len(result.incomplete)} cells are incomplete (LLM requests failed "
+            f"after their retries: {', '.join(result.incomplete)}); run the same command again to "
+            "recompute them (answers already received are cached)",
+            file=sys.stderr,
+        )
     if not args.no_report:
         try:
             path = write_report(result.directory)
@@ -137,8 +236,11 @@ def _finish(args: argparse.Namespace, result: Any) -> int:
             raise UsageError(str(exc)) from None
         except KeyboardInterrupt:
             newline = "\n" if sys.stderr.isatty() else ""
-            print(f"{newline}primsel run: interrupted while writing the report; every cell stays in "
-                  f"{result.directory}; `primsel report {result.directory}` writes it", file=sys.stderr)
+            print(
+                f"{newline}primsel run: interrupted while writing the report; every cell stays in "
+                f"{result.directory}; `primsel report {result.directory}` writes it",
+                file=sys.stderr,
+            )
             return 130
     try:  # a short summary on stdout; the full table is the report's
         summary = best_cells(load_experiment(result.directory))
@@ -149,41 +251,3 @@ def _finish(args: argparse.Namespace, result: Any) -> int:
     if not args.no_report:
         print(path)
     return 0
-
-
-def best_cells(experiment: Any, limit: int = 12) -> list[str]:
-    """Plain text lines (at most :data:`SUMMARY_WIDTH` characters), per dataset under a line naming it: each ranking's
-    best cell (at k = :data:`HEADLINE_K` where run; by success, else set F1, then fewer tokens), ordered by success,
-    recall@15 and set F1, at most ``limit`` rows and a line counting the rest; empty when no cell finished.
-    ``experiment``: a :class:`primsel.experiments.results.Experiment`."""
-    from primsel.experiments.results import SUMMARY_COLUMNS, data_text, dataset_groups
-    from primsel.reporting.compare import best_of_configurations
-    from primsel.reporting.style import configuration_labels, num
-
-    out: list[str] = []
-    for data, group in dataset_groups(experiment):
-        cells = [c for c in group if c.finished]
-        if not cells:
-            continue
-        has_gen, labels = any(c.settings.get("generator") for c in cells), configuration_labels(cells)
-        best = best_of_configurations(cells, prefer_k=HEADLINE_K, summary=True)
-        header = ["configuration", "k", "closure", *(["success"] if has_gen else []), *(h for _, h in SUMMARY_COLUMNS)]
-        rows = [[labels[key], str(c.settings.get("k")), "yes" if c.settings.get("closure") else "no",
-                 *([num(c.record.success)] if has_gen else []),
-                 *(num(c.record.metric(m), 1 if m == "docs_tokens" else 3) for m, _ in SUMMARY_COLUMNS)]
-                for key, c in list(best.items())[:limit]]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        room = max(len(header[0]), SUMMARY_WIDTH - sum(widths[1:]) - 2 * (len(header) - 1))
-        if widths[0] > room:
-            head = (room - 1) // 2
-            for row in rows:  # cut in the middle: labels of one ranking's variants differ at their end
-                row[0] = row[0] if len(row[0]) <= room else row[0][:head] + "…" + row[0][-(room - 1 - head):]
-            widths[0] = room
-        out += [f"== {data_text(data)}", f"best cell of each ranking (at k = {HEADLINE_K} where run), by "
-                f"{'task success, then ' if has_gen else ''}R@{HEADLINE_K}:"]
-        out += ["  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))).rstrip()
-                for row in [header, *rows]]
-        if len(best) > limit:
-            out.append(f"... {len(best) - limit} more rankings (all in the report: primsel report "
-                       f"{experiment.directory})")
-    return out

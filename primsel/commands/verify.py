@@ -61,7 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="time limit per task in seconds, at most 86400 (default 10)",
     )
-    parser.add_argument("--out", metavar="FILE.jsonl", help="write the result rows here instead of stdout")
+    parser.add_argument(
+        "--out", metavar="FILE.jsonl", help="write the result rows here instead of stdout"
+    )
     parser.add_argument(
         "--explain",
         action="store_true",
@@ -89,7 +91,9 @@ def _verify(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT):
-        raise UsageError(f"--timeout must be a finite number of seconds in (0, {MAX_TIMEOUT:g}], got {args.timeout}")
+        raise UsageError(
+            f"--timeout must be a finite number of seconds in (0, {MAX_TIMEOUT:g}], got {args.timeout}"
+        )
     most = MAX_WORKERS_PER_CPU * (os.cpu_count() or 1)
     if args.workers is not None and args.workers > most:
         print(
@@ -133,7 +137,9 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def read_programs(path: str, bad: list[str] | None = None) -> list[tuple[str, str | None, str | None]]:
+def read_programs(
+    path: str, bad: list[str] | None = None
+) -> list[tuple[str, str | None, str | None]]:
     """Read ``(task_id, program, entry_point)`` jobs from a JSONL file; blank lines are skipped.
 
     A row with ``"status": "truncated"`` (``primsel extract``'s mark of an answer cut off) gives
@@ -147,12 +153,14 @@ def read_programs(path: str, bad: list[str] | None = None) -> list[tuple[str, st
 
     Raises
     ------
-    primsel.commands.common.UsageError : the file is missing or unreadable, or (without ``bad``) a line is
-        not a JSON object with a string (or integer) ``task_id`` and a string (or null)
+    primsel.commands.common.UsageError : the file is missing or unreadable, or (without ``bad``) a
+        line is not a JSON object with a string (or integer) ``task_id`` and a string (or null)
         ``program``; the message gives the line number (and the column of bad JSON).
     """
     jobs = []
-    for where, record in read_jsonl_objects(path, "task_id and program", what="--programs", bad=bad):
+    for where, record in read_jsonl_objects(
+        path, "task_id and program", what="--programs", bad=bad
+    ):
         task_id = record.get("task_id")
         if isinstance(task_id, int) and not isinstance(task_id, bool):
             task_id = str(task_id)
@@ -166,7 +174,9 @@ def read_programs(path: str, bad: list[str] | None = None) -> list[tuple[str, st
         elif entry is not None and not isinstance(entry, str):
             problem = f"{where}: 'entry_point' must be a string or null"
         else:
-            jobs.append((task_id, program, TRUNCATED if record.get("status") == "truncated" else entry))
+            jobs.append(
+                (task_id, program, TRUNCATED if record.get("status") == "truncated" else entry)
+            )
             continue
         if bad is None:
             raise UsageError(problem)
@@ -176,11 +186,13 @@ def read_programs(path: str, bad: list[str] | None = None) -> list[tuple[str, st
 
 class _Progress:
     """Progress lines on stderr, at most every two seconds and at the end."""
+
     def __init__(self, total: int) -> None:
         self.total = total
         self.start = self.last = time.monotonic()
 
     def update(self, done: int, passed: int) -> None:
+        """Print a progress line when two seconds have passed or all is done."""
         now = time.monotonic()
         if done == self.total or now - self.last >= 2.0:
             self.last = now

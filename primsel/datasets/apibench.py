@@ -77,19 +77,18 @@ def instruction(code: str) -> str | None:
     return code[start.end():end.start() if end else len(code)].strip()
 
 
-def load_apibench(path: Path, hub: str) -> RetrievalDataset:
-    """One APIBench hub (see the module docstring for the rules).
+def _api_documents(api_file: Path, hub: str, name: str) -> tuple[list[Any], list[tuple[str, Any]], dict[str, str], int]:
+    """The API documents of a hub's API file, each line that repeats an earlier one kept once.
+
+    Returns
+    -------
+    (the documents, (document id, its row) of each, canonical row -> document id, the lines left
+    out as repeats).
 
     Raises
     ------
-    DatasetError : unknown hub, a missing file, a malformed line (file and line named), an API
-        document without a required field, an item without ``code``, ``api_data`` or an
-        instruction.
+    DatasetError : a malformed line or a document without a required field.
     """
-    if hub not in HUBS:
-        raise DatasetError(f"APIBench has no hub {hub!r}; expected one of {', '.join(HUBS)}")
-    name = f"apibench-{hub}"
-    api_file, eval_file = (path / f for f in HUBS[hub])
     docs, raw_docs = [], []
     seen: dict[str, str] = {}
     duplicates = 0
@@ -107,6 +106,23 @@ def load_apibench(path: Path, hub: str) -> RetrievalDataset:
         text = "\n".join(_text(row[k]).strip() for k in ("api_name", "domain", "functionality", "description"))
         docs.append(document(doc_id, row["api_call"].strip(), text, name, name=row["api_name"]))
         raw_docs.append((doc_id, row))
+    return docs, raw_docs, seen, duplicates
+
+
+def load_apibench(path: Path, hub: str) -> RetrievalDataset:
+    """One APIBench hub (see the module docstring for the rules).
+
+    Raises
+    ------
+    DatasetError : unknown hub, a missing file, a malformed line (file and line named), an API
+        document without a required field, an item without ``code``, ``api_data`` or an
+        instruction.
+    """
+    if hub not in HUBS:
+        raise DatasetError(f"APIBench has no hub {hub!r}; expected one of {', '.join(HUBS)}")
+    name = f"apibench-{hub}"
+    api_file, eval_file = (path / f for f in HUBS[hub])
+    docs, raw_docs, seen, duplicates = _api_documents(api_file, hub, name)
     by_call: dict[str, list[str]] = {}
     by_name: dict[tuple[str, str], list[str]] = {}
     for doc_id, row in raw_docs:

@@ -173,7 +173,9 @@ def _is_method(value: Any) -> bool:
     return inspect.isfunction(value) or inspect.ismethoddescriptor(value) or inspect.isbuiltin(value)
 
 
-def collect(modules: list[tuple[str, Any]]) -> list[dict[str, str]]:
+def collect(  # noqa: C901 (one walk applying the module docstring's rules in order, a branch each)
+    modules: list[tuple[str, Any]],
+) -> list[dict[str, str]]:
     """Records ``{"id", "name", "module", "kind", "signature", "doc"}`` of the public documented
     callables of ``modules`` (rules in the module docstring), sorted by id."""
     best: dict[int, tuple[str, str, Any]] = {}  # id(object) -> (dotted path, module name, object)

@@ -72,7 +72,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FIGURES", "aspera_figures", "is_refused", "markdown_table", "selection_f1"]
+__all__ = ["FIGURES", "aspera_figures", "is_refused", "selection_f1"]
 
 #: The figures, in ASPERA's ``metrics.json`` order, with the column header of the report.
 FIGURES = (
@@ -177,29 +177,8 @@ def _selection_figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | N
 
 
 def _selection_pair(row: Mapping[str, Any]) -> tuple[set[str], set[str]]:
-    """(selected, gold) of a row: under ASPERA's protocol the symbol names ASPERA counts (``aspera_selection``,
-    ``aspera_gold``), else the selected and gold primitive ids."""
-    if "aspera_gold" in row:
+    """(selected, gold) of a row: under ASPERA's protocol the symbol names ASPERA counts
+    (``aspera_selection``, ``aspera_gold``), else the selected and gold primitive ids."""
+    if row.get("aspera_gold") is not None:
         return set(row.get("aspera_selection") or ()), set(row["aspera_gold"])
     return set(row.get("selection") or ()), set(row.get("gold") or ())
-
-
-def markdown_table(cells: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Lines of a Markdown table of ASPERA's figures, one row per ``(label, report)`` whose
-    report holds them; no lines when none does."""
-    rows = [(label, report) for label, report in cells if "score" in report]
-    if not rows:
-        return []
-
-    def cell(value: Any, digits: int) -> str:
-        return "–" if value is None else f"{value:.{digits}f}"
-
-    lines = ["## ASPERA's figures", "",
-             "Computed as ASPERA's agent runner does (`primsel.eval.aspera`): percentages except the F1 "
-             "values; `extraction` says how programs were taken from the answers.", "",
-             "| configuration | extraction | " + " | ".join(h for _, h in FIGURES) + " |",
-             "|---|---|" + "--:|" * len(FIGURES)]
-    for label, report in rows:
-        values = [cell(report.get(key), 3 if key.startswith("primitives") else 2) for key, _ in FIGURES]
-        lines.append(f"| {label} | {report.get('extraction') or '–'} | " + " | ".join(values) + " |")
-    return lines + [""]

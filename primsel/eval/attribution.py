@@ -92,26 +92,30 @@ def used_names(code: str) -> tuple[dict[str, int], set[str]]:
     loaded: dict[str, int] = {}
     bound: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                if node.id not in loaded or node.lineno < loaded[node.id]:
-                    loaded[node.id] = node.lineno
-            else:
-                bound.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                bound.add((alias.asname or alias.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, ast.MatchAs) and node.name:
-            bound.add(node.name)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id not in loaded or node.lineno < loaded[node.id]:
+                loaded[node.id] = node.lineno
+        else:
+            bound.update(_bound_by(node))
     return loaded, bound
+
+
+def _bound_by(node: ast.AST) -> list[str]:
+    """The names one node of a program binds (an assigned name, a parameter, an import, a ``def`` or
+    ``class``, an ``except`` or ``match`` target, a ``global`` or ``nonlocal`` name)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs)) and node.name:
+        return [node.name]
+    return []
 
 
 def _imported_library_names(code: str, modules: Iterable[str]) -> dict[str, int]:
@@ -129,7 +133,7 @@ def _imported_library_names(code: str, modules: Iterable[str]) -> dict[str, int]
     return out
 
 
-def attribute(
+def attribute(  # noqa: C901, PLR0912, PLR0915 (the 14 rules of the docstring, tried in their order: one branch each)
     task: Task,
     selection: Selection | None,
     program: Program | None,

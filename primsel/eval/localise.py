@@ -128,11 +128,9 @@ def normalise_ids(texts: Sequence[str]) -> list[str]:
     return [rename(text) for text in texts]
 
 
-def split_arguments(text: str) -> list[tuple[str | None, str]]:
-    """Split an argument summary ``"a, b, key=c"`` into ``[(None, "a"), (None, "b"), ("key", "c")]``.
-
-    Commas inside brackets and string literals do not split. Returns ``[]`` for ``""``.
-    """
+def _top_level_items(text: str) -> list[str]:
+    """The parts of ``text`` between the commas outside brackets and string literals, stripped (an
+    empty last part left out)."""
     items, depth, start, quote, i = [], 0, 0, "", 0
     while i < len(text):
         char = text[i]
@@ -153,8 +151,16 @@ def split_arguments(text: str) -> list[tuple[str | None, str]]:
         i += 1
     if text[start:].strip():
         items.append(text[start:].strip())
+    return items
+
+
+def split_arguments(text: str) -> list[tuple[str | None, str]]:
+    """Split an argument summary ``"a, b, key=c"`` into ``[(None, "a"), (None, "b"), ("key", "c")]``.
+
+    Commas inside brackets and string literals do not split. Returns ``[]`` for ``""``.
+    """
     out: list[tuple[str | None, str]] = []
-    for item in items:
+    for item in _top_level_items(text):
         match = _KEYWORD.fullmatch(item)
         out.append((match.group(1), match.group(2)) if match else (None, item))
     return out

@@ -90,8 +90,12 @@ def is_aspera(generator: Any) -> bool:
     return isinstance(generator, Mapping) and generator.get("protocol") == "aspera"
 
 
-def aspera_selection_names(generator: Mapping[str, Any], tasks: Sequence[Task], selections: Mapping[str, Selection],
-                           library: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
+def aspera_selection_names(
+    generator: Mapping[str, Any],
+    tasks: Sequence[Task],
+    selections: Mapping[str, Selection],
+    library: Mapping[str, Any],
+) -> dict[str, dict[str, tuple[str, ...]]]:
     """Per task id, what ASPERA's primitive-selection metric compares (:mod:`primsel.eval.aspera`):
     ``aspera_selection``, the names of the selected symbols (the selected primitives' names, and the names ASPERA's
     rule found outside the library, recorded by ``aspera_selector``; none for the CCK agent, which selects nothing)
@@ -104,5 +108,6 @@ def aspera_selection_names(generator: Mapping[str, Any], tasks: Sequence[Task], 
         if generator.get("agent") != "cck":
             names = [library[p].name for p in selection.ids]
             names += [key[len(OUTSIDE_PREFIX):] for key in selection.usage if key.startswith(OUTSIDE_PREFIX)]
-        out[task.id] = {"aspera_selection": names, "aspera_gold": protocol.gold_names(task.program)}
+        gold = tuple(protocol.gold_names(task.program))
+        out[task.id] = {"aspera_selection": tuple(names), "aspera_gold": gold}
     return out

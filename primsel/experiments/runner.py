@@ -1,6 +1,7 @@
 """Run an experiment grid (on each dataset): every unfinished cell, in grid order, resumably, into
-``<out>/<name>/`` (experiment.json, and a folder per cell). A cell whose report.json says ``"complete": true``
-is skipped unless the source of a component it names changed since (config.json records their digests).
+``<out>/<name>/`` (experiment.json, and a folder per cell). A finished cell
+(:mod:`primsel.experiments.results`) is skipped unless it is incomplete (an LLM request failed) or
+the source of a component it names changed since it ran (its config.json records their digests).
 Backends: ``"serial"`` (this process) and ``"ray"`` (:mod:`primsel.experiments.ray_backend`).
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -20,22 +20,34 @@ from typing import Any, TextIO
 from primsel.aspera import ENV_VAR as ASPERA_ENV_VAR
 from primsel.aspera import locate as locate_aspera
 from primsel.datasets import DatasetError
-from primsel.experiments.cell import CellContext, run_cell
+from primsel.experiments.cell import RunContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand, generator_spec
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, named_library, subset
 from primsel.progress import progress_bar
 from primsel.experiments.ray_backend import run_cells
-from primsel.experiments.results import CellConfig, CellEntry, CellReport, ExperimentManifest
+from primsel.experiments.records import ManifestCell, ManifestFile, ReportError, ReportFile
+from primsel.experiments.results import has_report, is_complete, read_config, write_manifest
 from primsel.retrieval.store import RetrievalStore
-from primsel.files import caches_disabled, canonical_json, dumps_json, write_atomic
+from primsel.files import caches_disabled, canonical_json
 from primsel.library import Library
 from primsel.llm.answers import ANSWERS_SUFFIX, import_answers
 from primsel.llm.local import resolve_gguf, stop_shared_servers
 from primsel.types import Task
 
 #: Packages whose versions are recorded in every config.json.
-VERSIONED_PACKAGES = ("primsel", "numpy", "scipy", "scikit-learn", "ranx", "rank-bm25", "bm25s", "faiss-cpu",
-                      "torch", "sentence-transformers", "openai")
+VERSIONED_PACKAGES = (
+    "primsel",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "ranx",
+    "rank-bm25",
+    "bm25s",
+    "faiss-cpu",
+    "torch",
+    "sentence-transformers",
+    "openai",
+)
 #: Backends of :func:`run_experiment`.
 BACKENDS = ("serial", "ray")
 
@@ -46,32 +58,31 @@ class OutputError(ValueError):
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of :data:`VERSIONED_PACKAGES` (None when absent) and of Python."""
-    out: dict[str, str | None] = {"python": sys.version.split()[0], **dict.fromkeys(VERSIONED_PACKAGES)}
+    out: dict[str, str | None] = {
+        "python": sys.version.split()[0],
+        **dict.fromkeys(VERSIONED_PACKAGES),
+    }
     for name in VERSIONED_PACKAGES:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
     return out
 
 
-def is_finished(directory: Path) -> bool:
-    """True when the cell directory holds a report.json that does not say ``"complete": false``."""
-    try:
-        report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
-        return isinstance(report, dict) and CellReport.from_json(report).complete
-    except (OSError, ValueError):
-        return False
-
-
 def changed_sources(directory: Path, sources: Mapping[str, Mapping[str, str]]) -> list[str]:
     """The component names whose source digest in the cell's config.json differs from ``sources``
     (:meth:`primsel.experiments.settings.CellSettings.sources`); all when it cannot be read."""
     try:
-        recorded = CellConfig.read(directory / "config.json").sources
-    except (OSError, ValueError):  # RunFileError included
-        recorded = {}
-    old = {kind: recorded.get(kind) if isinstance(recorded.get(kind), Mapping) else {} for kind in sources}
-    return [name for kind, digests in sources.items() for name, value in digests.items()
-            if old[kind].get(name) != value]
+        config = read_config(directory)
+    except ReportError:  # unreadable or not valid
+        config = None
+    recorded = config.sources if config is not None else {}
+    changed = []
+    for kind, digests in sources.items():
+        old = recorded.get(kind)
+        if not isinstance(old, Mapping):
+            old = {}
+        changed += [name for name, value in digests.items() if old.get(name) != value]
+    return changed
 
 
 def _check_output(directory: Path) -> None:
@@ -79,18 +90,23 @@ def _check_output(directory: Path) -> None:
     for path in (directory, *directory.parents):
         if path.exists() and not path.is_dir():
             if path == directory:
-                raise OutputError(f"{directory} is a file, not a directory: the experiment writes its cells "
-                                  f"into {directory}/; move the file away or give another --out")
-            raise OutputError(f"{path} is a file, not a directory: cannot create {directory} under it; "
-                              "give another --out")
+                raise OutputError(
+                    f"{directory} is a file, not a directory: the experiment writes its cells "
+                    f"into {directory}/; move the file away or give another --out"
+                )
+            raise OutputError(
+                f"{path} is a file, not a directory: cannot create {directory} under it; "
+                "give another --out"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentResult:
-    """Outcome of :func:`run_experiment`: ``directory`` (``<out>/<name>``), ``cells`` (the grid, in grid
-    order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it), ``seconds``
-    (wall time), ``incomplete`` (computed cells whose LLM requests failed: the next run recomputes them) and
-    ``answers``: computed cell id -> (LLM answers, of which from a cache), for the cells that used an LLM."""
+    """Outcome of :func:`run_experiment`: ``directory`` (``<out>/<name>``), ``cells`` (the grid, in
+    grid order), ids of the cells ``computed`` by this call and ``skipped`` (finished before it),
+    ``seconds`` (wall time), ``incomplete`` (computed cells whose LLM requests failed: the next run
+    recomputes them) and ``answers``: computed cell id -> (LLM answers, of which from a cache), for
+    the cells that used an LLM."""
 
     directory: Path
     cells: tuple[Cell, ...]
@@ -101,9 +117,53 @@ class ExperimentResult:
     answers: Mapping[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
+def _load(
+    config: ExperimentConfig,
+    data: str | os.PathLike[str] | None,
+    tasks: Sequence[Task] | None,
+    library: Library | None,
+    log: TextIO,
+) -> list[tuple[Any, Dataset]]:
+    """``[(data path, dataset)]`` of the experiment (path None for given tasks), against the
+    experiment's ``library``.
+
+    Raises
+    ------
+    primsel.datasets.DatasetError : see :func:`primsel.experiments.dataset.load_datasets`.
+    primsel.aspera.AsperaSourceError : the experiment needs ASPERA's checkout and has none.
+    """
+    if config.uses_aspera:
+        # the components find the checkout through the variable (so do the processes they start)
+        os.environ[ASPERA_ENV_VAR] = str(locate_aspera(config.aspera_src))
+    if tasks is not None:
+        if library is None:
+            library = named_library(config.library)
+        return [(None, make_dataset(tasks, library, library_name=config.library))]
+    origin = (
+        f"the 'data' key of {config.path}"
+        if config.path is not None
+        else "the experiment's 'data' key"
+    )
+    paths, origin = (data, "--data") if data is not None else (config.data, origin)
+    out = [
+        (path, d)
+        for path in (paths if isinstance(paths, tuple) else (paths,))
+        for d in load_datasets(path, log, library, origin=origin, library_name=config.library)
+    ]
+    names = [d.fingerprint for _, d in out]
+    if len(set(names)) != len(names):
+        raise DatasetError("the same dataset is named twice in the experiment's data")
+    return out
+
+
+#: The components that serve a GGUF model on this machine.
+LOCAL_COMPONENTS = ("local", "local_selector", "aspera_local_selector")
+
+
 def _import_answers(config: ExperimentConfig, log: TextIO) -> None:
-    """Put the committed model answers beside the experiment file (``<name>.answers.jsonl.gz``, written by
-    ``primsel report --export``) into the answer cache, so that a run re-scores or resumes them without the model.
+    """Put the committed model answers beside the experiment file (``<name>.answers.jsonl.gz``,
+    written by ``primsel report --export``) into the answer cache, so that a run re-scores or
+    resumes them without the model.
 
     Raises
     ------
@@ -115,80 +175,112 @@ def _import_answers(config: ExperimentConfig, log: TextIO) -> None:
     if not path.is_file():
         return
     added, present = import_answers(path)
-    print(f"primsel run: {added + present} model answers in {path.name}: {added} put into the answer cache, "
-          f"{present} there already", file=log)
-
-
-def _load(config: ExperimentConfig, data: str | os.PathLike[str] | None, tasks: Sequence[Task] | None,
-          library: Library | None, log: TextIO) -> list[tuple[Any, Dataset]]:
-    """``[(data path, dataset)]`` of the experiment (path None for given tasks)."""
-    if config.uses_aspera:
-        # the components find the checkout through the variable (so do the processes they start)
-        os.environ[ASPERA_ENV_VAR] = str(locate_aspera(config.aspera_src))
-    if tasks is not None:
-        if library is None:
-            library = named_library(config.library)
-        return [(None, make_dataset(tasks, library, library_name=config.library))]
-    origin = f"the 'data' key of {config.path}" if config.path is not None else "the experiment's 'data' key"
-    paths, origin = (data, "--data") if data is not None else (config.data, origin)
-    out = [(path, d) for path in (paths if isinstance(paths, tuple) else (paths,))
-           for d in load_datasets(path, log, library, origin=origin, library_name=config.library)]
-    names = [d.fingerprint for _, d in out]
-    if len(set(names)) != len(names):
-        raise DatasetError("the same dataset is named twice in the experiment's data")
-    return out
+    print(
+        f"primsel run: {added + present} model answers in {path.name}: {added} put into the "
+        f"answer cache, {present} there already",
+        file=log,
+    )
 
 
 def _local_models(spec: Any) -> list[str | None]:
     """The ``gguf`` of every ``local`` generator or ``local_selector`` in ``spec`` (any depth)."""
     if isinstance(spec, Mapping):
-        own = [spec.get("gguf")] if spec.get("type") in ("local", "local_selector") else []
+        own = [spec.get("gguf")] if spec.get("type") in LOCAL_COMPONENTS else []
         return own + _local_models(list(spec.values()))
-    return [gguf for value in spec for gguf in _local_models(value)] if isinstance(spec, (list, tuple)) else []
+    return (
+        [gguf for value in spec for gguf in _local_models(value)]
+        if isinstance(spec, (list, tuple))
+        else []
+    )
 
 
-def _subsets(loaded: Sequence[tuple[Any, Dataset]], sample: int | None, task_ids: Sequence[str] | None,
-             fold: int | None, seed: int, folds: int, log: TextIO) -> list[tuple[Any, Dataset]]:
+def _subsets(
+    loaded: Sequence[tuple[Any, Dataset]],
+    sample: int | None,
+    task_ids: Sequence[str] | None,
+    fold: int | None,
+    seed: int,
+    folds: int,
+    log: TextIO,
+) -> list[tuple[Any, Dataset]]:
     """The datasets cut to a sample, to ``task_ids`` or to a fold (said on ``log``)."""
     if not all(d.executable for _, d in loaded):
-        raise DatasetError("a sample, a list of tasks or a fold needs executable tasks (Asper-Bench or the "
-                           "built-in tasks)")
+        raise DatasetError(
+            "a sample, a list of tasks or a fold needs executable tasks (Asper-Bench or the "
+            "built-in tasks)"
+        )
     out = [(path, subset(d, sample, task_ids, seed, fold, folds)) for path, d in loaded]
-    how = (f"a sample drawn with seed {seed}" if sample is not None
-           else f"fold {fold} of {folds}, seed {seed}" if fold is not None else "as listed")
+    if sample is not None:
+        how = f"a sample drawn with seed {seed}"
+    elif fold is not None:
+        how = f"fold {fold} of {folds}, seed {seed}"
+    else:
+        how = "as listed"
     for _, d in out:
         print(f"primsel run: {len(d.tasks)} of {len(d.population)} tasks ({how})", file=log)
     return out
 
 
-def _manifest(config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]) -> ExperimentManifest:
-    """The experiment.json of a run (several datasets joined by ``+``, each listed)."""
-    several = len(datasets) > 1
-    data = datasets[0].summary() if not several else {
-        "source": "+".join(d.source for d in datasets), "n_tasks": sum(len(d.tasks) for d in datasets),
-        "fingerprint": "+".join(d.fingerprint for d in datasets)}
-    return ExperimentManifest(
-        name=config.name, description=config.description, baseline=config.baseline, data=data,
-        grids=tuple({k: [str(x) if isinstance(x, Path) else x for x in v] for k, v in g.items()} for g in config.grids),
-        cells=tuple(CellEntry(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells),
-        datasets=tuple({**d.summary(), "notes": list(d.notes)} for d in datasets) if several else (),
-        notes=() if several else tuple(datasets[0].notes), pair_on=config.pair_on)
+def _manifest(
+    config: ExperimentConfig, datasets: Sequence[Dataset], cells: Sequence[Cell]
+) -> ManifestFile:
+    """The experiment.json of a run: one dataset's summary and notes, or several datasets joined by
+    ``+`` (their sources and fingerprints, their tasks summed), each listed with its notes."""
+    grids = tuple(
+        {
+            key: [str(x) if isinstance(x, Path) else x for x in values]
+            for key, values in grid.items()
+        }
+        for grid in config.grids
+    )
+    entries = tuple(
+        ManifestCell(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells
+    )
+    common = {
+        "name": config.name,
+        "description": config.description,
+        "baseline": config.baseline,
+        "grids": grids,
+        "cells": entries,
+        "pair_on": config.pair_on,
+    }
+    if len(datasets) == 1:
+        return ManifestFile(data=datasets[0].summary(), notes=tuple(datasets[0].notes), **common)
+    data = {
+        "source": "+".join(d.source for d in datasets),
+        "n_tasks": sum(len(d.tasks) for d in datasets),
+        "fingerprint": "+".join(d.fingerprint for d in datasets),
+    }
+    listed = tuple({**d.summary(), "notes": list(d.notes)} for d in datasets)
+    return ManifestFile(data=data, datasets=listed, **common)
 
 
-def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs", *,
-                   data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
-                   tasks: Sequence[Task] | None = None, library: Library | None = None, workers: int | None = None,
-                   progress: bool = True, use_cache: bool = True, log: TextIO | None = None,
-                   on_cell: Callable[[Cell, Mapping[str, float]], None] | None = None, backend: str = "serial",
-                   address: str | None = None, sample: int | None = None, task_ids: Sequence[str] | None = None,
-                   fold: int | None = None) -> ExperimentResult:
+def run_experiment(
+    config: ExperimentConfig,
+    out: str | os.PathLike[str] = "runs",
+    *,
+    data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
+    tasks: Sequence[Task] | None = None,
+    library: Library | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    use_cache: bool = True,
+    log: TextIO | None = None,
+    on_cell: Callable[[Cell, ReportFile], None] | None = None,
+    backend: str = "serial",
+    address: str | None = None,
+    sample: int | None = None,
+    task_ids: Sequence[str] | None = None,
+    fold: int | None = None,
+) -> ExperimentResult:
     """Run every unfinished cell of ``config`` and write its outputs to ``<out>/<config.name>``.
 
-    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else the built-in
-    tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset; ``workers``: sandbox processes;
-    ``use_cache=False`` bypasses every on-disk cache; ``on_cell(cell, report)``: called after each computed
-    cell; ``backend``: ``"serial"`` or ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``,
-    ``fold``: run on a subset (:func:`primsel.experiments.dataset.subset`), retrieval cross-validated on all.
+    ``data``: dataset path(s) overriding ``config.data`` (else env ``PRIMSEL_ASPER_BENCH``, else the
+    built-in tasks); ``tasks``/``library``: tasks (gold filled) instead of a dataset; ``workers``:
+    sandbox processes; ``use_cache=False`` bypasses every on-disk cache; ``on_cell(cell, report)``:
+    called after each computed cell with its report.json record; ``backend``: ``"serial"`` or
+    ``"ray"`` (``address``: a Ray cluster); ``sample``, ``task_ids``, ``fold``: run on a subset
+    (:func:`primsel.experiments.dataset.subset`), retrieval cross-validated on all.
 
     Returns
     -------
@@ -196,7 +288,8 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
 
     Raises
     ------
-    primsel.datasets.DatasetError : missing or malformed data, or a generator on retrieval-only data.
+    primsel.datasets.DatasetError : missing or malformed data, or a generator on retrieval-only
+        data.
     OutputError : ``<out>/<name>`` is a file, or cannot be written.
     ValueError : an unknown backend.
     ImportError : the ray backend without Ray installed.
@@ -213,46 +306,82 @@ def run_experiment(config: ExperimentConfig, out: str | os.PathLike[str] = "runs
             _import_answers(config, log)
         loaded = _load(config, data, tasks, library, log)
         if sample is not None or task_ids is not None or fold is not None:
-            loaded = _subsets(loaded, sample, task_ids, fold, int(config.base.get("seed", 0)),
-                              int(config.base.get("folds", 5)), log)
+            loaded = _subsets(
+                loaded,
+                sample,
+                task_ids,
+                fold,
+                int(config.base.get("seed", 0)),
+                int(config.base.get("folds", 5)),
+                log,
+            )
         per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
         cells = [c for _, group in per_dataset for c in group]
         bad = [d.source for d, _ in per_dataset if not d.executable]
         if bad and any(c.settings.generator for c in cells):
-            raise DatasetError(f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
-                               "(queries and gold documents, no programs to execute); remove [generator] "
-                               "(and generator grid keys) to rank and score it")
-        for gguf in dict.fromkeys(g for c in cells for g in _local_models(
-                [c.settings.retriever, generator_spec(c.settings.generator, config.base_dir)])):
+            raise DatasetError(
+                f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
+                "(queries and gold documents, no programs to execute); remove [generator] "
+                "(and generator grid keys) to rank and score it"
+            )
+        for gguf in dict.fromkeys(
+            g
+            for c in cells
+            for g in _local_models(
+                [c.settings.retriever, generator_spec(c.settings.generator, config.base_dir)]
+            )
+        ):
             resolve_gguf(gguf, log=log)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            manifest = _manifest(config, [d for d, _ in per_dataset], cells)
-            write_atomic(directory / "experiment.json", dumps_json(manifest.to_json()))
+            write_manifest(directory, _manifest(config, [d for d, _ in per_dataset], cells))
         except OSError as exc:
-            raise OutputError(f"cannot write the output directory {directory}: {exc.strerror or exc}") from None
+            raise OutputError(
+                f"cannot write the output directory {directory}: {exc.strerror or exc}"
+            ) from None
         sources = _sources(cells)
         done = _finished(directory, cells, sources, log)
         todo = [c for c in cells if c.id not in set(done)]
         contexts = _contexts(config, per_dataset, todo, workers, use_cache, log)
-        reports: dict[str, Mapping[str, Any]] = {}  # in the order the cells finish
+        reports: dict[str, ReportFile] = {}  # in the order the cells finish
 
-        def finished(cell: Cell, report: Mapping[str, Any]) -> None:
+        def finished(cell: Cell, report: ReportFile) -> None:
+            """Keep the report of a computed cell and tell ``on_cell``."""
             reports[cell.id] = report
             if on_cell is not None:
                 on_cell(cell, report)
 
         try:
             run = run_cells if backend == "ray" else _run_serial
-            run(todo, contexts, directory, finished, address=address, progress=progress, log=log,
-                total=len(cells), initial=len(done), name=config.name, sources=sources)
+            run(
+                todo,
+                contexts,
+                directory,
+                finished,
+                address=address,
+                progress=progress,
+                log=log,
+                total=len(cells),
+                initial=len(done),
+                name=config.name,
+                sources=sources,
+            )
         finally:
             stop_shared_servers()
-        return ExperimentResult(directory=directory, cells=tuple(cells), computed=tuple(reports), skipped=tuple(done),
-                                seconds=time.perf_counter() - begin,
-                                incomplete=tuple(cid for cid, r in reports.items() if r.get("complete") is False),
-                                answers={cid: (int(r.get("llm_answers", 0)), int(r.get("llm_answers_cached", 0)))
-                                         for cid, r in reports.items() if r.get("llm_answers")})
+        incomplete = tuple(cid for cid, report in reports.items() if not report.complete)
+        answers = {
+            cid: (int(report.run.llm_answers), int(report.run.llm_answers_cached or 0))
+            for cid, report in reports.items()
+            if report.run.llm_answers
+        }
+        return ExperimentResult(
+            directory=directory,
+            cells=tuple(cells),
+            computed=tuple(reports),
+            skipped=tuple(done),
+            seconds=time.perf_counter() - begin,
+            incomplete=incomplete,
+            answers=answers,
+        )
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
@@ -262,61 +391,144 @@ def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
         key = canonical_json([c.settings.retriever, c.settings.generator])
         if key not in by_components:
             by_components[key] = c.settings.sources()
-    return {c.id: by_components[canonical_json([c.settings.retriever, c.settings.generator])] for c in cells}
+    return {
+        c.id: by_components[canonical_json([c.settings.retriever, c.settings.generator])]
+        for c in cells
+    }
 
 
-def _finished(directory: Path, cells: Sequence[Cell], sources: Mapping[str, Mapping[str, Mapping[str, str]]],
-              log: TextIO) -> list[str]:
+def _finished(
+    directory: Path,
+    cells: Sequence[Cell],
+    sources: Mapping[str, Mapping[str, Mapping[str, str]]],
+    log: TextIO,
+) -> list[str]:
     """The ids of the finished cells whose components' sources are unchanged (said on ``log``)."""
-    changed = {c.id: changed_sources(directory / c.id, sources[c.id]) for c in cells if is_finished(directory / c.id)}
+    changed = {
+        c.id: changed_sources(directory / c.id, sources[c.id])
+        for c in cells
+        if is_complete(directory / c.id)
+    }
     done = [cid for cid, names in changed.items() if not names]
     stale = {cid: names for cid, names in changed.items() if names}
     if done:
-        print(f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}", file=log)
+        print(
+            f"primsel run: {len(done)} of {len(cells)} cells already finished in {directory}",
+            file=log,
+        )
     if stale:
         names = sorted({n for changed_names in stale.values() for n in changed_names})
-        print(f"primsel run: recomputing {len(stale)} finished cells: the source of "
-              f"{', '.join(names)} changed since they ran", file=log)
-    redo = [c.id for c in cells if c.id not in changed and (directory / c.id / "report.json").is_file()]
+        print(
+            f"primsel run: recomputing {len(stale)} finished cells: the source of "
+            f"{', '.join(names)} changed since they ran",
+            file=log,
+        )
+    redo = [c.id for c in cells if c.id not in changed and has_report(directory / c.id)]
     if redo:
-        print(f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
-              "cached answers are reused", file=log)
+        print(
+            f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
+            "cached answers are reused",
+            file=log,
+        )
     return done
 
 
-def _contexts(config: ExperimentConfig, per_dataset: Sequence[tuple[Dataset, Sequence[Cell]]], todo: Sequence[Cell],
-              workers: int | None, use_cache: bool, log: TextIO) -> dict[str, CellContext]:
+def _contexts(
+    config: ExperimentConfig,
+    per_dataset: Sequence[tuple[Dataset, Sequence[Cell]]],
+    todo: Sequence[Cell],
+    workers: int | None,
+    use_cache: bool,
+    log: TextIO,
+) -> dict[str, RunContext]:
     """Cell id -> its context (one store per dataset, ranking the whole dataset a subset was
     drawn from); says on ``log`` which folds a dataset with few tasks caps."""
     contexts, versions = {}, package_versions()
     for d, group in per_dataset:
-        whole = d if not d.population else dataclasses.replace(
-            d, tasks=d.population, fingerprint=d.fingerprint.rsplit("/subset-", 1)[0], population=(), subset={})
+        whole = (
+            d
+            if not d.population
+            else dataclasses.replace(
+                d,
+                tasks=d.population,
+                fingerprint=d.fingerprint.rsplit("/subset-", 1)[0],
+                population=(),
+                subset={},
+            )
+        )
         store = RetrievalStore(d.library, whole, use_disk=use_cache)
-        contexts.update(dict.fromkeys((c.id for c in group), CellContext(
-            experiment=config.name, library=d.library, dataset=d, store=store, workers=workers, versions=versions,
-            base_dir=config.base_dir)))
-        capped = sorted({c.settings.folds for c in group if c in todo
-                         and store.effective_folds(c.settings.folds) != c.settings.folds})
+        contexts.update(
+            dict.fromkeys(
+                (c.id for c in group),
+                RunContext(
+                    experiment=config.name,
+                    library=d.library,
+                    dataset=d,
+                    store=store,
+                    workers=workers,
+                    versions=versions,
+                    base_dir=config.base_dir,
+                ),
+            )
+        )
+        capped = sorted(
+            {
+                c.settings.folds
+                for c in group
+                if c in todo and store.effective_folds(c.settings.folds) != c.settings.folds
+            }
+        )
         if capped:
-            print(f"primsel run: only {len(d.tasks)} tasks: folds {capped} capped at "
-                  f"{store.effective_folds(max(capped))}", file=log)
+            print(
+                f"primsel run: only {len(d.tasks)} tasks: folds {capped} capped at "
+                f"{store.effective_folds(max(capped))}",
+                file=log,
+            )
     return contexts
 
 
-def _run_serial(todo: Sequence[Cell], contexts: Mapping[str, CellContext], directory: Path,
-                finished: Callable[[Cell, Mapping[str, Any]], None], *, address: str | None, progress: bool,
-                log: TextIO, total: int, initial: int, name: str, sources: Mapping[str, Mapping[str, Any]]) -> None:
-    """Compute and write the cells one after the other, in grid order (arguments as :func:`run_cells`)."""
-    with progress_bar(total=total, initial=initial, desc=name, unit="cell", file=log,
-                      disable=not progress, position=0) as cell_bar:
+def _run_serial(
+    todo: Sequence[Cell],
+    contexts: Mapping[str, RunContext],
+    directory: Path,
+    finished: Callable[[Cell, ReportFile], None],
+    *,
+    address: str | None,
+    progress: bool,
+    log: TextIO,
+    total: int,
+    initial: int,
+    name: str,
+    sources: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Compute and write the cells one after the other, in grid order (arguments as
+    :func:`run_cells`)."""
+    with progress_bar(
+        total=total,
+        initial=initial,
+        desc=name,
+        unit="cell",
+        file=log,
+        disable=not progress,
+        position=0,
+    ) as cell_bar:
         for cell in todo:
             ctx = contexts[cell.id]
             cell_bar.set_postfix_str(cell.label, refresh=True)
             # selection, then (with a generator) generation and execution, one step per task each
             steps = len(ctx.dataset.tasks) * (3 if cell.settings.generator else 1)
-            with progress_bar(total=steps, desc="  tasks", unit="task", file=log, leave=False,
-                              disable=not progress, position=1, lines="none") as task_bar:
-                report = run_cell(cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id])
+            with progress_bar(
+                total=steps,
+                desc="  tasks",
+                unit="task",
+                file=log,
+                leave=False,
+                disable=not progress,
+                position=1,
+                lines="none",
+            ) as task_bar:
+                report = run_cell(
+                    cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id]
+                )
             cell_bar.update(1)
             finished(cell, report)

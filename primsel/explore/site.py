@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -33,8 +32,9 @@ from typing import Any, TextIO
 from markdown_it import MarkdownIt
 
 from primsel.datasets import DatasetError, load_builtin_tasks, load_tasks, resolve_dataset
-from primsel.experiments.results import EXPLORER_COLUMNS, CellResult, ReportError, load_experiment
-from primsel.files import JsonlError, read_jsonl
+from primsel.experiments.columns import EXPLORER_COLUMNS
+from primsel.experiments.records import TaskRow
+from primsel.experiments.results import LoadedCell, ReportError, load_experiment, markdown_path, read_colours
 from primsel.spec import label as spec_label
 
 __all__ = ["SiteError", "build_site"]
@@ -59,71 +59,65 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8", errors="backslashreplace")
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    def not_json(exc: JsonlError) -> None:
-        raise SiteError(f"{path} line {exc.line}: not JSON ({exc.detail})")
-
+def _rows(cell: LoadedCell) -> list[TaskRow]:
+    """The cell's task rows (none when it has no task file); SiteError when they cannot be read."""
     try:
-        return [row for _, row in read_jsonl(path, on_error=not_json)]
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise SiteError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return cell.task_rows(missing_ok=True)
+    except ReportError as exc:
+        raise SiteError(str(exc)) from None
 
 
-def _task_row(row: Mapping[str, Any], k: int | None) -> dict[str, Any]:
+def _task_row(row: TaskRow, k: int | None) -> dict[str, Any]:
     """The explorer's row of one task of one cell (shorter keys, only what the views show)."""
-    metrics = row.get("metrics") or {}
-    tokens = row.get("tokens") or {}
-    attribution = row.get("attribution") or None
+    metrics = row.metrics
     out: dict[str, Any] = {
-        "id": str(row.get("task_id")),
-        "gold": row.get("gold") or [],
-        "sel": row.get("selection") or [],
-        "closure": row.get("closure_added") or [],
+        "id": row.task_id,
+        "gold": list(row.gold),
+        "sel": list(row.selection),
+        "closure": list(row.closure_added),
         "recall": metrics.get(f"recall@{k}") if k is not None else None,
         "set_recall": metrics.get("set_recall"),
         "set_precision": metrics.get("set_precision"),
         "complete": metrics.get(f"complete@{k}") if k is not None else None,
-        "doc_tokens": row.get("docs_tokens"),
+        "doc_tokens": row.docs_tokens,
     }
-    if "status" in row:
+    program = row.program
+    if program is not None:
+        attribution = dict(program.attribution) if program.attribution else None
         out.update({
-            "status": row.get("status"),
-            "error_type": row.get("error_type"),
-            "message": row.get("message"),
-            "program": row.get("program"),
-            "prompt_tokens": tokens.get("prompt"),
-            "completion_tokens": tokens.get("completion"),
-            "called": row.get("called_primitives") or [],
+            "status": program.status,
+            "error_type": program.error_type,
+            "message": program.message,
+            "program": program.program,
+            "prompt_tokens": program.tokens.get("prompt"),
+            "completion_tokens": program.tokens.get("completion"),
+            "called": list(program.called_primitives),
             "category": attribution.get("category") if attribution else None,
             "attribution": attribution,
         })
     return out
 
 
-def _colours(path: Path) -> dict[str, str]:
-    """Cell id -> the colour of its configuration in the report's figures (``colours.json``,
-    written by ``primsel report``); empty when there is no report."""
-    try:
-        found = json.loads(path.read_text(encoding="utf-8")).get("cells", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-    if not isinstance(found, Mapping):
-        return {}
-    # only "#rrggbb": the page puts the value into a style attribute
-    return {str(k): v for k, v in found.items() if isinstance(v, str) and re.fullmatch(r"#[0-9a-fA-F]{6}", v)}
+def _metrics(report: Any) -> dict[str, float]:
+    """The numbers of :data:`CELL_COLUMNS` a cell's report holds."""
+    out = {}
+    for key, _ in CELL_COLUMNS:
+        value = report.metric(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = value
+    return out
 
 
-def _cell_entry(cell: CellResult, colour: str | None = None) -> dict[str, Any]:
+def _cell_entry(cell: LoadedCell, colour: str | None = None) -> dict[str, Any]:
+    """The explorer's entry of a cell: its settings, its metrics, its failures and its colour."""
     settings = dict(cell.settings)
     generator = settings.get("generator")
     if isinstance(generator, Mapping):
         generator_text = str(generator.get("model") or generator.get("type") or "")
     else:
         generator_text = str(generator or "")
-    record = cell.record
-    failures = dict(record.generation.failures) if record.generation is not None else {}
+    report = cell.report
+    failures = dict(report.generation.failures) if report.generation is not None else {}
     return {
         "id": cell.id,
         "label": cell.label,
@@ -133,8 +127,7 @@ def _cell_entry(cell: CellResult, colour: str | None = None) -> dict[str, Any]:
         "generator": generator_text,
         "finished": cell.finished,
         "complete": cell.complete,
-        "metrics": {key: value for key, _ in CELL_COLUMNS
-                    if isinstance(value := record.metric(key), (int, float)) and not isinstance(value, bool)},
+        "metrics": _metrics(report),
         "failures": failures,
         "settings": settings,
         "colour": colour,
@@ -173,7 +166,7 @@ def _summary_html(path: Path, plots: Mapping[str, str]) -> str:
 def _in_report_order(directory: Path, pngs: list[Path]) -> list[Path]:
     """The plots in the order report.md shows them (those it does not show last, by name)."""
     try:
-        text = (directory / "report.md").read_text(encoding="utf-8")
+        text = markdown_path(directory).read_text(encoding="utf-8")
     except OSError:
         return pngs
     where = {p.name: text.find(f"]({p.name})") for p in pngs}
@@ -210,7 +203,7 @@ def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | 
         raise SiteError(str(exc)) from None
     target = Path(out) if out is not None else directory / "explore"
     plots = {p.name: p for p in _in_report_order(directory, sorted(directory.glob("*.png")))}
-    colours = _colours(directory / "colours.json")
+    colours = read_colours(directory)
     cells = [_cell_entry(c, colours.get(c.id)) for c in experiment.cells]
     index = {
         "name": experiment.name,
@@ -219,7 +212,7 @@ def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | 
         "baseline": experiment.baseline,
         "columns": [list(c) for c in CELL_COLUMNS],
         "plots": [f"plots/{name}" for name in plots],
-        "summary_html": _summary_html(directory / "report.md", plots),
+        "summary_html": _summary_html(markdown_path(directory), plots),
         "cells": cells,
     }
     try:
@@ -228,7 +221,8 @@ def build_site(directory: str | os.PathLike[str], out: str | os.PathLike[str] | 
             if not cell.finished:
                 continue
             k = cell.settings.get("k")
-            rows = [_task_row(r, int(k) if isinstance(k, int) else None) for r in _rows(cell.directory / "tasks.jsonl")]
+            cut = int(k) if isinstance(k, int) else None
+            rows = [_task_row(row, cut) for row in _rows(cell)]
             _write(target / "data" / "cells" / f"{cell.id}.js", _script("cell", cell.id, rows))
         texts = _task_texts(str(experiment.data.get("source", "")), None if data is None else str(data), log)
         _write(target / "data" / "tasks.js", _script("tasks", None, texts))

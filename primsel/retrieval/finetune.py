@@ -344,7 +344,9 @@ class FinetunedRetriever(BaseRetriever):
         freeze_lower_layers(getattr(net[0], "auto_model", None), self.frozen_layers, self.model)
         return [(n, p) for n, p in net.named_parameters() if p.requires_grad]
 
-    def _train(self, train_tasks: Sequence[Task]) -> None:
+    def _train(  # noqa: C901 (one training loop; each option of the class is a branch of it)
+        self, train_tasks: Sequence[Task]
+    ) -> None:
         import torch
 
         torch.manual_seed(self.seed)

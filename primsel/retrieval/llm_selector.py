@@ -86,7 +86,9 @@ def selection_messages(
     return as_template(template).render(values)
 
 
-def parse_names(text: str, known: Sequence[str]) -> tuple[list[str], list[str]]:
+def parse_names(  # noqa: C901 (the answer formats the docstring lists, tried in their order)
+    text: str, known: Sequence[str]
+) -> tuple[list[str], list[str]]:
     """Names in a selection answer.
 
     Parameters

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from primsel.eval.aspera import FIGURES, aspera_figures, is_refused, markdown_table, selection_f1
+from primsel.eval.aspera import FIGURES, aspera_figures, is_refused, selection_f1
 
 
 def row(status, error_type=None, selection=(), gold=(), **extra):
@@ -85,16 +85,6 @@ def test_rows_are_not_mutated():
     copy = [dict(r) for r in ROWS]
     aspera_figures(ROWS)
     assert ROWS == copy
-
-
-def test_markdown_table_has_a_row_per_generator_cell():
-    lines = markdown_table([("bm25 k=5", {**aspera_figures(ROWS), "extraction": "aspera"}), ("x", {"success": 1.0})])
-    assert lines[0] == "## ASPERA's figures"
-    header = next(line for line in lines if line.startswith("| configuration"))
-    assert header.count("|") == len(FIGURES) + 3
-    (body,) = [line for line in lines if line.startswith("| bm25")]
-    assert body == "| bm25 k=5 | aspera | 24.90 | 0.704 | 0.762 | 20.00 | 33.33 | 25.00 | 16.67 | 50.00 | 33.33 | 37.50 |"
-    assert markdown_table([("x", {"success": 1.0})]) == []
 
 
 def test_under_aspera_s_protocol_the_selection_figures_compare_symbol_names():

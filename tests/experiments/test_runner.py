@@ -378,15 +378,15 @@ def test_failed_selection_requests_make_the_cell_incomplete_and_are_not_cached(t
     assert not list((cache_dir() / "experiments" / "retrieval").glob("*.json"))
 
 
-def test_reports_written_before_the_complete_key_count_as_finished(tmp_path):
-    from primsel.experiments.runner import is_finished
+def test_reports_written_before_the_complete_key_count_as_complete(tmp_path):
+    from primsel.experiments.results import is_complete
 
     (tmp_path / "report.json").write_text('{"recall@5": 1.0}')
-    assert is_finished(tmp_path)
+    assert is_complete(tmp_path)
     (tmp_path / "report.json").write_text('{"recall@5": 1.0, "complete": false}')
-    assert not is_finished(tmp_path)
+    assert not is_complete(tmp_path)
     (tmp_path / "report.json").write_text('{"recall@5": 1.0')   # cut short
-    assert not is_finished(tmp_path)
+    assert not is_complete(tmp_path)
 
 
 PLUGIN = '''
@@ -516,7 +516,7 @@ class _RecordingBar:
 
 
 def test_fitting_shows_its_stage_and_the_task_steps_start_their_clock_after_it(tmp_path):
-    from primsel.experiments.cell import CellContext, run_cell
+    from primsel.experiments.cell import RunContext, run_cell
     from primsel.experiments.config import expand
     from primsel.experiments.dataset import make_dataset
     from primsel.retrieval.store import RetrievalStore
@@ -524,7 +524,7 @@ def test_fitting_shows_its_stage_and_the_task_steps_start_their_clock_after_it(t
     register("test_learner")(LearnerRetriever)
     dataset = make_dataset(TASKS)
     (cell,) = expand(config({"k": [1]}, retriever="test_learner"), dataset=dataset.fingerprint)
-    ctx = CellContext(experiment="exp", library=LIBRARY, dataset=dataset,
+    ctx = RunContext(experiment="exp", library=LIBRARY, dataset=dataset,
                       store=RetrievalStore(LIBRARY, dataset, use_disk=False))
     bar = _RecordingBar(total=len(TASKS))
     run_cell(cell, ctx, tmp_path / cell.id, bar)

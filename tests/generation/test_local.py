@@ -965,9 +965,9 @@ def test_reflection_round_entries_keep_the_cached_prompt_tokens():
 
     answered = Program(task_id="1", code="def f():\n    pass\n", status="ok",
                        usage={"prompt_tokens": 90, "completion_tokens": 8, "prompt_tokens_cached": 60})
-    assert _entry(1, answered, None)["tokens"] == {"prompt": 90, "completion": 8, "prompt_cached": 60}
+    assert _entry(1, answered, None).tokens == {"prompt": 90, "completion": 8, "prompt_cached": 60}
     refused = Program(task_id="1", code=None, status="prompt_too_long", raw="LLM error: the prompt is longer")
-    assert _entry(1, refused, None)["status"] == "prompt_too_long"
+    assert _entry(1, refused, None).status == "prompt_too_long"
 
 
 def test_a_subset_is_named_as_such_in_reports():

@@ -58,3 +58,24 @@ def test_metrics_a_cell_asks_for_get_a_column_of_the_full_table(make_run):
     (run / "experiment.json").write_text(json.dumps(config))
     header, row = rows_of(write_report(run).read_text(), "## All cells")
     assert dict(zip(header, row))["precision@5"] == "0.125"
+
+
+def test_the_aspera_table_has_a_row_per_cell_with_aspera_figures(tmp_path):
+    from primsel.eval.aspera import FIGURES, aspera_figures
+    from primsel.experiments.records import AsperaFigures, GenerationFigures, ReportFile
+    from primsel.experiments.results import LoadedCell
+    from primsel.reporting.markdown import aspera_table
+    from tests.eval.test_aspera_figures import ROWS
+
+    with_figures = ReportFile(generation=GenerationFigures(success=0.5),
+                              aspera=AsperaFigures("aspera", aspera_figures(ROWS)))
+    cells = [LoadedCell("c1", "bm25 k=5", {}, tmp_path, True, with_figures),
+             LoadedCell("c2", "x", {}, tmp_path, True, ReportFile(generation=GenerationFigures(success=1.0)))]
+    lines = aspera_table(cells)
+    assert lines[0] == "## ASPERA's figures"
+    header = next(line for line in lines if line.startswith("| configuration"))
+    assert header.count("|") == len(FIGURES) + 3
+    (body,) = [line for line in lines if line.startswith("| bm25")]
+    assert body == ("| bm25 k=5 | aspera | 24.90 | 0.704 | 0.762 | 20.00 | 33.33 | 25.00 | 16.67 | 50.00 | 33.33 "
+                    "| 37.50 |")
+    assert aspera_table(cells[1:]) == []

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from primsel.cli import main
-from primsel.commands.compare import compare_runs
+from primsel.reporting.compare_runs import compare_runs
 
 
 def write_run(root, cells):
@@ -41,7 +41,7 @@ def runs(tmp_path):
 
 def test_pairs_by_label_with_hand_computed_tests_and_flips(runs):
     a, b = runs
-    result = compare_runs(a, b)
+    result = compare_runs(a, b).to_json()
     bm25, dense = result["pairs"]
     # d = B - A = [0, 0.5, 0]: mean 1/6, sd sqrt(1/12), t = 1 with 2 degrees of freedom:
     # p = 1 - t / sqrt(t^2 + 2); randomisation: one non-zero difference, both signs as extreme
@@ -102,6 +102,48 @@ def test_a_real_run_compared_with_itself_changes_nothing(tmp_path, capsys, monke
     cfg.write_text('name = "small"\n[grid]\nretriever = ["bm25", "prior"]\nk = [5, 15]\n')
     assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--no-report"]) == 0
     capsys.readouterr()
-    result = compare_runs(tmp_path / "runs" / "small", tmp_path / "runs" / "small")
+    result = compare_runs(tmp_path / "runs" / "small", tmp_path / "runs" / "small").to_json()
     assert len(result["pairs"]) == 4 and {p["tasks"] for p in result["pairs"]} == {32}
     assert all(p["diff"] == 0 and p["up"] == p["down"] == 0 and p["p_t"] == 1.0 for p in result["pairs"])
+
+
+def test_success_of_runs_without_a_generator_is_an_error_not_zero_against_zero(runs, capsys):
+    """The guide: exit 2 when a matched cell lacks the metric; retrieval-only rows have no success."""
+    a, b = runs
+    assert main(["compare", str(a), str(b), "--metric", "success"]) == 2
+    err = capsys.readouterr().err
+    assert "no task success to compare (the cell ran no generator)" in err and "bm25 k=15" in err
+
+
+def write_generation_run(root, statuses):
+    """An experiment directory of one generator cell ``bm25 k=5`` whose tasks end with ``statuses``
+    ({task id: status}); ``complete`` false when one is ``llm_error``."""
+    settings = {"retriever": "bm25", "k": 5, "generator": {"type": "openai", "model": "m"}}
+    (root / "c0").mkdir(parents=True)
+    incomplete = sum(s == "llm_error" for s in statuses.values())
+    (root / "c0" / "report.json").write_text(json.dumps({
+        "recall@5": 1.0, "success": sum(s == "pass" for s in statuses.values()) / len(statuses),
+        "complete": not incomplete, "incomplete_tasks": float(incomplete)}))
+    (root / "c0" / "tasks.jsonl").write_text("".join(
+        json.dumps({"task_id": t, "metrics": {"recall@5": 1.0}, "status": s, "program_status":
+                    "llm_error" if s == "llm_error" else "ok"}) + "\n" for t, s in statuses.items()))
+    (root / "experiment.json").write_text(json.dumps({"name": root.name, "cells": [
+        {"id": "c0", "label": "bm25 k=5", "settings": settings}]}))
+    return root
+
+
+def test_tasks_whose_llm_request_failed_are_left_out_of_success_and_said(tmp_path, capsys):
+    """Task 3 of A did not get an answer (an incomplete cell): its success is unknown, not a failure."""
+    a = write_generation_run(tmp_path / "a", {"1": "pass", "2": "fail", "3": "llm_error", "4": "fail"})
+    b = write_generation_run(tmp_path / "b", {"1": "pass", "2": "pass", "3": "fail", "4": "fail"})
+    (pair,) = compare_runs(a, b, "success").pairs
+    assert (pair.tasks, pair.mean_a, pair.mean_b, pair.up_tasks, pair.down_tasks) == (3, 1 / 3, 2 / 3, ("2",), ())
+    assert (pair.llm_errors_a, pair.llm_errors_b) == (1, 0)
+    assert main(["compare", str(a), str(b), "--metric", "success"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == ("A: bm25 k=5: 1 tasks left out: their LLM request failed (llm_error; the cell is "
+                       "incomplete, and the next primsel run computes them again)")
+    assert main(["compare", str(a), str(b), "--metric", "success", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["pairs"][0]["llm_errors_a"] == 1
+    assert "primsel compare: warning: A: bm25 k=5: 1 tasks left out" in captured.err

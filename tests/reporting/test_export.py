@@ -9,7 +9,7 @@ import json
 import pytest
 
 from primsel.cli import main
-from primsel.commands.report import latex_escape, latex_number
+from primsel.reporting.export import latex_escape, latex_number
 
 
 def test_csv_and_json_hold_every_cell_and_value_of_a_run(tmp_path, capsys, monkeypatch):

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from primsel.commands.run import best_cells
-from primsel.reporting import CellResult, Experiment
+from primsel.experiments.records import ReportFile
+from primsel.reporting import LoadedCell, LoadedExperiment
+from primsel.reporting.summary import best_cells
 
 
 def cell(retriever, k, recall15, f1, tokens=100.0):
     report = {"recall@10": recall15 - 0.1, "recall@15": recall15, "complete@20": 0.1, "mrr": 0.5,
               "set_f1_macro": f1, "docs_tokens": tokens}
-    return CellResult(id=f"{k}-{f1}", label="x", settings={"retriever": retriever, "k": k, "closure": False},
-                      report=report, directory=Path("."))
+    return LoadedCell(id=f"{k}-{f1}", label="x", settings={"retriever": retriever, "k": k, "closure": False},
+                      directory=Path("."), finished=True, report=ReportFile.from_json(report))
 
 
 def experiment(cells):
-    return Experiment(name="e", directory=Path("runs/e"), cells=tuple(cells),
+    return LoadedExperiment(name="e", directory=Path("runs/e"), cells=tuple(cells),
                       data={"source": "asper-bench", "n_tasks": 250})
 
 

@@ -1,4 +1,5 @@
-"""A cell's selector class: one per fold, fitted on the other folds' rankings only."""
+"""The cell pipeline (primsel.experiments.cell): a selector class and a generator that learn, one per fold,
+fitted on the other folds only."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_each_fold_is_selected_by_a_selector_fitted_on_the_other_folds(small_lib
     assert sorted(map(len, (outcome.selections[t].ids for t in ("1", "2", "3")))) == [1, 1, 2]
     assert sorted(sorted(map(sorted, gold)) for gold in SEEN.values()) == [
         [["calendar.Event"]], [["rooms.Room"], ["rooms.Slot"]]]
-    assert outcome.report["selected"] == (1 + 1 + 2) / 3
+    assert outcome.report.selection.selected == (1 + 1 + 2) / 3
 
 
 class FoldGenerator:
@@ -80,7 +81,7 @@ def test_each_fold_is_generated_by_a_generator_fitted_on_the_other_folds(small_l
     outcome = compute_cell(settings, retrieval, make_dataset(tasks), small_library, workers=1)
     assert sorted(FITTED.values(), key=lambda f: f["asked"]) == [
         {"train": ["2"], "asked": ["1", "3"]}, {"train": ["1", "3"], "asked": ["2"]}]
-    assert outcome.report["status_no_program"] == 1.0
+    assert outcome.report.generation.status["no_program"] == 1.0
 
 
 def test_fit_per_fold_builds_one_component_per_fold_lazily():

@@ -1,6 +1,6 @@
-"""config.json and experiment.json as typed records (primsel.experiments.results): the files a
-run writes are the bytes the dict literals of the cell and the runner wrote before, they read
-back byte-identically, files of older versions read, and bad files are errors naming them."""
+"""The run folder (primsel.experiments.results): the config.json and experiment.json a run writes are the bytes
+the dict literals of the cell and the runner wrote before the typed records, they read back byte-identically,
+files of older versions read, and bad files are errors naming them."""
 
 from __future__ import annotations
 
@@ -14,14 +14,8 @@ from primsel.experiments import cell as cell_module
 from primsel.retrieval.windows import embedding_windows
 from primsel.experiments.config import expand, parse_config
 from primsel.experiments.dataset import make_dataset
-from primsel.experiments.results import (
-    CellConfig,
-    CellEntry,
-    ExperimentManifest,
-    ReportError,
-    RunFileError,
-    load_experiment,
-)
+from primsel.experiments.records import ConfigFile, ManifestCell, ManifestFile, ReportError, RunFileError
+from primsel.experiments.results import load_experiment, read_config, read_manifest
 from primsel.experiments.runner import _manifest, changed_sources, run_experiment
 from primsel.files import dumps_json
 from primsel.library import with_gold
@@ -41,7 +35,7 @@ def legacy_config(cell, ctx, outcome_report, sources):
         "settings": s.to_json(),
         "data": ctx.dataset.summary(),
         "effective_folds": ctx.store.effective_folds(s.folds),
-        **({"extraction": outcome_report.get("extraction")} if s.generator else {}),
+        **({"extraction": outcome_report.to_json().get("extraction")} if s.generator else {}),
         **({"embedding": windows} if (windows := embedding_windows(s.retriever, ctx.library)) else {}),
         "library": {"n_primitives": len(ctx.library), "fingerprint": ctx.store.library_fingerprint()},
         "sources": sources if sources is not None else s.sources(),
@@ -97,7 +91,7 @@ def test_a_run_writes_the_bytes_of_before_and_they_read_back_identically(tmp_pat
     result = run_experiment(parse_config(table), tmp_path / "runs", tasks=TASKS, library=LIBRARY, progress=False,
                             use_cache=False, workers=1)
     manifest_path = result.directory / "experiment.json"
-    manifest = ExperimentManifest.read(manifest_path)
+    manifest = read_manifest(result.directory)
     assert dumps_json(manifest.to_json()) == manifest_path.read_text(encoding="utf-8")
     assert [c.id for c in manifest.cells] == [c.id for c in result.cells] and manifest.pair_on == ("k",)
     assert sorted(legacy) == sorted(c.id for c in result.cells)
@@ -105,9 +99,10 @@ def test_a_run_writes_the_bytes_of_before_and_they_read_back_identically(tmp_pat
         path = result.directory / entry.id / "config.json"
         text = path.read_text(encoding="utf-8")
         assert text == dumps_json(legacy[entry.id])
-        config = CellConfig.read(path)
+        config = read_config(path.parent)
         assert dumps_json(config.to_json()) == text and config.to_json() == json.loads(text)
-        assert (config.generated, config.extraction) == ((True, "aspera") if generator else (False, None))
+        written = ("extraction" in config.to_json(), config.extraction)
+        assert written == ((True, "aspera") if generator else (False, None))
         assert config.sources and config.versions and config.extra == {}
         assert changed_sources(path.parent, config.sources) == []
 
@@ -133,7 +128,7 @@ def test_the_manifest_is_the_dict_the_runner_built_before(several, notes, pair_o
     expected = legacy_manifest(config, datasets, cells)
     assert record.to_json() == expected and dumps_json(record.to_json()) == dumps_json(expected)
     assert list(record.to_json()) == list(expected)  # the same keys in the same order
-    assert ExperimentManifest.from_json(json.loads(dumps_json(expected))) == record
+    assert ManifestFile.from_json(json.loads(dumps_json(expected))) == record
 
 
 def test_files_of_older_versions_read(tmp_path):
@@ -141,16 +136,17 @@ def test_files_of_older_versions_read(tmp_path):
     first = {"id": "c1", "label": "bm25 k=5", "experiment": "old", "settings": {"retriever": "bm25", "k": 5},
              "data": {"source": "builtin", "n_tasks": 4, "fingerprint": "f"}, "effective_folds": 5,
              "library": {"n_primitives": 65, "fingerprint": None}, "versions": {"python": "3.12"}}
-    config = CellConfig.from_json(first)
-    assert (config.sources, config.embedding, config.generated, config.extraction) == ({}, {}, False, None)
+    config = ConfigFile.from_json(first)
+    assert (config.sources, config.embedding, config.extraction) == ({}, {}, None)
+    assert "extraction" not in config.to_json()
     # hand-made files of the tests and of users: the id alone
-    bare = CellConfig.from_json({"id": "c2"})
+    bare = ConfigFile.from_json({"id": "c2"})
     assert (bare.label, bare.experiment, bare.settings, bare.data, bare.effective_folds) == (None, None, {}, {}, None)
-    manifest = ExperimentManifest.from_json({"cells": [{"id": "c1"}]})
+    manifest = ManifestFile.from_json({"cells": [{"id": "c1"}]})
     assert (manifest.name, manifest.description, manifest.baseline, manifest.data, manifest.grids) == (
         None, None, None, {}, ())
     assert (manifest.datasets, manifest.notes, manifest.pair_on) == ((), (), None)
-    assert manifest.cells == (CellEntry(id="c1"),)
+    assert manifest.cells == (ManifestCell(id="c1"),)
     # a folder of such files reports: labels default to ids, the name to the directory's
     root = tmp_path / "old"
     (root / "c1").mkdir(parents=True)
@@ -169,11 +165,11 @@ def test_files_of_older_versions_read(tmp_path):
 def test_unknown_keys_are_kept():
     data = {"id": "c", "label": "l", "experiment": "e", "settings": {}, "data": {}, "effective_folds": 2,
             "library": {}, "sources": {}, "versions": {}, "later": [1, 2]}
-    config = CellConfig.from_json(data)
+    config = ConfigFile.from_json(data)
     assert config.extra == {"later": [1, 2]} and config.to_json() == data
     manifest = {"name": "n", "description": "", "baseline": None, "data": {}, "grids": [{}],
                 "cells": [{"id": "c", "label": "l", "settings": {}, "tag": "x"}], "later": True}
-    record = ExperimentManifest.from_json(manifest)
+    record = ManifestFile.from_json(manifest)
     assert record.extra == {"later": True} and record.cells[0].extra == {"tag": "x"}
     assert record.to_json() == manifest
 
@@ -189,12 +185,11 @@ def test_a_bad_config_is_an_error_naming_the_file(tmp_path, text, message):
     path.parent.mkdir()
     path.write_text(text)
     with pytest.raises(RunFileError, match=message) as info:
-        CellConfig.read(path)
+        read_config(path.parent)
     assert str(path) in str(info.value)
     with pytest.raises(ReportError, match=message):  # a folder without experiment.json
         load_experiment(tmp_path)
-    with pytest.raises(FileNotFoundError):
-        CellConfig.read(tmp_path / "none" / "config.json")
+    assert read_config(tmp_path / "none") is None
 
 
 @pytest.mark.parametrize(("manifest", "message"), [
@@ -208,7 +203,7 @@ def test_a_bad_config_is_an_error_naming_the_file(tmp_path, text, message):
 def test_a_bad_manifest_is_an_error_naming_the_file(tmp_path, manifest, message):
     (tmp_path / "experiment.json").write_text(json.dumps(manifest))
     with pytest.raises(RunFileError, match=message) as info:
-        ExperimentManifest.read(tmp_path / "experiment.json")
+        read_manifest(tmp_path)
     assert str(tmp_path / "experiment.json") in str(info.value)
     with pytest.raises(ReportError, match=message):
         load_experiment(tmp_path)
