@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import tarfile
@@ -18,6 +19,7 @@ import pytest
 
 from primsel.datasets import load_tasks
 from primsel.types import Task
+from tests.aspera import scripted
 
 REPO = Path(__file__).resolve().parents[2]
 #: Where CI finds ASPERA's checkout: beside the repository, as the shared datasets are.
@@ -117,6 +119,21 @@ def start_aspera(src: Path, plans: Path, tasks: Sequence[Mapping[str, Any]], age
     return AsperaRun(process, out)
 
 
+def library_names(src: Path) -> list[str]:
+    """The top-level names defined in the modules of ASPERA's ``aspera.apps`` (read from the checkout's files)."""
+    names: list[str] = []
+    for module in sorted((src / "src" / "aspera" / "apps").glob("*.py")):
+        if module.name != "__init__.py":
+            text = f"# aspera.apps.{module.stem}.py\n" + module.read_text(encoding="utf-8")
+            names += [n for n in scripted.module_shown(text)[1] if n not in names]
+    return names
+
+
+def given_names(task_id: str, names: Sequence[str]) -> list[str]:
+    """A selection of 16 of ``names`` for a task, in an order of its own (what a retriever might select)."""
+    return random.Random(scripted.digest(task_id)).sample(list(names), 16)
+
+
 @pytest.fixture(scope="session")
 def builtin_tasks() -> list[Task]:
     return load_tasks(None)
@@ -125,8 +142,9 @@ def builtin_tasks() -> list[Task]:
 @pytest.fixture(scope="session")
 def builtin_aspera(aspera_src, builtin_tasks, tmp_path_factory) -> AsperaRun:
     """ASPERA's CCK and PS agents rendering the requests for the 32 built-in tasks (PS answered by the scripted
-    model), started: ``.rows()`` waits for them."""
+    model; ``given``: the PS generation request for :func:`given_names`), started: ``.rows()`` waits for them."""
     folder = tmp_path_factory.mktemp("aspera_builtin")
     plans = write_plans(builtin_tasks, folder / "plans")
-    tasks = [{"id": t.id, "query": t.query} for t in builtin_tasks]
-    return start_aspera(aspera_src, plans, tasks, ("cck", "ps"), folder)
+    names = library_names(aspera_src)
+    tasks = [{"id": t.id, "query": t.query, "names": given_names(t.id, names)} for t in builtin_tasks]
+    return start_aspera(aspera_src, plans, tasks, ("cck", "ps", "given"), folder)
