@@ -90,20 +90,28 @@ def extract_plans(archive: Path, folder: Path) -> Path:
 class AsperaRun:
     """ASPERA's agents rendering requests in a subprocess (:func:`start_aspera`); :meth:`rows` waits for them."""
 
-    def __init__(self, process: subprocess.Popen[bytes], out: Path) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], out: Path, log: Path) -> None:
         self.process = process
         self.out = out
+        self.log = log
         self._rows: dict[str, dict[str, Any]] | None = None
 
     def rows(self, timeout: float = 3600) -> dict[str, dict[str, Any]]:
         """``{task id: row}`` (see ``aspera_side.py``). Fails the test, with ASPERA's output, if it failed."""
         if self._rows is None:
-            _, error = self.process.communicate(timeout=timeout)
+            self.process.wait(timeout=timeout)
             if self.process.returncode != 0:
-                pytest.fail(f"ASPERA's side failed (exit {self.process.returncode}):\n{error.decode()[-4000:]}")
+                error = self.log.read_text(encoding="utf-8", errors="replace")[-4000:]
+                pytest.fail(f"ASPERA's side failed (exit {self.process.returncode}):\n{error}")
             rows = [json.loads(line) for line in self.out.read_text(encoding="utf-8").splitlines()]
             self._rows = {row["id"]: row for row in rows}
         return self._rows
+
+    def close(self) -> None:
+        """Stop ASPERA's side if it still runs (a test that failed before reading its rows)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def start_aspera(src: Path, plans: Path, tasks: Sequence[Mapping[str, Any]], agents: Sequence[str],
@@ -113,10 +121,12 @@ def start_aspera(src: Path, plans: Path, tasks: Sequence[Mapping[str, Any]], age
     job.write_text(json.dumps({"src": str(src), "plans": str(plans), "agents": list(agents), "tasks": list(tasks)}),
                    encoding="utf-8")
     out = folder / "aspera_rows.jsonl"
+    log = folder / "aspera_log.txt"  # a file, not a pipe: ASPERA logs a warning for every answer it rejects
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    process = subprocess.Popen([sys.executable, str(ASPERA_SIDE), str(job), str(out)], cwd=str(folder),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment)
-    return AsperaRun(process, out)
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen([sys.executable, str(ASPERA_SIDE), str(job), str(out)], cwd=str(folder),
+                                   stdout=subprocess.DEVNULL, stderr=log_file, env=environment)
+    return AsperaRun(process, out, log)
 
 
 def library_names(src: Path) -> list[str]:
@@ -140,11 +150,27 @@ def builtin_tasks() -> list[Task]:
 
 
 @pytest.fixture(scope="session")
-def builtin_aspera(aspera_src, builtin_tasks, tmp_path_factory) -> AsperaRun:
+def builtin_aspera(aspera_src, builtin_tasks, tmp_path_factory):
     """ASPERA's CCK and PS agents rendering the requests for the 32 built-in tasks (PS answered by the scripted
     model; ``given``: the PS generation request for :func:`given_names`), started: ``.rows()`` waits for them."""
     folder = tmp_path_factory.mktemp("aspera_builtin")
     plans = write_plans(builtin_tasks, folder / "plans")
     names = library_names(aspera_src)
     tasks = [{"id": t.id, "query": t.query, "names": given_names(t.id, names)} for t in builtin_tasks]
-    return start_aspera(aspera_src, plans, tasks, ("cck", "ps", "given"), folder)
+    run = start_aspera(aspera_src, plans, tasks, ("cck", "ps", "given"), folder)
+    yield run
+    run.close()
+
+
+@pytest.fixture()
+def aspera_runs():
+    """``start(src, plans, tasks, agents, folder)``: :func:`start_aspera`, stopped after the test."""
+    runs: list[AsperaRun] = []
+
+    def start(*arguments: Any) -> AsperaRun:
+        runs.append(start_aspera(*arguments))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.close()

@@ -32,7 +32,7 @@ from primsel.experiments.runner import run_experiment
 from primsel.testing.fake_server import FakeOpenAIServer, Reply
 from primsel.types import Task
 from tests.aspera import scripted
-from tests.aspera.conftest import extract_plans, given_names, library_names, start_aspera, write_plans
+from tests.aspera.conftest import extract_plans, given_names, library_names, write_plans
 
 MODEL = "gpt-4o-2024-05-13"
 #: ASPERA's request body: its keys in the order openai-python sends them (ASPERA_PROTOCOL.md, section 2).
@@ -132,11 +132,11 @@ def test_builtin_tasks_render_as_aspera_s_agents_render_them(aspera_env, builtin
 
 
 @pytest.mark.asper
-def test_all_asper_bench_tasks_render_as_aspera_s_agents_render_them(aspera_env, asper_path, tmp_path):
+def test_all_asper_bench_tasks_render_as_aspera_s_agents_render_them(aspera_env, asper_path, aspera_runs, tmp_path):
     tasks = load_tasks(asper_path)
     assert len(tasks) == 250
     plans = extract_plans(asper_path, tmp_path / "plans")
-    run = start_aspera(aspera_env, plans, [{"id": t.id, "query": t.query} for t in tasks], ("cck", "ps"), tmp_path)
+    run = aspera_runs(aspera_env, plans, [{"id": t.id, "query": t.query} for t in tasks], ("cck", "ps"), tmp_path)
     assert check_rendering(tasks, run) == 250 * 14
 
 
@@ -302,7 +302,7 @@ def test_ps_agent_sends_aspera_s_13_requests_per_task(aspera_env, builtin_only, 
     "DateTimeClauseOperators, ... TimeUnits) where ASPERA's agent, finding the selected names in its universe "
     "order, puts TimeUnits first (navigation, before time_utils, imports it); the 21 others are equal"))
 def test_oracle_at_15_sends_aspera_s_generation_request_for_its_selection(aspera_env, builtin_only, builtin_tasks,
-                                                                          tmp_path):
+                                                                          aspera_runs, tmp_path):
     requests, cell = run_cell(tmp_path, "oracle", "oracle", seed=0, k=15)
     records = [json.loads(line) for line in (cell / "tasks.jsonl").read_text(encoding="utf-8").splitlines()]
     selected = {r["task_id"]: [pid.split(".", 1)[1] for pid in r["selection"]] for r in records}
@@ -312,7 +312,7 @@ def test_oracle_at_15_sends_aspera_s_generation_request_for_its_selection(aspera
         assert set(record["gold"]) <= set(record["selection"]) or set(record["selection"]) <= set(record["gold"])
     plans = write_plans(builtin_tasks, tmp_path / "plans")
     jobs = [{"id": t.id, "query": t.query, "names": selected[t.id]} for t in builtin_tasks]
-    rows = start_aspera(aspera_env, plans, jobs, ("given",), tmp_path).rows()
+    rows = aspera_runs(aspera_env, plans, jobs, ("given",), tmp_path).rows()
     for task in builtin_tasks:
         assert rows[task.id]["given_found"] == sorted(set(selected[task.id])), task.id
     check_wire(requests, {task_id: [row["given_generation"]] for task_id, row in rows.items()}, seed=0)
