@@ -456,7 +456,7 @@ def _contexts(
                 subset={},
             )
         )
-        store = RetrievalStore(d.library, whole, use_disk=use_cache)
+        store = RetrievalStore(d.library, whole, use_disk=use_cache, needed=[t.id for t in d.tasks])
         contexts.update(
             dict.fromkeys(
                 (c.id for c in group),

@@ -5,6 +5,11 @@ the dataset, the library, ``folds``, ``seed`` and ``depth``; it is named by
 :func:`retrieval_key` and cached under ``experiments/retrieval`` of
 :func:`primsel.files.cache_dir`, keyed also by the source of the retrieval package and of every
 class the specification names. A retrieval with failed LLM requests is not cached on disk.
+
+A run on a subset of a dataset ranks the whole dataset, so that a retriever that learns from tasks
+is cross-validated as in the full run; a retriever that does not learn ranks only the subset's
+tasks (``needed``), with the whole dataset's folds: an LLM selector then asks about those tasks
+alone.
 """
 
 from __future__ import annotations
@@ -14,15 +19,16 @@ import hashlib
 import importlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from primsel import registry
 from primsel import spec as specs
 from primsel.checks import FOLDS_BOUNDS
 from primsel.files import cache_dir, digest, write_atomic
 from primsel.retrieval.cv import cross_validated_run
-from primsel.types import Run, ranking
+from primsel.types import LearnsFromTasks, Run, ranking
 
 
 def retrieval_key(dataset: str | None, retriever: Any, folds: int, seed: int, depth: int | None) -> str:
@@ -73,21 +79,39 @@ class RetrievalStore:
     dataset : the tasks: an object with ``tasks`` (a sequence of :class:`primsel.types.Task`) and
         ``fingerprint`` (str).
     use_disk : read and write the disk cache.
+    needed : ids of the tasks a run scores, when they are a subset of ``dataset``'s: a retriever
+        that does not learn from tasks ranks only these (None: every task).
     """
 
-    def __init__(self, library: Any, dataset: Any, use_disk: bool = True) -> None:
+    def __init__(self, library: Any, dataset: Any, use_disk: bool = True,
+                 needed: Collection[str] | None = None) -> None:
         self.library = library
         self.dataset = dataset
         self.use_disk = use_disk
+        every = {t.id for t in dataset.tasks}
+        self.needed = None if needed is None or set(needed) == every else tuple(sorted(needed))
         self._memo: dict[str, Retrieval] = {}
         self._code: str | None = None
         self._library_fp: str | None = None
 
     def retrieval_key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
-        """The :func:`retrieval_key` of a retrieval over these tasks,
-        folds capped and a depth keeping the whole library as None."""
+        """The :func:`retrieval_key` of a retrieval over these tasks (the ``needed`` ones for a
+        retriever that does not learn from tasks), folds capped and a depth keeping the whole
+        library as None."""
         kept = depth if self.depth(depth) < len(self.library) else None
-        return retrieval_key(self.dataset.fingerprint, spec, self.effective_folds(folds), seed, kept)
+        dataset = self.dataset.fingerprint
+        only = self._only(spec)
+        if only is not None:
+            dataset = f"{dataset}/only-{digest(list(only))[:8]}"
+        return retrieval_key(dataset, spec, self.effective_folds(folds), seed, kept)
+
+    def _only(self, spec: Any) -> tuple[str, ...] | None:
+        """The tasks ``spec`` ranks when not all: ``needed``, for a retriever that does not learn."""
+        if self.needed is None:
+            return None
+        if isinstance(registry.build(spec, "retriever"), LearnsFromTasks):
+            return None
+        return self.needed
 
     def key(self, spec: Any, folds: int, seed: int, depth: int | None = None) -> str:
         """Disk cache key (sha256 hex): the retrieval key, the library's fingerprint, and digests
@@ -123,9 +147,15 @@ class RetrievalStore:
         if name in self._memo:
             return self._memo[name]
         path = cache_dir() / "experiments" / "retrieval" / f"{self.key(spec, folds, seed, depth)}.json"
-        result = self._read(path) if self.use_disk else None
+        result = self._read(path, self._only(spec) is not None) if self.use_disk else None
         if result is None:
-            result = self._compute(spec, folds, seed, self.depth(depth), progress=progress)
+            only = self._only(spec)
+            queries = None
+            if only is not None:
+                by_id = {t.id: t.query for t in self.dataset.tasks}
+                queries = {task_id: by_id[task_id] for task_id in only}
+            result = self._compute(spec, folds, seed, self.depth(depth), queries, progress=progress,
+                                   every_fold=True)
             if self.use_disk and not retrieval_errors(result):
                 payload = {"ranked": {t: [list(p) for p in r] for t, r in result.ranked.items()},
                            "folds": dict(result.folds), "seconds": result.seconds,
@@ -148,11 +178,12 @@ class RetrievalStore:
         """
         return self._compute(spec, self.effective_folds(folds), seed, self.depth(None), queries)
 
-    def _read(self, path: Path) -> Retrieval | None:
+    def _read(self, path: Path, only: bool = False) -> Retrieval | None:
         try:
             payload = json.loads(path.read_text(encoding="utf-8"))
             ranked = {t: tuple((str(p), float(s)) for p, s in r) for t, r in payload["ranked"].items()}
-            if set(ranked) != {t.id for t in self.dataset.tasks}:
+            expected = set(self.needed) if only else {t.id for t in self.dataset.tasks}
+            if set(ranked) != expected:
                 return None
             usage = {str(t): {str(n): float(v) for n, v in u.items()} for t, u in payload.get("usage", {}).items()}
             return Retrieval(ranked=ranked, folds={t: int(f) for t, f in payload["folds"].items()},
@@ -161,7 +192,10 @@ class RetrievalStore:
             return None
 
     def _compute(self, spec: Any, folds: int, seed: int, depth: int, queries: Mapping[str, str] | None = None,
-                 progress: Callable[[str, int, int], None] | None = None) -> Retrieval:
+                 progress: Callable[[str, int, int], None] | None = None, every_fold: bool = False) -> Retrieval:
+        """Rank the tasks (those of ``queries`` with their texts, when given) by cross-validation;
+        the folds of the ranked tasks, or of every task with ``every_fold`` (a learning generator
+        draws its examples from the folds of the whole dataset)."""
         start = time.perf_counter()
         usage: dict[str, dict[str, float]] = {}
         run, fold_of = cross_validated_run(specs.with_seed(spec, seed), self.library, list(self.dataset.tasks),
@@ -169,5 +203,6 @@ class RetrievalStore:
                                            queries=queries, progress=progress)
         ranked = {t.id: tuple((p, float(run.get(t.id, {})[p])) for p in ranking(run.get(t.id, {})))
                   for t in self.dataset.tasks if queries is None or t.id in queries}
-        return Retrieval(ranked=ranked, folds={t: fold_of[t] for t in ranked} if queries is not None else dict(fold_of),
+        kept_folds = dict(fold_of) if queries is None or every_fold else {t: fold_of[t] for t in ranked}
+        return Retrieval(ranked=ranked, folds=kept_folds,
                          seconds=time.perf_counter() - start, usage=usage)

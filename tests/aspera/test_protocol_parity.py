@@ -77,7 +77,7 @@ def primsel_requests(task: Task) -> dict[str, Any]:
     answers = [scripted.answer(messages) for messages in selections]
     parsed = protocol.parse_selection(answers)
     return {"cck": protocol.cck_messages(task), "selections": selections, "ps_names": list(parsed["names"]),
-            "ps_generation": protocol.generation_messages(task, parsed["names"])}
+            "ps_generation": protocol.generation_messages(task, parsed["names"], agent_order=True)}
 
 
 def compare_task(expected: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
@@ -140,11 +140,6 @@ def test_all_asper_bench_tasks_render_as_aspera_s_agents_render_them(aspera_env,
     assert check_rendering(tasks, run) == 250 * 14
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "3 of 32 differ (builtin-02, -25, -26), at byte 2270 or 2274 of the system message: the functional enums of "
-    "time_utils.py (line 0 for ASPERA's sort) keep the order of the names given, where ASPERA's agent has them "
-    "in the order its substring rule finds them (its universe of symbols: TimeUnits first, navigation imports "
-    "it); the other 29 are equal"))
 def test_generation_request_for_given_symbols_renders_as_aspera_s_agent(aspera_env, builtin_tasks, builtin_aspera):
     """A retriever's selection (16 names of the library, in an order of their own) under ASPERA's generation
     prompt: the request ASPERA's PS agent sends had it selected exactly these symbols (item 3)."""
@@ -296,11 +291,6 @@ def test_ps_agent_sends_aspera_s_13_requests_per_task(aspera_env, builtin_only, 
     check_wire(requests, expected, seed=0)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "11 of the 32 generation requests differ at byte 2270 of the system message: the functional enums of "
-    "time_utils.py (line 0 for ASPERA's sort) come in the oracle's id order (DateExpressions, DateRanges, "
-    "DateTimeClauseOperators, ... TimeUnits) where ASPERA's agent, finding the selected names in its universe "
-    "order, puts TimeUnits first (navigation, before time_utils, imports it); the 21 others are equal"))
 def test_oracle_at_15_sends_aspera_s_generation_request_for_its_selection(aspera_env, builtin_only, builtin_tasks,
                                                                           aspera_runs, tmp_path):
     requests, cell = run_cell(tmp_path, "oracle", "oracle", seed=0, k=15)
@@ -327,9 +317,6 @@ def test_max_tokens_set_in_the_experiment_is_sent(aspera_env, builtin_only, buil
     assert first_difference(builtin_aspera.rows()["builtin-05"]["cck"], requests[0]["messages"]) is None
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "primsel asks ASPERA's selection questions for every task of the dataset (retrieval is cross-validated on "
-    "all), not only for the tasks run: one built-in task sends 12 x 32 selection requests and 1 generation request"))
 def test_ps_agent_on_one_task_sends_13_requests(aspera_env, builtin_only, builtin_aspera, tmp_path):
     requests, _ = run_cell(tmp_path, "ps_one", {"type": "llm_selector"}, seed=0, task_ids=["builtin-07"])
     row = builtin_aspera.rows()["builtin-07"]
