@@ -1027,18 +1027,6 @@ def _optional_names(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-#: The keys of a task row besides those of its program.
-_ROW_KEYS = (
-    "task_id",
-    "fold",
-    "selection",
-    "closure_added",
-    "gold",
-    "metrics",
-    "docs_tokens",
-    "selection_usage",
-    "rounds",
-)
 _PROGRAM_KEYS = tuple(ProgramOutcome.__dataclass_fields__)
 
 
@@ -1131,7 +1119,7 @@ class TaskRow:
         extra = {
             key: value
             for key, value in data.items()
-            if key not in _ROW_KEYS and key not in _PROGRAM_KEYS
+            if key not in _row_keys() and key not in _PROGRAM_KEYS
         }
         return cls(
             task_id=str(data["task_id"]),
@@ -1148,3 +1136,9 @@ class TaskRow:
             else tuple(RoundEntry.from_json(entry) for entry in rounds),
             extra=extra,
         )
+
+
+def _row_keys() -> tuple[str, ...]:
+    """The keys of a task row besides those of its program: :class:`TaskRow`'s fields, but the
+    program (its keys are the row's own) and ``extra``."""
+    return tuple(name for name in TaskRow.__dataclass_fields__ if name not in ("program", "extra"))

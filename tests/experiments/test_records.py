@@ -273,3 +273,14 @@ def test_the_two_formats_compare_as_the_same_run():
     comparison = compare_runs(FIXTURES / "before_records", FIXTURES / "typed_records")
     assert [(p.cell, p.tasks, p.diff, p.up, p.down) for p in comparison.pairs] == [
         ("bm25 k=5", 3, 0.0, 0, 0), ("prior k=5", 3, 0.0, 0, 0), ("bm25 k=5 reference", 3, 0.0, 0, 0)]
+
+
+def test_every_field_of_a_task_row_is_read_into_its_field_not_into_extra():
+    from primsel.experiments.records import ProgramOutcome, RoundEntry, TaskRow
+
+    row = TaskRow(task_id="7", fold=1, selection=("a",), closure_added=(), gold=("a",), metrics={"recall@5": 1.0},
+                  docs_tokens=3, selection_usage={"calls": 1.0}, program=ProgramOutcome(status="pass"),
+                  rounds=(RoundEntry.from_json({"round": 1, "status": "pass"}),))
+    again = TaskRow.from_json(row.to_json())
+    assert again.extra == {} and again == row
+    assert TaskRow.from_json({**row.to_json(), "later_key": 2}).extra == {"later_key": 2}
