@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import ast
 import builtins
-import enum
+import collections
 import contextlib
+import enum
 import importlib
+import json
 import os
 import random
 import signal
@@ -38,7 +40,9 @@ from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
 from primsel.simulator.verdicts import (
     MAX_LINE,
+    ExceptionClasses,
     JudgeVerdict,
+    PairReport,
     cap_text,
     clean_name,
     clean_text,
@@ -95,6 +99,7 @@ class JudgeLibrary:
         }
         requires = self.library_exceptions.get("RequiresUserInput")
         self.requires_input: tuple[type[BaseException], ...] = (requires,) if requires else ()
+        self.classes = ExceptionClasses(self.fail_types, self.requires_input)
         self.codec = codec_module.Codec(apps)
         #: Ids a program's call trace may name: ``<app>.<name>`` of every exported function and
         #: (non-enum) class of the apps, as the program process records them.
@@ -202,6 +207,8 @@ class ProgramHandle:
     clock : charges the calls' time to the program's limit.
     timeout : the program's time limit in seconds (for messages).
     frame_cap : largest answer accepted, in bytes.
+    reference : the task's reference program, for the collateral audit (None: every row of the
+        world that the program removed or changed counts).
     """
 
     def __init__(
@@ -212,8 +219,11 @@ class ProgramHandle:
         clock: Clock,
         timeout: float,
         frame_cap: int = codec_module.FRAME_CAP,
+        reference: Reference | None = None,
     ) -> None:
         self.library = library
+        self.reference = reference
+        self.collateral = 0
         self.to_program = to_program
         self.from_program = from_program
         for fd in (to_program, from_program):
@@ -230,6 +240,11 @@ class ProgramHandle:
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
         self.fatal: JudgeVerdict | None = None
         self.ready = False  # the program process said it is confined (its first frame)
+
+    def report(self) -> PairReport:
+        """What the judge learned from this program process, as plain data for the verdict."""
+        return PairReport(self.trace, self.outcomes, self.paths, self.stdout_truncated, self.fatal, self.origins,
+                          self.collateral)
 
     def _fail(self, status: str, error_type: str | None, message: str) -> JudgeVerdict:
         """A verdict that ends the task whatever the EP does with the exception (kept in ``fatal``)."""
@@ -330,6 +345,7 @@ class ProgramHandle:
         codec = self.library.codec
         self.called = True
         context = get_current_context()
+        sent_random = random.getstate()
         try:
             message = {
                 "op": "call",
@@ -371,6 +387,7 @@ class ProgramHandle:
         kept = trace[: max(0, TRACE_CAP - len(self.trace))]
         self.trace.extend(kept)
         if state is not None:
+            self.collateral += self._collateral(message["state"], answer["state"], sent_random)
             for name in TABLES:
                 context.tables[name][:] = state[name]
         if random_state is not None:
@@ -390,6 +407,22 @@ class ProgramHandle:
         self.outcomes.append((len(kept), "return", cap_text(clean_text(summarise(value)))))
         self.paths.append(path)
         return value
+
+    def _collateral(self, before: Any, after: Any, random_state: tuple[Any, ...]) -> int:
+        """Rows of the world ``before`` the call that the program removed or changed and the
+        reference program, run on the same world and ``random`` state, did not.
+
+        ``before`` is the judge's encoding of the world it sent, ``after`` the program's encoding
+        of the world it left (already decoded once without error). A row counts as kept when an
+        equal row is still there (a multiset: two equal rows need two); only when the program
+        dropped some is the reference program run (in the judge: it is the task's own code).
+        """
+        removed = _row_keys(before) - _row_keys(after)
+        if not removed:
+            return 0
+        if self.reference is not None:
+            removed -= self.reference.removed_rows(before, random_state)
+        return sum(removed.values())
 
     def _state(self, data: Any) -> dict[str, list[dict[str, Any]]] | None:
         from primsel.simulator.state import TABLES
@@ -485,6 +518,92 @@ class ProgramHandle:
         raise exc
 
 
+def _row_keys(encoded_state: Any) -> collections.Counter[str]:
+    """The rows of an encoded world state (``{"d": [[table, [row, ...]], ...]}``), each as the
+    text of its encoding (sets in sorted order), counted, table name included."""
+    keys: collections.Counter[str] = collections.Counter()
+    for table, rows in encoded_state["d"]:
+        for row in rows:
+            text = json.dumps(row, separators=(",", ":"))
+            if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
+                text = json.dumps(_sorted_sets(row), separators=(",", ":"))
+            keys[f"{table}\n{text}"] += 1
+    return keys
+
+
+def _sorted_sets(encoded: Any) -> Any:
+    """``encoded`` with the items of every encoded set in the order of their JSON text."""
+    if type(encoded) is list:
+        return [_sorted_sets(item) for item in encoded]
+    if type(encoded) is not dict:
+        return encoded
+    (tag, body), = encoded.items()
+    if tag in ("s", "fs"):
+        items = [_sorted_sets(item) for item in body]
+        return {tag: sorted(items, key=lambda item: json.dumps(item, separators=(",", ":")))}
+    return {tag: _sorted_sets(body)}
+
+
+class Reference:
+    """The task's reference program, which the judge runs itself for the collateral audit.
+
+    It is the task's own code, like the setup and evaluation programs, so it runs in the judge
+    (on a copy of the world the program was given), never in a program process.
+
+    Parameters
+    ----------
+    library : the judge's library.
+    text : the reference program's source (its first top-level function is its entry point).
+    apps : the task's apps (star-exported into its namespace).
+    """
+
+    def __init__(self, library: JudgeLibrary, text: str, apps: list[str]) -> None:
+        self.library = library
+        self.text = text
+        self.apps = apps
+        self._entry: Any = None
+
+    def removed_rows(self, encoded_state: Any, random_state: tuple[Any, ...]) -> collections.Counter[str]:
+        """The rows of ``encoded_state`` (keys of :func:`_row_keys`) that the reference program,
+        run on that world with ``random`` in ``random_state``, removed or changed.
+
+        Whatever it raises ends its run (its changes until then count); the judge's own world
+        and ``random`` state are left as they were.
+        """
+        from primsel.simulator.state import TABLES, ExecutionContext, new_context
+
+        codec = self.library.codec
+        saved = random.getstate()
+        try:
+            if self._entry is None:
+                self._entry = self._load()
+            state = codec.decode(encoded_state)
+            context = ExecutionContext()
+            for name in TABLES:
+                context.tables[name] = state[name]
+            random.setstate(random_state)
+            with new_context(context), contextlib.suppress(Exception):
+                self._entry()
+            left = codec.encode({name: context.tables[name] for name in TABLES}, "the reference's world state")
+        finally:
+            random.setstate(saved)
+        return _row_keys(encoded_state) - _row_keys(left)
+
+    def _load(self) -> Any:
+        """The reference program's entry point; one that changes nothing if it cannot be loaded
+        (then every row the program removed or changed counts)."""
+        from primsel.simulator.state import new_context
+
+        namespace: dict[str, Any] = {"__name__": "query_executable"}
+        try:
+            namespace.update(self.library.namespace(self.apps))
+            with new_context():  # module-level code gets a scratch world
+                exec(compile(self.text, "<reference program>", "exec"), namespace)
+            return namespace[_first_function(self.text, "reference program")]
+        except Exception:
+            return lambda: None
+
+
 def _first_function(source: str, what: str) -> str:
     tree = ast.parse(source)
     for node in tree.body:
@@ -560,7 +679,8 @@ def judge(
     Parameters
     ----------
     library : the judge's library.
-    request : ``task``, ``program``, ``entry``, ``timeout`` (s), ``judge_timeout`` (s).
+    request : ``task`` (with ``reference``, the reference program's text, when the task has one),
+        ``program``, ``entry``, ``timeout`` (s), ``judge_timeout`` (s).
     channels : ``(to_program, from_program)`` descriptors, one pair per (SIP, EP) pair.
 
     Returns
@@ -570,11 +690,13 @@ def judge(
     timeout = float(request["timeout"])
     clock = Clock(timeout, float(request["judge_timeout"]))
     handles: list[ProgramHandle] = []
+    task = request["task"]
+    reference = Reference(library, task["reference"], list(task["apps"])) if task.get("reference") else None
     try:
         with clock:
-            handles = [ProgramHandle(library, to, back, clock, timeout) for to, back in channels]
+            handles = [ProgramHandle(library, to, back, clock, timeout, reference=reference) for to, back in channels]
             exc, used, before = run_task(library, request, handles)
-            result = verdict(library, exc, used, before)
+            result = verdict(library.classes, exc, [handle.report() for handle in used], before)
     except _JudgeTimeout:
         clock.expired = True
     except BaseException as fault:  # a fault of the judge itself: never a pass

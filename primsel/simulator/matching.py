@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+# Imported here, not on first use: program processes are forked from a process that imported
+# this module, and importing rapidfuzz in each of them cost more than all the rest of a call.
+from rapidfuzz import fuzz, process, utils
+
 #: Minimum WRatio score (0-100) for a fuzzy match, and the most matches returned.
 FUZZY_CUTOFF = 90
 FUZZY_LIMIT = 50
@@ -17,8 +21,6 @@ def fuzzy_match(query: str, values: Sequence[str | None]) -> list[int]:
     non-alphanumerics to spaces, trimmed). Keeps scores >= 90, at most 50 matches, sorted by
     descending score with ties in ``values`` order. ``None`` values and an empty query never match.
     """
-    from rapidfuzz import fuzz, process, utils
-
     if not query:
         return []
     candidates = {i: v for i, v in enumerate(values) if v is not None}

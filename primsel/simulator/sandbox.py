@@ -462,6 +462,7 @@ class Sandbox:
                 "evaluation_programs": list(task.evaluation_programs),
                 "simulation_tools": list(scenario.get("simulation_tools", ())),
                 "evaluation_tools": list(scenario.get("evaluation_tools", ())),
+                "reference": task.program,
             },
             "program": program,
             "entry": entry,
@@ -539,6 +540,7 @@ def _result(task_id: str, reply: dict[str, Any], seconds: float) -> ExecutionRes
         outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
         paths=tuple(tuple(path) for path in reply.get("paths", ())),
         raised_by=reply.get("raised_by"),
+        collateral=int(reply.get("collateral", 0)),
     )
 
 
