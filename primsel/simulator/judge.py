@@ -276,6 +276,9 @@ class ProgramHandle:
                 raise self._fail("error", "UnsupportedReturn", f"the program's answer is too large: {exc}") from None
             except codec_module.CodecError as exc:
                 raise self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})") from None
+            except MemoryError:  # the frame's buffer: the program's answer, not a fault of the task
+                raise self._fail("error", "UnsupportedReturn",
+                                 "the program's answer does not fit in the judge's memory") from None
             if frame is None:
                 raise self._fail("error", "ProcessDied", "the program's process ended without answering")
             # Parsing what the program sent is the program's time, and bounded before it starts.

@@ -255,12 +255,13 @@ def run_request(
             shutil.rmtree(workdir, ignore_errors=True)
     if verdict["error_type"] == "ProcessDied":
         # SIGKILL is the spawner's own clean-up; any other end is how the program's process died.
-        ended = [(s, cpu) for s, cpu in spawner.statuses().values() if s is not None
-                 and not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]  # fmt: skip
+        statuses = [(s, cpu) for s, cpu in spawner.statuses().values() if s is not None]
+        ended = [(s, cpu) for s, cpu in statuses if not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]
         # SIGXCPU is a timeout only when the CPU time really reached the limit (a program can
-        # send itself SIGXCPU at once)
-        if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGXCPU and cpu >= float(request["timeout"])
-               for s, cpu in ended):  # fmt: skip
+        # send itself SIGXCPU at once). The first process of a pid namespace ignores SIGXCPU;
+        # the kernel SIGKILLs it at the hard limit, a second later, which reads the same.
+        killed = [(s, cpu) for s, cpu in statuses if os.WIFSIGNALED(s) and os.WTERMSIG(s) in (signal.SIGXCPU, signal.SIGKILL)]
+        if any(cpu >= float(request["timeout"]) for _, cpu in killed):
             verdict.update(status="timeout", error_type=None, message="CPU time limit exceeded")
         elif ended:
             verdict["message"] = f"the program's process {_how(ended[0][0])}"
