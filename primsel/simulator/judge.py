@@ -26,6 +26,7 @@ import builtins
 import collections
 import contextlib
 import enum
+import fcntl
 import importlib
 import json
 import os
@@ -143,6 +144,14 @@ class JudgeLibrary:
         return name, getattr(module, name)
 
 
+class _LoadFailed(BaseException):
+    """Raised into an evaluation program by ``executable`` when the program could not be loaded."""
+
+
+#: ``F_GETPIPE_SZ`` (``fcntl.h``): a pipe's capacity in bytes.
+_F_GETPIPE_SZ = 1032
+
+
 class _JudgeTimeout(BaseException):
     """The judge's own time limit passed (raised by the SIGALRM handler of :class:`Clock`)."""
 
@@ -240,6 +249,8 @@ class ProgramHandle:
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
         self.fatal: JudgeVerdict | None = None
         self.ready = False  # the program process said it is confined (its first frame)
+        self._load: tuple[bytes, bool] | None = None  # the load request not answered yet
+        self.load_failure: BaseException | None = None
 
     def report(self) -> PairReport:
         """What the judge learned from this program process, as plain data for the verdict."""
@@ -252,12 +263,14 @@ class ProgramHandle:
             self.fatal = JudgeVerdict(status, error_type, message)
         return self.fatal
 
-    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Send one message and read the answer within the program's remaining time."""
-        payload = codec_module.dumps(message)
+    def _exchange(self, message: dict[str, Any] | bytes, sent: bool = False) -> dict[str, Any]:
+        """Send one message (unless ``sent``: its frame is already in the pipe) and read the
+        answer within the program's remaining time."""
+        payload = message if type(message) is bytes else codec_module.dumps(message)
         with self.clock.program_call() as deadline:
             try:
-                codec_module.write_frame(self.to_program, payload, deadline)
+                if not sent:
+                    codec_module.write_frame(self.to_program, payload, deadline)
                 while True:
                     frame = codec_module.read_frame(self.from_program, self.frame_cap, deadline)
                     if not self.ready and frame is not None:
@@ -335,17 +348,60 @@ class ProgramHandle:
         ------
         The program's exception, raised again (see :meth:`raise_program_exception`).
         """
-        answer = self._exchange({"op": "load", "program": program, "entry": entry, "apps": apps})
+        self.start_load(program, entry, apps)
+        self.finish_load()
+
+    def start_load(self, program: str, entry: str, apps: list[str]) -> None:
+        """Put the load request in the pipe now, when it fits, without waiting for the answer.
+
+        The program process loads the program while the judge runs the setup program; the
+        answer is read by :meth:`finish_load` (at the first call of ``executable`` at the
+        latest). A request larger than the pipe holds is sent there instead.
+        """
+        payload = codec_module.dumps({"op": "load", "program": program, "entry": entry, "apps": apps})
+        sent = False
+        with contextlib.suppress(OSError):
+            # an empty pipe takes a frame up to its capacity in one write: nothing waits
+            if len(payload) + 64 <= fcntl.fcntl(self.to_program, _F_GETPIPE_SZ):
+                codec_module.write_frame(self.to_program, payload)
+                sent = True
+        self._load = (payload, sent)
+
+    def finish_load(self) -> None:
+        """Read the answer to the load request (sending it first if :meth:`start_load` could not).
+
+        Raises
+        ------
+        The program's exception, raised again (see :meth:`raise_program_exception`).
+        """
+        if self._load is None:
+            return
+        payload, sent = self._load
+        self._load = None
+        answer = self._exchange(payload, sent=sent)
         if "exception" in answer:
             self.raise_program_exception(answer["exception"])
         if answer.get("ok") is not True:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
+
+    def _loaded(self) -> None:
+        """:meth:`finish_load` from inside the evaluation program: a failed load ends the task
+        with the load's exception (kept in ``load_failure``), whatever the evaluation program
+        catches, as when the program was loaded before the evaluation program ran."""
+        if self.load_failure is None:
+            try:
+                self.finish_load()
+            except BaseException as exc:
+                self.load_failure = exc
+        if self.load_failure is not None:
+            raise _LoadFailed()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The ``executable`` an EP calls: run the entry point on the current world state."""
         from primsel.simulator.state import TABLES, get_current_context
 
         codec = self.library.codec
+        self._loaded()
         self.called = True
         context = get_current_context()
         sent_random = random.getstate()
@@ -420,7 +476,7 @@ class ProgramHandle:
         equal row is still there (a multiset: two equal rows need two); only when the program
         dropped some is the reference program run (in the judge: it is the task's own code).
         """
-        removed = _row_keys(before) - _row_keys(after)
+        removed = _removed_rows(before, after)
         if not removed:
             return 0
         if self.reference is not None:
@@ -448,7 +504,9 @@ class ProgramHandle:
             and value[0] == 3
             and type(value[1]) is tuple
             and len(value[1]) == 625
-            and all(type(v) is int and 0 <= v < 2**32 for v in value[1])
+            and set(map(type, value[1])) == {int}  # checked in C: 625 words per call
+            and 0 <= min(value[1])
+            and max(value[1]) < 2**32
             and value[1][-1] <= 624
             and (value[2] is None or type(value[2]) is float)
         )
@@ -521,16 +579,29 @@ class ProgramHandle:
         raise exc
 
 
-def _row_keys(encoded_state: Any) -> collections.Counter[str]:
-    """The rows of an encoded world state (``{"d": [[table, [row, ...]], ...]}``), each as the
-    text of its encoding (sets in sorted order), counted, table name included."""
+def _removed_rows(before: Any, after: Any) -> collections.Counter[str]:
+    """The rows of the encoded world ``before`` (``{"d": [[table, [row, ...]], ...]}``) that are
+    not in ``after`` (a row equal to one of ``after`` is kept; two need two), each as its table's
+    name and the text of its encoding (sets in sorted order). A table encoded alike on both
+    sides, as most are, is not looked into."""
+    tables_after = {table: rows for table, rows in after["d"]}
+    removed: collections.Counter[str] = collections.Counter()
+    for table, rows in before["d"]:
+        rows_after = tables_after.get(table, [])
+        if rows != rows_after:
+            removed.update(_row_keys(table, rows))
+            removed.subtract(_row_keys(table, rows_after))
+    return +removed  # only the positive counts: rows gone
+
+
+def _row_keys(table: str, rows: list[Any]) -> collections.Counter[str]:
+    """The encoded ``rows`` of ``table``, each as the text of its encoding (sets in sorted order), counted."""
     keys: collections.Counter[str] = collections.Counter()
-    for table, rows in encoded_state["d"]:
-        for row in rows:
-            text = json.dumps(row, separators=(",", ":"))
-            if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
-                text = json.dumps(_sorted_sets(row), separators=(",", ":"))
-            keys[f"{table}\n{text}"] += 1
+    for row in rows:
+        text = json.dumps(row, separators=(",", ":"))
+        if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
+            text = json.dumps(_sorted_sets(row), separators=(",", ":"))
+        keys[f"{table}\n{text}"] += 1
     return keys
 
 
@@ -567,7 +638,7 @@ class Reference:
         self._entry: Any = None
 
     def removed_rows(self, encoded_state: Any, random_state: tuple[Any, ...]) -> collections.Counter[str]:
-        """The rows of ``encoded_state`` (keys of :func:`_row_keys`) that the reference program,
+        """The rows of ``encoded_state`` (keys of :func:`_removed_rows`) that the reference program,
         run on that world with ``random`` in ``random_state``, removed or changed.
 
         Whatever it raises ends its run (its changes until then count); the judge's own world
@@ -590,7 +661,7 @@ class Reference:
             left = codec.encode({name: context.tables[name] for name in TABLES}, "the reference's world state")
         finally:
             random.setstate(saved)
-        return _row_keys(encoded_state) - _row_keys(left)
+        return _removed_rows(encoded_state, left)
 
     def _load(self) -> Any:
         """The reference program's entry point; one that changes nothing if it cannot be loaded
@@ -641,11 +712,9 @@ def run_task(
     for index, (setup_text, check_text) in enumerate(zip(task["setup_programs"], task["evaluation_programs"])):
         program = programs[index]
         used.append(program)
-        try:
-            with new_context():
-                program.load(request["program"], request["entry"], list(task["apps"]))
-        except BaseException as exc:
-            return exc, used, False
+        # loaded while the judge builds the harness and runs the setup program; a load that
+        # failed decides, as if it had been waited for before anything else
+        program.start_load(request["program"], request["entry"], list(task["apps"]))
         try:
             with new_context():  # the task's programs define functions only; a scratch world
                 harness: dict[str, Any] = {"__name__": "__console__"}
@@ -663,15 +732,25 @@ def run_task(
                 setup = harness[_first_function(setup_text, "setup program")]
                 check = harness[_first_function(check_text, "evaluation program")]
         except BaseException as exc:
-            return exc, used, True
+            return _load_failure(program) or exc, used, _load_failure(program) is None
         context = ExecutionContext()
         context.query = task["query"]
         try:
             with new_context(context):
                 check(query="", executable=program, setup_function=setup)
         except BaseException as exc:
-            return exc, used, not program.called
+            return _load_failure(program) or exc, used, not program.called and _load_failure(program) is None
+        failure = _load_failure(program)
+        if failure is not None:
+            return failure, used, False
     return None, used, False
+
+
+def _load_failure(program: ProgramHandle) -> BaseException | None:
+    """The exception that ended the program's load (its answer read now if need be), or None."""
+    with contextlib.suppress(_LoadFailed):
+        program._loaded()
+    return program.load_failure
 
 
 def judge(

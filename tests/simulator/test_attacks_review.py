@@ -1112,7 +1112,12 @@ def test_30_sigxcpu_sent_to_itself_is_not_a_timeout(box, tasks, host, hooked):
             os.kill(os.getpid(), signal.SIGXCPU)
     ''')
     results = _attack(box, tasks, program, host)
-    assert [r.status for r in results] == ["error"] * len(FEW)
+    if box.info()["pid_namespace"]:
+        # the first process of a pid namespace ignores the signals it sends itself: a wrong
+        # answer, or the audit hook's refusal of os.kill
+        assert [r.status for r in results] == ["error" if hooked else "fail"] * len(FEW)
+    else:
+        assert [r.status for r in results] == ["error"] * len(FEW)
 
 
 def test_31_commas_and_escaped_quotes_inside_strings_are_not_values(box, tasks, host, hooked):
@@ -1182,7 +1187,10 @@ def test_36_stopping_itself_is_a_timeout_and_the_next_task_runs(box, tasks, host
             os.kill(os.getpid(), signal.SIGSTOP)
     ''')
     results = _attack(box, tasks, program, host)
-    assert [r.status for r in results] == ["timeout"] * len(FEW)
+    # stopped, it is a timeout; the first process of a pid namespace ignores the SIGSTOP it
+    # sends itself, and goes on to a wrong answer
+    expected = ("error" if hooked else "fail") if box.info()["pid_namespace"] else "timeout"
+    assert [r.status for r in results] == [expected] * len(FEW)
 
 
 def test_37_malformed_frames_and_lies_about_length(box, tasks, host, hooked):
@@ -1265,7 +1273,11 @@ def test_42_the_program_process_crashing_itself(box, tasks, host, hooked):
                  'import faulthandler; faulthandler._sigsegv()'):
         program = "def f():\n    " + body + "\n"
         results = _attack(box, tasks, program, host)
-        assert {r.status for r in results} <= {"error", "timeout"}, body  # a deep recursion may just run long
+        # a deep recursion may just run long; the first process of a pid namespace ignores a
+        # SIGSEGV it sends itself (raise_signal) and goes on to a wrong answer
+        sent_to_itself = "raise_signal" in body or "_sigsegv" in body  # faulthandler raises it
+        allowed = {"error", "timeout"} | ({"fail"} if sent_to_itself else set())
+        assert {r.status for r in results} <= allowed, body
 
 
 def test_43_closing_its_pipes_and_waiting(box, tasks, host, hooked):
@@ -1363,13 +1375,25 @@ def test_48_program_processes_do_not_outlive_their_task(box, tasks, host, hooked
                 threading.Thread(target=spin, daemon=True).start()
             return os.getpid()
     ''')
-    results = _attack(box, tasks, program, host)
-    pids = [int(r.outcomes[0][2]) for r in results if r.outcomes and r.outcomes[0][1] == "return"]
-    assert pids
+    _attack(box, tasks, program, host)
+    # the program processes are the spawners' children (in a pid namespace of their own their
+    # pid says nothing on the host): none is left once their task is decided
+    spawners = [worker.hello["spawner"] for worker in box._all if worker.alive()]
+    assert spawners
+
+    def children() -> list[str]:
+        found = []
+        for spawner in spawners:
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{spawner}/task"):
+                    with open(f"/proc/{spawner}/task/{task}/children") as handle:
+                        found += handle.read().split()
+        return found
+
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{pid}") for pid in pids):
+    while time.monotonic() < deadline and children():
         time.sleep(0.1)
-    assert [pid for pid in pids if os.path.exists(f"/proc/{pid}")] == []
+    assert children() == []
 
 
 def test_49_a_frame_that_is_cheap_to_send_and_costly_to_rebuild(box, tasks, host, hooked):
