@@ -20,9 +20,10 @@ between repetitions. It prints both wall times (the whole process, start-up and 
 included), their ratio, the load average before and after, and at the end the median ratio.
 The goal: primsel at or below 0.15 of ASPERA's wall time on an idle machine.
 
-``--profile`` runs every task through one worker's code in this process (a spawner, the judge,
-one program process per pair), and prints where the time goes: the judge's CPU time, the
-program processes' (and the spawner's) CPU time, per task, and the judge's heaviest functions.
+``--profile`` prints where the time goes: CPU time per task of the judge (the worker), the
+spawner and the program processes (read from ``/proc``, one worker, tasks in turn), for the
+reference programs and for a program that does nothing (the fixed cost of a task), then the
+judge's heaviest functions (every task through one worker's code in this process, profiled).
 """
 
 from __future__ import annotations
@@ -127,8 +128,17 @@ def paired(archive: str, aspera: str, aspera_python: str, repeat: int) -> int:
     return 0
 
 
+def _cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of process ``pid`` itself and of its reaped children (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
 def profile(tasks: list) -> int:
-    """Every task through one worker's code in this process; where the time goes."""
+    """Where the time goes: CPU per task by process (one worker, tasks in turn), for the reference
+    programs and for a program that does nothing, then the judge's heaviest functions."""
     import cProfile
     import pstats
     import tempfile
@@ -137,6 +147,23 @@ def profile(tasks: list) -> int:
     from primsel.simulator.judge import JudgeLibrary
     from primsel.simulator.sandbox import Sandbox
 
+    nothing = "def nothing():\n    return None\n"
+    for label, text in (("reference programs", None), ("a program that does nothing", nothing)):
+        with Sandbox(workers=1) as sandbox:
+            sandbox.execute(tasks[0], tasks[0].program)  # the worker is up
+            handle = sandbox._all[0]
+            judge_pid, spawner_pid = handle.process.pid, handle.hello["spawner"]
+            judge_before, (spawner_before, programs_before) = _cpu(judge_pid)[0], _cpu(spawner_pid)
+            start = time.perf_counter()
+            results = [sandbox.execute(task, task.program if text is None else text) for task in tasks]
+            wall = time.perf_counter() - start
+            judge_after, (spawner_after, programs_after) = _cpu(judge_pid)[0], _cpu(spawner_pid)
+        count = len(tasks)
+        print(f"{label}: {wall / count * 1000:.1f} ms/task wall (one worker, tasks in turn), "
+              f"passed {sum(r.passed for r in results)}/{count}; CPU ms/task: judge "
+              f"{(judge_after - judge_before) / count * 1000:.1f}, spawner "
+              f"{(spawner_after - spawner_before) / count * 1000:.1f}, program processes "
+              f"{(programs_after - programs_before) / count * 1000:.1f}")
     scratch = tempfile.mkdtemp(prefix=f"primsel-worker-{os.getpid()}-")
     apps = program.load_apps()
     worker.install_aliases(("apps",))
@@ -146,23 +173,14 @@ def profile(tasks: list) -> int:
     worker.install_aliases(("setup_tools", "check_tools"))
     requests = [Sandbox()._prepare(task, task.program, None) for task in tasks]
     profiler = cProfile.Profile()
-    start, before = time.perf_counter(), os.times()
-    passed = 0
     for request in requests:
         profiler.enable()
-        verdict = worker.run_request(library, spawner, request, scratch)
+        worker.run_request(library, spawner, request, scratch)
         profiler.disable()
-        passed += verdict["status"] == "pass"
-    spawner.socket.close()  # the spawner exits; reaped, its CPU time and its children's count below
+    spawner.socket.close()
     os.waitpid(spawner.pid, 0)
-    wall, after = time.perf_counter() - start, os.times()
-    count = len(requests)
-    judge = (after.user - before.user + after.system - before.system) / count * 1000
-    children = (after.children_user - before.children_user + after.children_system - before.children_system)
-    print(f"passed {passed}/{count}; one worker, tasks in turn: {wall / count * 1000:.1f} ms/task wall; "
-          f"CPU per task: judge {judge:.1f} ms (profiled), spawner and program processes "
-          f"{children / count * 1000:.1f} ms")
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    print("the judge's heaviest functions (reference programs, profiled in this process):")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
     return 0
 
 

@@ -78,6 +78,11 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
+#: Ints of at most this many bits are taken as they are by the fast paths (the full check, of
+#: :data:`MAX_INT_DIGITS` digits, is :meth:`Codec._encode`'s and :meth:`Codec._decode`'s).
+_INT_BITS = 64
+
+
 class CodecError(ValueError):
     """A value that cannot cross: a type outside the codec, too deep, too large or malformed."""
 
@@ -189,7 +194,8 @@ class Codec:
         out = []
         for item in values:
             kind = type(item)
-            if kind is str or kind is bool or item is None:
+            plain = kind is str or kind is bool or item is None
+            if plain or (kind is int and item.bit_length() <= _INT_BITS):
                 budget[0] -= 1
                 if budget[0] < 0:
                     raise CodecError(f"{where} holds more than {self.max_nodes} values")
@@ -292,7 +298,8 @@ class Codec:
         out = []
         for item in data:
             kind = type(item)
-            if kind is str or kind is bool or kind is float or item is None:
+            plain = kind is str or kind is bool or kind is float or item is None
+            if plain or (kind is int and item.bit_length() <= _INT_BITS):
                 budget[0] -= 1
                 if budget[0] < 0:
                     raise CodecError(f"more than {self.max_nodes} values")

@@ -671,18 +671,20 @@ class Reference:
         namespace: dict[str, Any] = {"__name__": "query_executable"}
         try:
             namespace.update(self.library.namespace(self.apps))
+            code, name = _compiled(self.text, "<reference program>", "reference program")
             with new_context():  # module-level code gets a scratch world
-                exec(compile(self.text, "<reference program>", "exec"), namespace)
-            return namespace[_first_function(self.text, "reference program")]
+                exec(code, namespace)
+            return namespace[name]
         except Exception:
             return lambda: None
 
 
-def _first_function(source: str, what: str) -> str:
-    tree = ast.parse(source)
+def _compiled(source: str, filename: str, what: str) -> tuple[types.CodeType, str]:
+    """``source`` compiled, and the name of its first top-level function, parsed once."""
+    tree = ast.parse(source, filename)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node.name
+            return compile(tree, filename, "exec"), node.name
     raise ValueError(f"the task's {what} defines no top-level function")
 
 
@@ -727,10 +729,13 @@ def run_task(
                 for spec in task["evaluation_tools"]:
                     name, value = library.tool(spec, library.check, "evaluation tool")
                     harness[name] = value
-                exec(compile(setup_text, f"<setup program {index + 1}>", "exec"), harness)
-                exec(compile(check_text, f"<evaluation program {index + 1}>", "exec"), harness)
-                setup = harness[_first_function(setup_text, "setup program")]
-                check = harness[_first_function(check_text, "evaluation program")]
+                setup_code, setup_name = _compiled(setup_text, f"<setup program {index + 1}>", "setup program")
+                check_code, check_name = _compiled(check_text, f"<evaluation program {index + 1}>",
+                                                   "evaluation program")
+                exec(setup_code, harness)
+                exec(check_code, harness)
+                setup = harness[setup_name]
+                check = harness[check_name]
         except BaseException as exc:
             return _load_failure(program) or exc, used, _load_failure(program) is None
         context = ExecutionContext()

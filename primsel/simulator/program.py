@@ -271,7 +271,8 @@ def serve_spawner(
     with contextlib.suppress(OSError):
         die_with_parent(os.getppid())
     apps = load_apps()
-    state = _SpawnerState(os.getpid(), apps, codec_module.Codec(apps), tuple(user) if user else isolation.UNPRIVILEGED_USER)
+    user = tuple(user) if user else isolation.UNPRIVILEGED_USER
+    state = _SpawnerState(os.getpid(), apps, codec_module.Codec(apps), user)
     if os.geteuid() == 0:
         _isolate_as_root(state, runtime or readable or [], scratch)
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

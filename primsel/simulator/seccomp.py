@@ -23,8 +23,8 @@ Allowed, because CPython, its threads, the C library and the prompt-facing libra
 * threads: ``clone`` only with ``CLONE_THREAD`` set and no namespace flag (``clone3`` fails
   with ``ENOSYS`` so that the C library falls back to ``clone``), ``futex`` only with
   ``FUTEX_PRIVATE_FLAG`` (a shared futex on a page of a file that other program processes map
-  too, a library's, would be a channel between them), ``set_robust_list``, ``rseq``, ``set_tid_address``, ``sched_yield``, ``exit``,
-  ``exit_group``;
+  too, a library's, would be a channel between them), ``set_robust_list``, ``rseq``,
+  ``set_tid_address``, ``sched_yield``, ``exit``, ``exit_group``;
 * signals to itself only: ``kill``, ``tkill``, ``tgkill``, ``rt_sigqueueinfo``,
   ``rt_tgsigqueueinfo`` when the first argument is its own pid; its own handlers and masks
   (``rt_sigaction``, ``rt_sigprocmask``, ``rt_sigreturn``, ``sigaltstack``,

@@ -1,11 +1,12 @@
 """The verdict rows of programs run against their tasks' evaluation programs.
 
 A job is ``(task_id, program, entry_point)``; its row (:data:`ROW_KEYS`) holds the sandbox's
-verdict: ASPERA's ``status`` and the collateral audit beside it (``collateral``: rows of the
-world the program was given that it removed or changed and the task's reference program did
-not; ``strict``: passed with no collateral; :class:`primsel.types.ExecutionResult`). A job whose task id the dataset does not hold gets an ``error`` / ``UnknownTask`` row,
-and one whose entry point is :data:`TRUNCATED` (an answer cut off) an ``error`` /
-``TruncatedAnswer`` row; neither is run. ``primsel verify`` writes these rows.
+verdict: ASPERA's ``status`` and the collateral audit beside it (``collateral``: rows of the world
+the program was given that it removed or changed and the task's reference program did not;
+``strict``: passed with no collateral; :class:`primsel.types.ExecutionResult`). A job whose task id
+the dataset does not hold gets an ``error`` / ``UnknownTask`` row, and one whose entry point is
+:data:`TRUNCATED` (an answer cut off) an ``error`` / ``TruncatedAnswer`` row; neither is run.
+``primsel verify`` writes these rows.
 """
 
 from __future__ import annotations

@@ -264,7 +264,8 @@ def run_request(
         # SIGXCPU is a timeout only when the CPU time really reached the limit (a program can
         # send itself SIGXCPU at once). The first process of a pid namespace ignores SIGXCPU;
         # the kernel SIGKILLs it at the hard limit, a second later, which reads the same.
-        killed = [(s, cpu) for s, cpu in statuses if os.WIFSIGNALED(s) and os.WTERMSIG(s) in (signal.SIGXCPU, signal.SIGKILL)]
+        killed = [(s, cpu) for s, cpu in statuses
+                  if os.WIFSIGNALED(s) and os.WTERMSIG(s) in (signal.SIGXCPU, signal.SIGKILL)]
         if any(cpu >= float(request["timeout"]) for _, cpu in killed):
             verdict.update(status="timeout", error_type=None, message="CPU time limit exceeded")
         elif ended:
