@@ -30,6 +30,7 @@ class JudgeVerdict(BaseException):
 
 
 def cap_text(text: str) -> str:
+    """``text`` cut to :data:`primsel.simulator.program.MESSAGE_CAP` characters (then ``...``)."""
     return text if len(text) <= MESSAGE_CAP else text[:MESSAGE_CAP] + "..."
 
 
@@ -165,6 +166,7 @@ def status_of(classes: ExceptionClasses, exc: BaseException) -> str:
 
 
 def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder naming the class when ``str()`` fails."""
     try:
         return str(exc)
     except Exception:
@@ -172,10 +174,12 @@ def exception_text(exc: BaseException) -> str:
 
 
 def describe(exc: BaseException) -> str:
+    """``"Type: message"`` of an exception."""
     return f"{type(exc).__name__}: {exception_text(exc)}"
 
 
 def evaluator_error(message: str) -> dict[str, Any]:
+    """The verdict dict of a fault of the judge or of the task's own programs (``EvaluatorError``)."""
     return {"status": "error", "error_type": "EvaluatorError", "message": cap_text(message), "line": None,
             "raised_by": "task", "called_primitives": [], "trace": [], "outcomes": [], "paths": [],
             "stdout_truncated": False, "collateral": 0}
