@@ -294,6 +294,11 @@ class ExecutionResult:
         program, or a fault of the judge); None when the task passed or it is not known. Only
         ``error_type``/``message`` of the first two describe the program alone; those of
         ``"task"`` may hold what an evaluation program expected.
+    collateral : the collateral audit: rows of the world the program was given (after the setup
+        program) that it removed or changed and that the task's reference program, run by the
+        judge on the same world, did not; summed over the task's (SIP, EP) pairs. 0 when the
+        program was never called. It does not change ``status`` (ASPERA's verdict); see
+        :attr:`strict`.
     """
 
     task_id: str
@@ -309,11 +314,18 @@ class ExecutionResult:
     outcomes: tuple[tuple[int, str, str], ...] = ()
     paths: tuple[tuple[int, ...], ...] = ()
     raised_by: str | None = None
+    collateral: int = 0
 
     @property
     def passed(self) -> bool:
         """True when every EP of the task returned normally."""
         return self.status == "pass"
+
+    @property
+    def strict(self) -> bool:
+        """Passed without collateral: the task's checks passed and the program removed or
+        changed no row of the world that the reference program left alone."""
+        return self.status == "pass" and self.collateral == 0
 
 
 def ranking(scores: Mapping[str, float] | None) -> list[str]:

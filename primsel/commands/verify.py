@@ -2,20 +2,22 @@
 
 Without ``--programs`` every task's reference program is run (a check of the simulator). With
 ``--programs FILE.jsonl`` each line ``{"task_id": "17", "program": "..."}`` (optionally
-``"entry_point": "name"``) is run against its task. One JSON row per input line is written, in
-input order, to ``--out`` (or stdout): ``{"task_id", "status", "error_type", "message", "line",
-"seconds"}``. With ``--explain`` every row that did not pass also gets ``divergence_line``,
-``expected_call``, ``actual_call`` (where the program's execution first departs from the task's
-reference program run on the same initial state: :func:`primsel.eval.localise.localise`) and
-``category`` (its diagnosis, :func:`primsel.eval.attribution.attribute`); those rows are written
-once every program has run. The last stdout line is ``passed N/M``; progress goes to stderr.
-The output of ``primsel extract`` is a ``--programs`` file as it is: a row whose ``status`` is
-``truncated`` (the answer was cut off) is not run and gets ``error`` / ``TruncatedAnswer``. A
-line that is not a JSON object with a ``task_id`` and a ``program`` is reported on stderr (file,
-line and, for bad JSON, column) and left out; the other lines are run. Exit status 0 when the
-run completed (whatever the verdicts), 1 when it completed with lines left out, 2 on bad
-arguments, an unreadable file or dataset, 130 when interrupted (Ctrl-C; the rows already
-written are kept).
+``"entry_point": "name"``) is run against its task. One JSON row per input line is written, in input
+order, to ``--out`` (or stdout): ``{"task_id", "status", "error_type", "message", "line", "seconds",
+"collateral", "strict"}`` (``status`` is ASPERA's verdict; ``collateral`` counts the rows of the
+world the program was given that it removed or changed and the task's reference program, run on the
+same world, did not; ``strict`` is ``pass`` with no collateral). With ``--explain`` every row that
+did not pass also gets ``divergence_line``, ``expected_call``, ``actual_call`` (where the program's
+execution first departs from the task's reference program run on the same initial state:
+:func:`primsel.eval.localise.localise`) and ``category`` (its diagnosis,
+:func:`primsel.eval.attribution.attribute`); those rows are written once every program has run. The
+last stdout line is ``passed N/M, strict K/M``; progress goes to stderr. The output of ``primsel
+extract`` is a ``--programs`` file as it is: a row whose ``status`` is ``truncated`` (the answer was
+cut off) is not run and gets ``error`` / ``TruncatedAnswer``. A line that is not a JSON object with
+a ``task_id`` and a ``program`` is reported on stderr (file, line and, for bad JSON, column) and
+left out; the other lines are run. Exit status 0 when the run completed (whatever the verdicts), 1
+when it completed with lines left out, 2 on bad arguments, an unreadable file or dataset, 130 when
+interrupted (Ctrl-C; the rows already written are kept).
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def _verify(args: argparse.Namespace) -> int:
         jobs = [(task_id, task.program, None) for task_id, task in tasks.items()]
 
     total = len(jobs)
-    passed = 0
+    passed = strict = 0
     progress = _Progress(total)
     with ExitStack() as stack:
         out = output_stream(stack, args.out)
@@ -130,10 +132,11 @@ def _verify(args: argparse.Namespace) -> int:
             rows = verdict_rows(sandbox, tasks, jobs)
         for done, row in enumerate(rows, start=1):
             passed += row["status"] == "pass"
+            strict += row["strict"]
             out.write(json.dumps(row) + "\n")
             out.flush()
             progress.update(done, passed)
-    print(f"passed {passed}/{total}" + (f" ({len(bad)} bad lines left out)" if bad else ""))
+    print(f"passed {passed}/{total}, strict {strict}/{total}" + (f" ({len(bad)} bad lines left out)" if bad else ""))
     return 1 if bad else 0
 
 

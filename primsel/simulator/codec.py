@@ -78,6 +78,11 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
+#: Ints of at most this many bits are taken as they are by the fast paths (the full check, of
+#: :data:`MAX_INT_DIGITS` digits, is :meth:`Codec._encode`'s and :meth:`Codec._decode`'s).
+_INT_BITS = 64
+
+
 class CodecError(ValueError):
     """A value that cannot cross: a type outside the codec, too deep, too large or malformed."""
 
@@ -150,14 +155,15 @@ class Codec:
             return {"fl": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
         down = depth + 1
         if kind is list:
-            return [self._encode(item, down, budget, where) for item in value]
+            return self._encode_items(value, down, budget, where)
         if kind is tuple:
-            return {"t": [self._encode(item, down, budget, where) for item in value]}
+            return {"t": self._encode_items(value, down, budget, where)}
         if kind is set or kind is frozenset:
-            return {"s" if kind is set else "fs": [self._encode(item, down, budget, where) for item in value]}
+            return {"s" if kind is set else "fs": self._encode_items(value, down, budget, where)}
         if kind is dict:
-            return {"d": [[self._encode(k, down, budget, where), self._encode(v, down, budget, where)]
-                          for k, v in value.items()]}  # fmt: skip
+            keys = self._encode_items(value.keys(), down, budget, where)
+            values = self._encode_items(value.values(), down, budget, where)
+            return {"d": [[key, item] for key, item in zip(keys, values)]}
         if kind is bytes:
             return {"b": base64.b64encode(value).decode("ascii")}
         if kind is datetime.datetime:
@@ -178,6 +184,25 @@ class Codec:
         if category == "enum":
             return {"enum": [name, value.name]}
         return {"obj": [name, {field: self._encode(getattr(value, field), down, budget, where) for field in fields}]}
+
+    def _encode_items(self, values: Any, depth: int, budget: list[int], where: str) -> list[Any]:
+        """``[self._encode(item, depth, ...) for item in values]``, with strings, ``None`` and
+        bools (most of a world state) taken as they are without a call each: the same values,
+        counts and errors, in a fraction of the time."""
+        if depth > self.max_depth:
+            return [self._encode(item, depth, budget, where) for item in values]
+        out = []
+        for item in values:
+            kind = type(item)
+            plain = kind is str or kind is bool or item is None
+            if plain or (kind is int and item.bit_length() <= _INT_BITS):
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise CodecError(f"{where} holds more than {self.max_nodes} values")
+                out.append(item)
+            else:
+                out.append(self._encode(item, depth, budget, where))
+        return out
 
     # -- decoding ---------------------------------------------------------------------------
 
@@ -212,23 +237,23 @@ class Codec:
             return data
         down = depth + 1
         if kind is list:
-            return [self._decode(item, down, budget) for item in data]
+            return self._decode_items(data, down, budget)
         if kind is not dict or len(data) != 1:
             raise CodecError(f"unexpected {_type_name(kind)} in the data")
         (tag, body), = data.items()
         if tag in ("t", "s", "fs"):
-            items = [self._decode(item, down, budget) for item in _list(body, tag)]
+            items = self._decode_items(_list(body, tag), down, budget)
             if tag != "t":
                 _few_collisions(items)
             return {"t": tuple, "s": set, "fs": frozenset}[tag](items)
         if tag == "d":
-            pairs = []
-            for pair in _list(body, tag):
+            body = _list(body, tag)
+            for pair in body:
                 if type(pair) is not list or len(pair) != 2:
                     raise CodecError("a dict entry is not a [key, value] pair")
-                pairs.append((self._decode(pair[0], down, budget), self._decode(pair[1], down, budget)))
-            _few_collisions([key for key, _ in pairs])
-            return dict(pairs)
+            keys = self._decode_items([pair[0] for pair in body], down, budget)
+            _few_collisions(keys)
+            return dict(zip(keys, self._decode_items([pair[1] for pair in body], down, budget)))
         if tag == "b":
             if type(body) is not str:
                 raise CodecError("bytes are not a base64 string")
@@ -264,6 +289,24 @@ class Codec:
             decoded = {field: self._decode(values[field], down, budget) for field in fields if field in values}
             return _build(cls, category, fields, decoded)
         raise CodecError(f"unknown tag {tag!r}")
+
+    def _decode_items(self, data: list[Any], depth: int, budget: list[int]) -> list[Any]:
+        """``[self._decode(item, depth, ...) for item in data]``, with strings, ``None``, bools
+        and floats taken as they are without a call each (as :meth:`_encode_items`)."""
+        if depth > self.max_depth:
+            return [self._decode(item, depth, budget) for item in data]
+        out = []
+        for item in data:
+            kind = type(item)
+            plain = kind is str or kind is bool or kind is float or item is None
+            if plain or (kind is int and item.bit_length() <= _INT_BITS):
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise CodecError(f"more than {self.max_nodes} values")
+                out.append(item)
+            else:
+                out.append(self._decode(item, depth, budget))
+        return out
 
     def _known(self, name: Any, category: str | None) -> type:
         entry = self._by_name.get(name) if type(name) is str else None

@@ -24,6 +24,7 @@ import errno
 import io
 import math
 import os
+import re
 import resource
 import signal
 import sys
@@ -96,51 +97,71 @@ def _drop_bounding_set(libc: ctypes.CDLL) -> bool:
     return True
 
 
-def _own_user_namespace(libc: ctypes.CDLL) -> bool:
+def _own_user_namespace(libc: ctypes.CDLL, proc: int | None = None) -> bool:
     """Enter a new user namespace in which the caller's uid and gid map to themselves only.
 
     Returns False (nothing changed) where user namespaces are not allowed. The maps only keep
     the ids the process sees; its ids on the host, which file permissions use, never change.
+    ``proc`` is a descriptor of a proc file system (:func:`private_proc`), None for ``/proc``.
     """
     uid, gid = os.getuid(), os.getgid()
+    # A change of ids (as root, just before) made the process not dumpable, which gives its
+    # proc files to root: dumpable again, so that it may write its own maps (confine() makes
+    # it not dumpable again before the program runs).
+    prctl(PR_SET_DUMPABLE, 1)
     if libc.unshare(_CLONE_NEWUSER) != 0:
         return False
     for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1")):
-        with contextlib.suppress(OSError):
-            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-            try:
-                os.write(fd, text.encode())
-            finally:
-                os.close(fd)
+        fd = _open_proc(f"self/{name}", os.O_WRONLY, proc)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    if (os.getuid(), os.getgid()) != (uid, gid):
+        raise OSError(errno.EPERM, "the ids could not be mapped in the new user namespace")
     return True
 
 
-def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[str, Any]:
+def _open_proc(name: str, flags: int, proc: int | None) -> int:
+    """Open ``/proc/<name>``, through the proc descriptor ``proc`` when there is one."""
+    if proc is None:
+        return os.open(f"/proc/{name}", flags)
+    return os.open(name, flags, dir_fd=proc)
+
+
+def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER, proc: int | None = None) -> dict[str, Any]:
     """Leave the calling (single-threaded, freshly forked) process without any privilege.
 
     In this order: every capability is removed from the bounding set (``PR_CAPBSET_DROP``; a
     process of an ordinary user, without ``CAP_SETPCAP``, first enters a user namespace of its
     own that maps only its own ids, where it may; where user namespaces are not allowed its
-    bounding set stays, with nothing in its other sets), the ambient set is cleared; a process running as root then drops its
-    supplementary groups (``setgroups([])``) and takes ``user``'s gid and uid as real,
-    effective and saved ids (``setresgid``, ``setresuid``); the effective, permitted and
-    inheritable sets are emptied (``capset``) and ``no_new_privs`` is set, so no ``execve``
-    (denied anyway) could give anything back. Then it checks the result.
+    bounding set stays, with nothing in its other sets), the ambient set is cleared; a process
+    running as root then drops its supplementary groups (``setgroups([])``), takes ``user``'s
+    gid and uid as real, effective and saved ids (``setresgid``, ``setresuid``) and, as that
+    user, enters a user namespace of its own mapping only those ids (so RLIMIT_NPROC counts
+    its own threads there, not every program process of the user: no slots shared between
+    tasks), whose fresh bounding set it empties again; the effective, permitted and inheritable
+    sets are emptied (``capset``) and ``no_new_privs`` is set, so no ``execve`` (denied anyway)
+    could give anything back. Then it checks the result.
 
     Parameters
     ----------
     user : ``(uid, gid)`` to become when running as root, both in ``[1, 2**32 - 2]``; None
         keeps the ids (capabilities are still dropped). Ignored for an ordinary user, who
         cannot change ids (the process stays that user, without capabilities).
+    proc : a descriptor of a proc file system to write the namespace's id maps through
+        (:func:`private_proc`, where ``/proc`` is covered); None: ``/proc``.
 
-    Every path also sets RLIMIT_NPROC (:data:`NPROC`): as root before the change of ids (the
-    count is the unprivileged user's on the host), for an ordinary user in its own user
-    namespace to :data:`NPROC` there, else to the user's processes and threads now plus
-    :data:`NPROC` (capped by the hard limit).
+    Every path also sets RLIMIT_NPROC (:data:`NPROC`): in a user namespace of its own (root or
+    not) to :data:`NPROC` there, where only its own threads count; as root without one (user
+    namespaces not allowed) to :data:`NPROC` for the unprivileged user on the whole host; for
+    an ordinary user without one, to the user's processes and threads now plus :data:`NPROC`
+    (capped by the hard limit).
 
     Returns
     -------
-    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool), ``nproc`` (the limit set).
+    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool), ``nproc`` (the limit
+    set), ``own_user_namespace`` (bool).
 
     Raises
     ------
@@ -156,7 +177,7 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
     if not bounding_cleared and _capabilities(libc, clear=False)[0]:
         raise OSError(errno.EPERM, "the process has capabilities but cannot drop its bounding set")
     own_namespace = False
-    if not bounding_cleared and os.geteuid() != 0 and _own_user_namespace(libc):
+    if not bounding_cleared and os.geteuid() != 0 and _own_user_namespace(libc, proc):
         # An ordinary user: in a user namespace of its own the process holds CAP_SETPCAP (and
         # a full bounding set) there, and can empty its bounding set.
         own_namespace = True
@@ -169,12 +190,22 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
         if user is None:
             raise OSError(errno.EPERM, "a process running as root needs an unprivileged user to become")
         uid, gid = user
-        # before the change of ids: counted against the user's processes and threads on the host
-        nproc = NPROC
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        # The highest limit allowed while the namespace is made: a user namespace takes its
+        # creator's limit as the bound of the user's count on the host, a count every program
+        # process of the user shares (one program's threads must not make another's fail); the
+        # namespace's own limit, on this process's threads alone, comes below.
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
+        own_namespace = _own_user_namespace(libc, proc)
+        if own_namespace and not _drop_bounding_set(libc):
+            raise OSError(errno.EPERM, "the bounding set could not be emptied in a new user namespace")
+        # in its own namespace only its own threads count; without one (user namespaces not
+        # allowed) the limit counts the unprivileged user's processes and threads on the host
+        nproc = NPROC
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     else:
         # an ordinary user: in its own user namespace only that namespace's processes count;
         # elsewhere every process of the user does, so the bound comes on top of those
@@ -187,7 +218,8 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER) -> dict[st
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if any(left) or 0 in os.getresuid() or 0 in os.getresgid() or os.getgroups():
         raise OSError(errno.EPERM, "privileges are left after dropping them")
-    return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared, "nproc": nproc}
+    return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared, "nproc": nproc,
+            "own_user_namespace": own_namespace}
 
 
 def _user_tasks(uid: int) -> int:
@@ -316,7 +348,9 @@ def audit_hook() -> Callable[[str, tuple[Any, ...]], None]:
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x2000, 0x4000, 0x40000
+_CLONE_NEWPID = 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_NOATIME = 0x1, 0x2, 0x4, 0x8, 0x20, 0x400
+_MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 0x40000
 _MNT_DETACH = 2
 
 
@@ -444,71 +478,229 @@ def private_mount_namespace() -> ctypes.CDLL:
     return libc
 
 
-def hide_processes() -> str:
-    """Cover ``/proc`` with a new proc instance that shows each process only its own user's.
+def private_proc(stage: str) -> int:
+    """A descriptor of a new proc file system that no path leads to (for the process's setup).
 
-    For a process running as root that forks program processes running as another user: in a
-    private mount namespace (:func:`private_mount_namespace`), a fresh ``proc`` is mounted on
-    ``/proc`` with ``hidepid=invisible`` (``hidepid=2`` before Linux 5.8), ``nosuid``,
-    ``nodev``, ``noexec``. A process then finds in it only the processes it may trace (for a
-    program process, which is not dumpable: itself): no ``/proc/<pid>`` of any other process
-    exists for it, by listing, ``stat`` or open. ``/proc/self`` keeps working. Nothing changes
+    Mounted on a temporary directory beneath ``stage``, opened, then detached and the directory
+    removed: only the descriptor reaches it. Program processes read their own ``statm`` and
+    write their user namespace's id maps through it before the program runs, and close it.
+
+    Raises
+    ------
+    OSError : no mount (e.g. no ``CAP_SYS_ADMIN``).
+    """
+    libc = private_mount_namespace()
+    target = tempfile.mkdtemp(prefix="primsel-proc-", dir=stage)
+    try:
+        _mount(libc, "proc", target, "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        try:
+            return os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        finally:
+            libc.umount2(target.encode(), _MNT_DETACH)
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(target)
+
+
+def no_access_times(proc: int | None = None) -> list[str]:
+    """Remount every mount of the calling process's private mount namespace ``noatime``.
+
+    So reading a file from a program process changes no access time on the host (with
+    ``relatime``, a first read after a change would): no host effect, and no channel between
+    runs through access times. Each mount keeps its other flags; the host's mounts are untouched
+    (:func:`private_mount_namespace` first).
+
+    Parameters
+    ----------
+    proc : a proc descriptor (:func:`private_proc`) to read ``self/mountinfo`` through; None: ``/proc``.
+
+    Returns
+    -------
+    The mount points that could not be remounted (empty when all were).
+
+    Raises
+    ------
+    OSError : no private mount namespace, or the mount table cannot be read.
+    """
+    libc = private_mount_namespace()
+    table = _open_proc("self/mountinfo", os.O_RDONLY, proc)
+    with os.fdopen(table, "r", encoding="utf-8", errors="surrogateescape") as handle:
+        lines = handle.read().splitlines()
+    per_mount = {"ro": _MS_RDONLY, "nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
+    failed = []
+    for line in lines:
+        fields = line.split()
+        target = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        flags = _MS_REMOUNT | _MS_BIND | _MS_NOATIME
+        for option in fields[5].split(","):
+            flags |= per_mount.get(option, 0)
+        try:
+            _mount(libc, None, target, None, flags, None)
+        except OSError:
+            failed.append(target)
+    return failed
+
+
+def own_pid_namespace_for_children(spawner_namespace: int) -> None:
+    """Make the calling process's next child the first process (pid 1) of a new pid namespace.
+
+    ``spawner_namespace`` is a descriptor of the caller's own pid namespace (``self/ns/pid``):
+    the caller first goes back to it for its children (the namespace made for the previous
+    child is used up), then makes a new one. So every program process has pids of its own: it
+    learns nothing from the host's pid counter, which every process on the host advances.
+
+    Raises
+    ------
+    OSError : ``setns`` or ``unshare`` failed (e.g. no ``CAP_SYS_ADMIN``).
+    """
+    libc = processes.libc()
+    if libc.setns(spawner_namespace, _CLONE_NEWPID) != 0 or libc.unshare(_CLONE_NEWPID) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"a new pid namespace could not be made: {os.strerror(error)}")
+
+
+#: Environment variables a program process keeps (docs/sandbox.md); ``TMPDIR`` is set per process.
+PROGRAM_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
+def scrub_environment(keep_paths: Iterable[str] = ()) -> list[str]:
+    """Remove from the calling process what the caller's environment brought and programs must
+    not see: every environment variable but :data:`PROGRAM_ENVIRONMENT` (from ``os.environ``,
+    ``posix.environ``, the C library's ``environ`` and, overwritten with zeros, the strings
+    themselves where the process was started) and the caller's ``PYTHONPATH`` entries from
+    ``sys.path`` and ``sys.path_importer_cache`` (but ``keep_paths``).
+
+    For the spawner, once, before it forks any program process (they inherit the result).
+
+    Returns
+    -------
+    The names of the variables removed.
+    """
+    import posix
+
+    keep = {os.path.realpath(path) for path in keep_paths}
+    callers = {os.path.realpath(path) for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path}
+    dropped_paths = callers - keep
+    sys.path[:] = [path for path in sys.path if os.path.realpath(path or ".") not in dropped_paths]
+    for path in list(sys.path_importer_cache):
+        if os.path.realpath(path or ".") in dropped_paths:
+            del sys.path_importer_cache[path]
+    names = sorted(name for name in os.environ if name not in PROGRAM_ENVIRONMENT)
+    strings = _environment_strings({name.encode() for name in names})
+    for name in names:
+        del os.environ[name]  # unsetenv: the C library's environ no longer points at it
+        posix.environ.pop(name.encode(), None)
+    for address, size in strings:
+        ctypes.memset(address, 0, size)
+    return names
+
+
+def _environment_strings(names: set[bytes]) -> list[tuple[int, int]]:
+    """``(address, length)`` of the C library's ``NAME=value`` strings for these ``names``."""
+    libc = processes.libc()
+    environ = ctypes.POINTER(ctypes.c_char_p).in_dll(libc, "environ")
+    found = []
+    index = 0
+    while environ[index] is not None:
+        text = environ[index]
+        if text.partition(b"=")[0] in names:
+            found.append((ctypes.cast(environ, ctypes.POINTER(ctypes.c_void_p))[index], len(text)))
+        index += 1
+    return found
+
+
+def hide_processes() -> str:
+    """Cover ``/proc`` with an empty, read-only file system (nothing of any process shows).
+
+    For a process running as root that forks program processes: in a private mount namespace
+    (:func:`private_mount_namespace`), an empty ``tmpfs`` (root's, mode 0555, read-only,
+    ``nosuid``, ``nodev``, ``noexec``) is mounted on ``/proc``. A program process then finds no
+    process there, not even itself (no ``/proc/self``: its pid on the host, a count every
+    process advances, shows nowhere), by listing, ``stat``, ``readlink`` or open. What a
+    process needs of its own proc files before the program runs it reads through a
+    descriptor of a proc file system no path leads to (:func:`private_proc`). Nothing changes
     on the host.
 
     Returns
     -------
-    The ``hidepid`` option used.
+    What ``/proc`` now is, in words.
 
     Raises
     ------
     OSError : no namespace or no mount (e.g. no ``CAP_SYS_ADMIN``); ``/proc`` is then unchanged.
     """
     libc = private_mount_namespace()
-    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    try:
-        _mount(libc, "proc", "/proc", "proc", flags, "hidepid=invisible")
-        return "invisible"
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:  # older kernels know only the number
-            raise
-    _mount(libc, "proc", "/proc", "proc", flags, "hidepid=2")
-    return "2"
+    flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME
+    _mount(libc, "tmpfs", "/proc", "tmpfs", flags, "mode=0555,size=4k")
+    return "an empty read-only file system"
 
 
 def process_list_status() -> tuple[bool, str]:
     """Whether a sandbox started now can hide the host's processes from program processes, and how or why not.
 
-    Tried in a short-lived child (a new mount namespace and a proc mount, as the spawner does:
-    :func:`hide_processes`); the answer is cached.
+    Tried in a short-lived child (a new mount namespace, a proc and a tmpfs mount, as the
+    spawner does: :func:`private_proc`, :func:`hide_processes`); the answer is cached.
     """
-    if _process_list["status"] is None:
-        _process_list["status"] = _probe_process_list()
-    return _process_list["status"]
+    return _namespace_probe()["process_list"]
 
 
-_process_list: dict[str, Any] = {"status": None}
+def pid_namespace_status() -> tuple[bool, str]:
+    """Whether a sandbox started now gives each program process a pid namespace of its own, and
+    why not (tried with the same child as :func:`process_list_status`; cached)."""
+    return _namespace_probe()["pid_namespace"]
 
 
-def _probe_process_list() -> tuple[bool, str]:
+_PROBE = """\
+import os, sys, tempfile
+sys.path.insert(0, {package!r})
+from primsel.simulator import isolation
+proc = isolation.private_proc(tempfile.gettempdir())
+print(isolation.hide_processes())
+namespace = os.open("self/ns/pid", os.O_RDONLY, dir_fd=proc)
+try:
+    isolation.own_pid_namespace_for_children(namespace)
+    print("ok")
+except OSError as exc:
+    print(exc)
+"""
+_probe_answer: dict[str, Any] = {}
+
+
+def _namespace_probe() -> dict[str, tuple[bool, str]]:
+    if not _probe_answer:
+        _probe_answer.update(_run_namespace_probe())
+    return _probe_answer
+
+
+def _run_namespace_probe() -> dict[str, tuple[bool, str]]:
     import subprocess
 
     if not sys.platform.startswith("linux"):
-        return False, f"needs Linux (this is {sys.platform})"
+        reason = f"needs Linux (this is {sys.platform})"
+        return {"process_list": (False, reason), "pid_namespace": (False, reason)}
     if os.geteuid() != 0:
-        return False, ("the sandbox does not run as root: program processes run as this user and "
-                       "see its processes and, by stat, the host's process ids in /proc")
-    probe = "from primsel.simulator import isolation; print(isolation.hide_processes())"
+        return {"process_list": (False, "the sandbox does not run as root: program processes run as this user and "
+                                        "see its processes and, by stat, the host's process ids in /proc"),
+                "pid_namespace": (False, "the sandbox does not run as root: program processes share the host's pid "
+                                         "namespace (and its pid counter)")}
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": package}
     try:
-        done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {package!r}); {probe}"],
+        done = subprocess.run([sys.executable, "-I", "-c", _PROBE.format(package=package)],
                               capture_output=True, text=True, timeout=30, env=env, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"the probe could not run: {exc}"
-    if done.returncode == 0:
-        return True, f"program processes see only themselves in /proc (a proc mount with hidepid={done.stdout.strip()})"
-    reason = (done.stderr.strip().splitlines() or ["unknown"])[-1]
-    return False, f"/proc cannot be covered (no CAP_SYS_ADMIN?): {reason}"
+        reason = f"the probe could not run: {exc}"
+        return {"process_list": (False, reason), "pid_namespace": (False, reason)}
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) != 2:
+        reason = (done.stderr.strip().splitlines() or ["unknown"])[-1]
+        reason = f"/proc cannot be covered (no CAP_SYS_ADMIN?): {reason}"
+        return {"process_list": (False, reason), "pid_namespace": (False, reason)}
+    covered = (True, f"program processes find nothing in /proc ({lines[0]} covers it)")
+    if lines[1] == "ok":
+        return {"process_list": covered, "pid_namespace": (True, "each program process is the first process of "
+                                                                 "a pid namespace of its own")}
+    return {"process_list": covered, "pid_namespace": (False, f"no pid namespace can be made: {lines[1]}")}
 
 
 def _beneath(path: str, directory: str) -> bool:
@@ -542,6 +734,7 @@ def confine(
     seccomp: Template | None,
     user: tuple[int, int] | None = UNPRIVILEGED_USER,
     hook: bool = True,
+    proc: int | None = None,
 ) -> CappedOutput:
     """Confine the calling (freshly forked) process; see the module docstring.
 
@@ -558,6 +751,8 @@ def confine(
     user : ``(uid, gid)`` the process becomes when it runs as root (:func:`drop_privileges`).
     hook : add the audit hook (:func:`audit_hook`); off only to test that the layers beneath
         hold without it.
+    proc : a descriptor of a proc file system (:func:`private_proc`) to read and write the
+        process's own files through, where ``/proc`` is covered; None: ``/proc``. Closed here.
 
     Returns
     -------
@@ -577,15 +772,19 @@ def confine(
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    kept = sorted({0, 1, 2, *keep, *([landlock_ruleset] if landlock_ruleset is not None else [])})
+    setup = [fd for fd in (landlock_ruleset, proc) if fd is not None]
+    kept = sorted({0, 1, 2, *keep, *setup})
     for low, high in zip(kept, kept[1:] + [65536]):
         os.closerange(low + 1, high)
     output = CappedOutput(int(stdout_cap))
     sys.stdout = output
     sys.stderr = output
     sys.stdin = io.StringIO("")
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        address_space = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    statm = _open_proc("self/statm", os.O_RDONLY, proc)
+    try:
+        address_space = int(os.read(statm, 200).split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    finally:
+        os.close(statm)
     _limit(resource.RLIMIT_AS, address_space + int(memory_mb) * (1 << 20))
     cpu = math.ceil(float(cpu_seconds)) + 1
     with contextlib.suppress(ValueError, OSError):
@@ -594,7 +793,9 @@ def confine(
     _limit(resource.RLIMIT_NOFILE, NOFILE)
     _limit(resource.RLIMIT_CORE, 0)
     parent = os.getppid()
-    drop_privileges(user)
+    drop_privileges(user, proc)
+    if proc is not None:
+        os.close(proc)
     # A change of ids clears the parent-death signal: set it again. Not dumpable from here on:
     # no /proc/<pid>/mem or ptrace by other processes of the user.
     die_with_parent(parent)

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-import enum
+import collections
 import contextlib
+import enum
+import fcntl
 import importlib
+import json
 import os
 import random
 import signal
@@ -38,7 +41,9 @@ from primsel.simulator import codec as codec_module
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
 from primsel.simulator.verdicts import (
     MAX_LINE,
+    ExceptionClasses,
     JudgeVerdict,
+    PairReport,
     cap_text,
     clean_name,
     clean_text,
@@ -95,6 +100,7 @@ class JudgeLibrary:
         }
         requires = self.library_exceptions.get("RequiresUserInput")
         self.requires_input: tuple[type[BaseException], ...] = (requires,) if requires else ()
+        self.classes = ExceptionClasses(self.fail_types, self.requires_input)
         self.codec = codec_module.Codec(apps)
         #: Ids a program's call trace may name: ``<app>.<name>`` of every exported function and
         #: (non-enum) class of the apps, as the program process records them.
@@ -136,6 +142,14 @@ class JudgeLibrary:
         if module is None or not hasattr(module, name):
             raise ImportError(f"cannot import {kind} {name!r} from {module_name!r}")
         return name, getattr(module, name)
+
+
+class _LoadFailed(BaseException):
+    """Raised into an evaluation program by ``executable`` when the program could not be loaded."""
+
+
+#: ``F_GETPIPE_SZ`` (``fcntl.h``): a pipe's capacity in bytes.
+_F_GETPIPE_SZ = 1032
 
 
 class _JudgeTimeout(BaseException):
@@ -202,6 +216,8 @@ class ProgramHandle:
     clock : charges the calls' time to the program's limit.
     timeout : the program's time limit in seconds (for messages).
     frame_cap : largest answer accepted, in bytes.
+    reference : the task's reference program, for the collateral audit (None: every row of the
+        world that the program removed or changed counts).
     """
 
     def __init__(
@@ -212,8 +228,11 @@ class ProgramHandle:
         clock: Clock,
         timeout: float,
         frame_cap: int = codec_module.FRAME_CAP,
+        reference: Reference | None = None,
     ) -> None:
         self.library = library
+        self.reference = reference
+        self.collateral = 0
         self.to_program = to_program
         self.from_program = from_program
         for fd in (to_program, from_program):
@@ -230,6 +249,13 @@ class ProgramHandle:
         self.origins: list[tuple[BaseException, str, int | None, str]] = []
         self.fatal: JudgeVerdict | None = None
         self.ready = False  # the program process said it is confined (its first frame)
+        self._load: tuple[bytes, bool] | None = None  # the load request not answered yet
+        self.load_failure: BaseException | None = None
+
+    def report(self) -> PairReport:
+        """What the judge learned from this program process, as plain data for the verdict."""
+        return PairReport(self.trace, self.outcomes, self.paths, self.stdout_truncated, self.fatal, self.origins,
+                          self.collateral)
 
     def _fail(self, status: str, error_type: str | None, message: str) -> JudgeVerdict:
         """A verdict that ends the task whatever the EP does with the exception (kept in ``fatal``)."""
@@ -237,12 +263,14 @@ class ProgramHandle:
             self.fatal = JudgeVerdict(status, error_type, message)
         return self.fatal
 
-    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Send one message and read the answer within the program's remaining time."""
-        payload = codec_module.dumps(message)
+    def _exchange(self, message: dict[str, Any] | bytes, sent: bool = False) -> dict[str, Any]:
+        """Send one message (unless ``sent``: its frame is already in the pipe) and read the
+        answer within the program's remaining time."""
+        payload = message if type(message) is bytes else codec_module.dumps(message)
         with self.clock.program_call() as deadline:
             try:
-                codec_module.write_frame(self.to_program, payload, deadline)
+                if not sent:
+                    codec_module.write_frame(self.to_program, payload, deadline)
                 while True:
                     frame = codec_module.read_frame(self.from_program, self.frame_cap, deadline)
                     if not self.ready and frame is not None:
@@ -261,6 +289,9 @@ class ProgramHandle:
                 raise self._fail("error", "UnsupportedReturn", f"the program's answer is too large: {exc}") from None
             except codec_module.CodecError as exc:
                 raise self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})") from None
+            except MemoryError:  # the frame's buffer: the program's answer, not a fault of the task
+                raise self._fail("error", "UnsupportedReturn",
+                                 "the program's answer does not fit in the judge's memory") from None
             if frame is None:
                 raise self._fail("error", "ProcessDied", "the program's process ended without answering")
             # Parsing what the program sent is the program's time, and bounded before it starts.
@@ -317,19 +348,63 @@ class ProgramHandle:
         ------
         The program's exception, raised again (see :meth:`raise_program_exception`).
         """
-        answer = self._exchange({"op": "load", "program": program, "entry": entry, "apps": apps})
+        self.start_load(program, entry, apps)
+        self.finish_load()
+
+    def start_load(self, program: str, entry: str, apps: list[str]) -> None:
+        """Put the load request in the pipe now, when it fits, without waiting for the answer.
+
+        The program process loads the program while the judge runs the setup program; the
+        answer is read by :meth:`finish_load` (at the first call of ``executable`` at the
+        latest). A request larger than the pipe holds is sent there instead.
+        """
+        payload = codec_module.dumps({"op": "load", "program": program, "entry": entry, "apps": apps})
+        sent = False
+        with contextlib.suppress(OSError):
+            # an empty pipe takes a frame up to its capacity in one write: nothing waits
+            if len(payload) + 64 <= fcntl.fcntl(self.to_program, _F_GETPIPE_SZ):
+                codec_module.write_frame(self.to_program, payload)
+                sent = True
+        self._load = (payload, sent)
+
+    def finish_load(self) -> None:
+        """Read the answer to the load request (sending it first if :meth:`start_load` could not).
+
+        Raises
+        ------
+        The program's exception, raised again (see :meth:`raise_program_exception`).
+        """
+        if self._load is None:
+            return
+        payload, sent = self._load
+        self._load = None
+        answer = self._exchange(payload, sent=sent)
         if "exception" in answer:
             self.raise_program_exception(answer["exception"])
         if answer.get("ok") is not True:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
+
+    def _loaded(self) -> None:
+        """:meth:`finish_load` from inside the evaluation program: a failed load ends the task
+        with the load's exception (kept in ``load_failure``), whatever the evaluation program
+        catches, as when the program was loaded before the evaluation program ran."""
+        if self.load_failure is None:
+            try:
+                self.finish_load()
+            except BaseException as exc:
+                self.load_failure = exc
+        if self.load_failure is not None:
+            raise _LoadFailed()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The ``executable`` an EP calls: run the entry point on the current world state."""
         from primsel.simulator.state import TABLES, get_current_context
 
         codec = self.library.codec
+        self._loaded()
         self.called = True
         context = get_current_context()
+        sent_random = random.getstate()
         try:
             message = {
                 "op": "call",
@@ -371,6 +446,7 @@ class ProgramHandle:
         kept = trace[: max(0, TRACE_CAP - len(self.trace))]
         self.trace.extend(kept)
         if state is not None:
+            self.collateral += self._collateral(message["state"], answer["state"], sent_random)
             for name in TABLES:
                 context.tables[name][:] = state[name]
         if random_state is not None:
@@ -390,6 +466,22 @@ class ProgramHandle:
         self.outcomes.append((len(kept), "return", cap_text(clean_text(summarise(value)))))
         self.paths.append(path)
         return value
+
+    def _collateral(self, before: Any, after: Any, random_state: tuple[Any, ...]) -> int:
+        """Rows of the world ``before`` the call that the program removed or changed and the
+        reference program, run on the same world and ``random`` state, did not.
+
+        ``before`` is the judge's encoding of the world it sent, ``after`` the program's encoding
+        of the world it left (already decoded once without error). A row counts as kept when an
+        equal row is still there (a multiset: two equal rows need two); only when the program
+        dropped some is the reference program run (in the judge: it is the task's own code).
+        """
+        removed = _removed_rows(before, after)
+        if not removed:
+            return 0
+        if self.reference is not None:
+            removed -= self.reference.removed_rows(before, random_state)
+        return sum(removed.values())
 
     def _state(self, data: Any) -> dict[str, list[dict[str, Any]]] | None:
         from primsel.simulator.state import TABLES
@@ -412,7 +504,9 @@ class ProgramHandle:
             and value[0] == 3
             and type(value[1]) is tuple
             and len(value[1]) == 625
-            and all(type(v) is int and 0 <= v < 2**32 for v in value[1])
+            and set(map(type, value[1])) == {int}  # checked in C: 625 words per call
+            and 0 <= min(value[1])
+            and max(value[1]) < 2**32
             and value[1][-1] <= 624
             and (value[2] is None or type(value[2]) is float)
         )
@@ -485,11 +579,112 @@ class ProgramHandle:
         raise exc
 
 
-def _first_function(source: str, what: str) -> str:
-    tree = ast.parse(source)
+def _removed_rows(before: Any, after: Any) -> collections.Counter[str]:
+    """The rows of the encoded world ``before`` (``{"d": [[table, [row, ...]], ...]}``) that are
+    not in ``after`` (a row equal to one of ``after`` is kept; two need two), each as its table's
+    name and the text of its encoding (sets in sorted order). A table encoded alike on both
+    sides, as most are, is not looked into."""
+    tables_after = {table: rows for table, rows in after["d"]}
+    removed: collections.Counter[str] = collections.Counter()
+    for table, rows in before["d"]:
+        rows_after = tables_after.get(table, [])
+        if rows != rows_after:
+            removed.update(_row_keys(table, rows))
+            removed.subtract(_row_keys(table, rows_after))
+    return +removed  # only the positive counts: rows gone
+
+
+def _row_keys(table: str, rows: list[Any]) -> collections.Counter[str]:
+    """The encoded ``rows`` of ``table``, each as the text of its encoding (sets in sorted order), counted."""
+    keys: collections.Counter[str] = collections.Counter()
+    for row in rows:
+        text = json.dumps(row, separators=(",", ":"))
+        if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
+            text = json.dumps(_sorted_sets(row), separators=(",", ":"))
+        keys[f"{table}\n{text}"] += 1
+    return keys
+
+
+def _sorted_sets(encoded: Any) -> Any:
+    """``encoded`` with the items of every encoded set in the order of their JSON text."""
+    if type(encoded) is list:
+        return [_sorted_sets(item) for item in encoded]
+    if type(encoded) is not dict:
+        return encoded
+    (tag, body), = encoded.items()
+    if tag in ("s", "fs"):
+        items = [_sorted_sets(item) for item in body]
+        return {tag: sorted(items, key=lambda item: json.dumps(item, separators=(",", ":")))}
+    return {tag: _sorted_sets(body)}
+
+
+class Reference:
+    """The task's reference program, which the judge runs itself for the collateral audit.
+
+    It is the task's own code, like the setup and evaluation programs, so it runs in the judge
+    (on a copy of the world the program was given), never in a program process.
+
+    Parameters
+    ----------
+    library : the judge's library.
+    text : the reference program's source (its first top-level function is its entry point).
+    apps : the task's apps (star-exported into its namespace).
+    """
+
+    def __init__(self, library: JudgeLibrary, text: str, apps: list[str]) -> None:
+        self.library = library
+        self.text = text
+        self.apps = apps
+        self._entry: Any = None
+
+    def removed_rows(self, encoded_state: Any, random_state: tuple[Any, ...]) -> collections.Counter[str]:
+        """The rows of ``encoded_state`` (keys of :func:`_removed_rows`) that the reference program,
+        run on that world with ``random`` in ``random_state``, removed or changed.
+
+        Whatever it raises ends its run (its changes until then count); the judge's own world
+        and ``random`` state are left as they were.
+        """
+        from primsel.simulator.state import TABLES, ExecutionContext, new_context
+
+        codec = self.library.codec
+        saved = random.getstate()
+        try:
+            if self._entry is None:
+                self._entry = self._load()
+            state = codec.decode(encoded_state)
+            context = ExecutionContext()
+            for name in TABLES:
+                context.tables[name] = state[name]
+            random.setstate(random_state)
+            with new_context(context), contextlib.suppress(Exception):
+                self._entry()
+            left = codec.encode({name: context.tables[name] for name in TABLES}, "the reference's world state")
+        finally:
+            random.setstate(saved)
+        return _removed_rows(encoded_state, left)
+
+    def _load(self) -> Any:
+        """The reference program's entry point; one that changes nothing if it cannot be loaded
+        (then every row the program removed or changed counts)."""
+        from primsel.simulator.state import new_context
+
+        namespace: dict[str, Any] = {"__name__": "query_executable"}
+        try:
+            namespace.update(self.library.namespace(self.apps))
+            code, name = _compiled(self.text, "<reference program>", "reference program")
+            with new_context():  # module-level code gets a scratch world
+                exec(code, namespace)
+            return namespace[name]
+        except Exception:
+            return lambda: None
+
+
+def _compiled(source: str, filename: str, what: str) -> tuple[types.CodeType, str]:
+    """``source`` compiled, and the name of its first top-level function, parsed once."""
+    tree = ast.parse(source, filename)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node.name
+            return compile(tree, filename, "exec"), node.name
     raise ValueError(f"the task's {what} defines no top-level function")
 
 
@@ -519,11 +714,9 @@ def run_task(
     for index, (setup_text, check_text) in enumerate(zip(task["setup_programs"], task["evaluation_programs"])):
         program = programs[index]
         used.append(program)
-        try:
-            with new_context():
-                program.load(request["program"], request["entry"], list(task["apps"]))
-        except BaseException as exc:
-            return exc, used, False
+        # loaded while the judge builds the harness and runs the setup program; a load that
+        # failed decides, as if it had been waited for before anything else
+        program.start_load(request["program"], request["entry"], list(task["apps"]))
         try:
             with new_context():  # the task's programs define functions only; a scratch world
                 harness: dict[str, Any] = {"__name__": "__console__"}
@@ -536,20 +729,33 @@ def run_task(
                 for spec in task["evaluation_tools"]:
                     name, value = library.tool(spec, library.check, "evaluation tool")
                     harness[name] = value
-                exec(compile(setup_text, f"<setup program {index + 1}>", "exec"), harness)
-                exec(compile(check_text, f"<evaluation program {index + 1}>", "exec"), harness)
-                setup = harness[_first_function(setup_text, "setup program")]
-                check = harness[_first_function(check_text, "evaluation program")]
+                setup_code, setup_name = _compiled(setup_text, f"<setup program {index + 1}>", "setup program")
+                check_code, check_name = _compiled(check_text, f"<evaluation program {index + 1}>",
+                                                   "evaluation program")
+                exec(setup_code, harness)
+                exec(check_code, harness)
+                setup = harness[setup_name]
+                check = harness[check_name]
         except BaseException as exc:
-            return exc, used, True
+            return _load_failure(program) or exc, used, _load_failure(program) is None
         context = ExecutionContext()
         context.query = task["query"]
         try:
             with new_context(context):
                 check(query="", executable=program, setup_function=setup)
         except BaseException as exc:
-            return exc, used, not program.called
+            return _load_failure(program) or exc, used, not program.called and _load_failure(program) is None
+        failure = _load_failure(program)
+        if failure is not None:
+            return failure, used, False
     return None, used, False
+
+
+def _load_failure(program: ProgramHandle) -> BaseException | None:
+    """The exception that ended the program's load (its answer read now if need be), or None."""
+    with contextlib.suppress(_LoadFailed):
+        program._loaded()
+    return program.load_failure
 
 
 def judge(
@@ -560,7 +766,8 @@ def judge(
     Parameters
     ----------
     library : the judge's library.
-    request : ``task``, ``program``, ``entry``, ``timeout`` (s), ``judge_timeout`` (s).
+    request : ``task`` (with ``reference``, the reference program's text, when the task has one),
+        ``program``, ``entry``, ``timeout`` (s), ``judge_timeout`` (s).
     channels : ``(to_program, from_program)`` descriptors, one pair per (SIP, EP) pair.
 
     Returns
@@ -570,11 +777,13 @@ def judge(
     timeout = float(request["timeout"])
     clock = Clock(timeout, float(request["judge_timeout"]))
     handles: list[ProgramHandle] = []
+    task = request["task"]
+    reference = Reference(library, task["reference"], list(task["apps"])) if task.get("reference") else None
     try:
         with clock:
-            handles = [ProgramHandle(library, to, back, clock, timeout) for to, back in channels]
+            handles = [ProgramHandle(library, to, back, clock, timeout, reference=reference) for to, back in channels]
             exc, used, before = run_task(library, request, handles)
-            result = verdict(library, exc, used, before)
+            result = verdict(library.classes, exc, [handle.report() for handle in used], before)
     except _JudgeTimeout:
         clock.expired = True
     except BaseException as fault:  # a fault of the judge itself: never a pass

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
+
+import re2
+
+# Imported here, not on first use: program processes are forked from a process that imported
+# this module, and importing rapidfuzz in each of them cost more than all the rest of a call.
+from rapidfuzz import fuzz, process, utils
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an invalid room name is no news for stderr
 
 #: Minimum WRatio score (0-100) for a fuzzy match, and the most matches returned.
 FUZZY_CUTOFF = 90
@@ -17,8 +25,6 @@ def fuzzy_match(query: str, values: Sequence[str | None]) -> list[int]:
     non-alphanumerics to spaces, trimmed). Keeps scores >= 90, at most 50 matches, sorted by
     descending score with ties in ``values`` order. ``None`` values and an empty query never match.
     """
-    from rapidfuzz import fuzz, process, utils
-
     if not query:
         return []
     candidates = {i: v for i, v in enumerate(values) if v is not None}
@@ -37,13 +43,21 @@ def fuzzy_match(query: str, values: Sequence[str | None]) -> list[int]:
 def regex_first_match(pattern: str, values: Sequence[str]) -> int | None:
     """Index of the first value in which ``pattern`` (a case-insensitive regex) is found, else None.
 
-    An invalid pattern matches nothing.
+    Matched as ASPERA matches room names (polars' ``str.contains(f"(?i){pattern}")``, Rust's
+    regex engine): by a linear-time engine, RE2, with no backtracking, so a pattern from the
+    world state (a room name a program wrote) costs time in proportion to the text it is
+    searched in, never exponential time (``(0+)+1`` against a run of zeros). A pattern RE2
+    cannot take (look-arounds, back-references, or one whose compiled form passes RE2's 8 MiB
+    memory budget) matches nothing, as an invalid one does. The compiled pattern is not kept:
+    nothing of a task's data stays in the process once the call returns.
     """
     try:
-        compiled = re.compile(pattern, re.IGNORECASE)
-    except re.error:
+        compiled = re2.compile("(?i)" + pattern, _RE2_OPTIONS)
+    except re2.error:
         return None
+    finally:
+        re2.purge()  # re2 keeps compiled patterns in a cache of its own
     for index, value in enumerate(values):
-        if value is not None and compiled.search(value):
+        if value is not None and compiled.search(value) is not None:
             return index
     return None

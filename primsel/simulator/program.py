@@ -205,6 +205,36 @@ def readable_paths(scratch: str | None = None) -> list[str]:
 # -- the spawner ---------------------------------------------------------------------------------
 
 
+#: Stack size of the threads a program starts (``threading.stack_size``), in bytes: with the
+#: C library's arenas capped, :data:`primsel.simulator.isolation.NPROC` threads fit in the
+#: address-space limit (the C library's default, 8 MiB each, let about 100 start, and one
+#: malloc arena of 64 MiB per thread about 15).
+THREAD_STACK = 2 << 20
+#: ``M_ARENA_MAX`` (``malloc.h``), and the number of malloc arenas program processes may use.
+_M_ARENA_MAX, ARENAS = -8, 2
+
+
+class _SpawnerState:
+    """What the spawner holds for its whole life: set up once, the same for every program.
+
+    Nothing of a task is ever stored here (nor anywhere the spawner keeps between requests):
+    a program process is forked while the spawner handles that process's own spawn request,
+    so its copy of the spawner's frames shows that request and nothing earlier.
+    """
+
+    def __init__(self, own: int, apps: dict[str, types.ModuleType], codec: codec_module.Codec,
+                 user: tuple[int, int]) -> None:
+        self.own = own
+        self.apps = apps
+        self.codec = codec
+        self.user = user
+        self.broken: list[tuple[str, str]] = []  # (layer, why): a program asking for it refuses to run
+        self.ruleset: int | None = None
+        self.template: Any = None
+        self.proc: int | None = None  # a proc file system no path leads to, for the setup
+        self.pid_namespace: int | None = None  # the spawner's own pid namespace
+
+
 def serve_spawner(
     control: socket.socket,
     readable: list[str] | None,
@@ -223,83 +253,154 @@ def serve_spawner(
     Program processes run as ``user`` (default :data:`primsel.simulator.isolation.UNPRIVILEGED_USER`)
     when the spawner runs as root; the spawner first makes ``runtime`` (default ``readable``)
     reachable for that user in its own mount namespace
-    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``) and
-    covers ``/proc`` there with a proc instance showing that user no other process
-    (:func:`primsel.simulator.isolation.hide_processes`, where it may).
+    (:func:`primsel.simulator.isolation.share_paths`, staging its mounts in ``scratch``), keeps
+    a proc file system no path leads to for their setup
+    (:func:`primsel.simulator.isolation.private_proc`), remounts every mount ``noatime``
+    (:func:`primsel.simulator.isolation.no_access_times`), covers ``/proc`` with an empty file
+    system (:func:`primsel.simulator.isolation.hide_processes`) and makes each program process
+    the first of a pid namespace of its own
+    (:func:`primsel.simulator.isolation.own_pid_namespace_for_children`), each where it may.
+    Whoever runs it, the environment and the caller's ``PYTHONPATH`` entries are scrubbed
+    (:func:`primsel.simulator.isolation.scrub_environment`) and threads get small stacks and
+    few malloc arenas (:data:`THREAD_STACK`, :data:`ARENAS`) before any program is forked.
     """
-    import json
+    import threading
 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    own = os.getpid()
     with contextlib.suppress(OSError):
         die_with_parent(os.getppid())
     apps = load_apps()
-    codec = codec_module.Codec(apps)
-    broken = []  # what could not be built: every program process asking for it refuses to run
     user = tuple(user) if user else isolation.UNPRIVILEGED_USER
+    state = _SpawnerState(os.getpid(), apps, codec_module.Codec(apps), user)
     if os.geteuid() == 0:
-        try:
-            isolation.share_paths(runtime or readable or [], user, scratch)
-        except OSError as exc:
-            broken.append(("user", f"the Python runtime cannot be made readable for uid {user[0]}: {exc}"))
-        # Program processes, of another user, then find no other process in /proc. Where it
-        # cannot be done (no CAP_SYS_ADMIN) the host's /proc stays (docs/sandbox.md, what is guaranteed and what is not).
-        with contextlib.suppress(OSError):
-            isolation.hide_processes()
+        _isolate_as_root(state, runtime or readable or [], scratch)
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    isolation.scrub_environment(keep_paths=[package])
+    threading.stack_size(THREAD_STACK)
+    with contextlib.suppress(AttributeError, OSError):
+        isolation.processes.libc().mallopt(_M_ARENA_MAX, ARENAS)
     try:
-        template = isolation.seccomp_template()
+        state.template = isolation.seccomp_template()
     except OSError as exc:
-        template = None
-        broken.append(("seccomp", f"the seccomp filter could not be built: {exc}"))
-    ruleset = None
+        state.broken.append(("seccomp", f"the seccomp filter could not be built: {exc}"))
     if readable is not None:
         from primsel.simulator import landlock
 
         try:
-            ruleset = landlock.ruleset(readable)
+            state.ruleset = landlock.ruleset(readable)
         except OSError as exc:
-            broken.append(("landlock", f"the Landlock ruleset could not be built: {exc}"))
+            state.broken.append(("landlock", f"the Landlock ruleset could not be built: {exc}"))
     gc.collect()
     gc.freeze()  # keeps the program processes' copy-on-write pages shared
     while True:
+        _serve_one(control, state)
+
+
+def _isolate_as_root(state: _SpawnerState, runtime: list[str], scratch: str | None) -> None:
+    """The spawner's mount and pid namespace set-up as root (see :func:`serve_spawner`).
+
+    A step that cannot be taken (no ``CAP_SYS_ADMIN``) is left out, as
+    :func:`primsel.simulator.sandbox.sandbox_info` reports; only a runtime the unprivileged
+    user cannot reach makes program processes refuse to run.
+    """
+    import tempfile
+
+    try:
+        isolation.share_paths(runtime, state.user, scratch)
+    except OSError as exc:
+        state.broken.append(("user", f"the Python runtime cannot be made readable for uid {state.user[0]}: {exc}"))
+    with contextlib.suppress(OSError):
+        state.proc = isolation.private_proc(scratch or tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        isolation.no_access_times(state.proc)
+    if state.proc is None:
+        return  # program processes need their proc files: /proc stays, and so do the host's pids
+    with contextlib.suppress(OSError):
+        isolation.hide_processes()
+    with contextlib.suppress(OSError):
+        namespace = os.open("self/ns/pid", os.O_RDONLY | os.O_CLOEXEC, dir_fd=state.proc)
         try:
-            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
+            isolation.own_pid_namespace_for_children(namespace)
+            state.pid_namespace = namespace
         except OSError:
-            os._exit(0)
-        if not data:
-            os._exit(0)
-        request = json.loads(data)
-        if request["op"] == "spawn" and len(fds) == 2:
-            pid = os.fork()
-            if pid == 0:
-                control.close()
-                for layer, reason in broken:
-                    if request.get(layer, True):
-                        _refuse(fds[1], reason)
-                run_program_process(fds[0], fds[1], {**request, "user": user}, ruleset, apps, codec, own, template)
-            answer: dict[str, Any] = {"pid": pid}
-        elif request["op"] == "end":
-            ended = {str(p): _end(int(p)) for p in request["pids"]}
-            answer = {"status": {p: e[0] for p, e in ended.items()}, "cpu": {p: e[1] for p, e in ended.items()}}
-        else:
-            answer = {"error": "malformed request"}
-        for fd in fds:
-            os.close(fd)
+            os.close(namespace)
+
+
+def _serve_one(control: socket.socket, state: _SpawnerState) -> None:
+    """Read one request, answer it. Its frame, and what it held, is gone before the next one."""
+    import json
+
+    try:
+        data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
+    except OSError:
+        os._exit(0)
+    if not data:
+        os._exit(0)
+    request = json.loads(data)
+    if request["op"] == "spawn" and len(fds) == 2:
+        answer = _spawn(control, state, request, fds)
+    elif request["op"] == "end":
+        answer = _end_all([int(p) for p in request["pids"]])
+    else:
+        answer = {"error": "malformed request"}
+    for fd in fds:
+        os.close(fd)
+    try:
+        control.send(json.dumps(answer).encode())
+    except OSError:  # the worker is gone
+        os._exit(0)
+
+
+def _spawn(control: socket.socket, state: _SpawnerState, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    """Fork one program process (in a pid namespace of its own where the spawner can make one)."""
+    in_namespace = False
+    if state.pid_namespace is not None:
         try:
-            control.send(json.dumps(answer).encode())
-        except OSError:  # the worker is gone
-            os._exit(0)
+            isolation.own_pid_namespace_for_children(state.pid_namespace)
+            in_namespace = True
+        except OSError:
+            pass
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        for layer, reason in state.broken:
+            if request.get(layer, True):
+                _refuse(fds[1], reason)
+        # the first process of a pid namespace has no parent it can see: its parent pid reads 0
+        parent = 0 if in_namespace else state.own
+        run_program_process(fds[0], fds[1], {**request, "user": state.user}, state.ruleset, state.apps,
+                            state.codec, parent, state.template, state.proc)
+    return {"pid": pid}
+
+
+def _end_all(pids: list[int]) -> dict[str, Any]:
+    """SIGKILL program processes, reap them: ``{"status": {pid: status or None}, "cpu": {pid: seconds}}``."""
+    for pid in pids:
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(pid, signal.SIGKILL)
+    ended = {str(pid): _end(pid) for pid in pids}
+    return {"status": {p: e[0] for p, e in ended.items()}, "cpu": {p: e[1] for p, e in ended.items()}}
 
 
 def _end(pid: int) -> tuple[int | None, float]:
     """SIGKILL a program process and its group, reap it.
 
     Returns ``(wait status or None if not reaped, CPU seconds it used, user and system)``.
+    Waits on a pid descriptor where there is one (no polling), else polls.
     """
+    import select
+
     for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError, AttributeError):
+        handle = os.pidfd_open(pid)
+        try:
+            select.select([handle], [], [], REAP_TIMEOUT)
+        finally:
+            os.close(handle)
     deadline = time.monotonic() + REAP_TIMEOUT
     pause = 0.0005
     while True:
@@ -327,11 +428,14 @@ def run_program_process(
     codec: codec_module.Codec,
     parent: int,
     template: Any,
+    proc: int | None = None,
 ) -> None:
     """Body of a program process: confine, then serve the judge (never returns).
 
-    ``ruleset`` is the Landlock ruleset descriptor (None where Landlock is unavailable) and
-    ``template`` the compiled seccomp filter (None where libseccomp is missing).
+    ``ruleset`` is the Landlock ruleset descriptor (None where Landlock is unavailable),
+    ``template`` the compiled seccomp filter (None where libseccomp is missing), ``parent`` the
+    parent's pid as this process sees it (0 in a pid namespace of its own) and ``proc`` a proc
+    descriptor for the setup (:func:`primsel.simulator.isolation.private_proc`; None: ``/proc``).
     """
     code = 0
     try:
@@ -346,6 +450,7 @@ def run_program_process(
             seccomp=template if limits.get("seccomp", True) else None,
             user=limits.get("user", isolation.UNPRIVILEGED_USER),
             hook=limits.get("audit_hook", True),
+            proc=proc,
         )
     except BaseException as exc:
         _refuse(fd_out, f"the sandbox could not be set up: {_text(exc)}")

@@ -78,14 +78,17 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, i
     ``seccomp_detail`` (what it denies, or why it is off), ``landlock`` and ``landlock_detail``
     (the same for Landlock), ``audit_hook`` (True), ``privileges`` (who program processes run as), ``rlimits`` (names of the resource limits
     set in each task's process), ``process_list_hidden`` (bool: program processes find no
-    other process in ``/proc``; root with ``CAP_SYS_ADMIN`` only), ``process_list_detail``
-    (how, or why not) and ``platform``.
+    process in ``/proc``; root with ``CAP_SYS_ADMIN`` only), ``process_list_detail``
+    (how, or why not), ``pid_namespace`` (bool: each program process is the first process of a
+    pid namespace of its own; root with ``CAP_SYS_ADMIN`` only), ``pid_namespace_detail`` and
+    ``platform``.
     """
     from primsel.simulator import isolation
     from primsel.simulator import landlock as landlock_module
     from primsel.simulator import seccomp as seccomp_module
 
     hidden, hidden_detail = isolation.process_list_status()
+    namespaced, namespace_detail = isolation.pid_namespace_status()
     layers = {}
     for name, wanted, module in (("seccomp", seccomp, seccomp_module), ("landlock", landlock, landlock_module)):
         if not sys.platform.startswith("linux"):
@@ -110,6 +113,8 @@ def sandbox_info(seccomp: bool = True, landlock: bool = True, user: tuple[int, i
                     f"RLIMIT_NPROC={isolation.NPROC}"],
         "process_list_hidden": hidden,
         "process_list_detail": hidden_detail,
+        "pid_namespace": namespaced,
+        "pid_namespace_detail": namespace_detail,
         "platform": sys.platform,
     }
 
@@ -462,6 +467,7 @@ class Sandbox:
                 "evaluation_programs": list(task.evaluation_programs),
                 "simulation_tools": list(scenario.get("simulation_tools", ())),
                 "evaluation_tools": list(scenario.get("evaluation_tools", ())),
+                "reference": task.program,
             },
             "program": program,
             "entry": entry,
@@ -539,6 +545,7 @@ def _result(task_id: str, reply: dict[str, Any], seconds: float) -> ExecutionRes
         outcomes=tuple((entry[0], entry[1], entry[2]) for entry in reply.get("outcomes", ())),
         paths=tuple(tuple(path) for path in reply.get("paths", ())),
         raised_by=reply.get("raised_by"),
+        collateral=int(reply.get("collateral", 0)),
     )
 
 

@@ -9,19 +9,22 @@ architecture's table (x32, i386) kill the process (libseccomp's bad-architecture
 Allowed, because CPython, its threads, the C library and the prompt-facing library need them:
 
 * reading what is already open or may be read: ``read``, ``readv``, ``pread64``, ``preadv``,
-  ``lseek``, the ``stat`` family, ``getdents64``, ``readlink*``, ``access`` / ``faccessat*``,
-  ``getcwd``; ``open`` / ``openat`` only without ``O_WRONLY``, ``O_RDWR``, ``O_CREAT``,
-  ``O_TRUNC``, ``O_APPEND`` and ``O_TMPFILE`` (Landlock decides which paths);
+  ``preadv2`` only without flags (``RWF_NOWAIT`` would tell which pages of a file are cached,
+  as ``mincore`` would), ``lseek``, the ``stat`` family, ``getdents64``, ``readlink*``,
+  ``access`` / ``faccessat*``, ``getcwd``; ``open`` / ``openat`` only without ``O_WRONLY``,
+  ``O_RDWR``, ``O_CREAT``, ``O_TRUNC``, ``O_APPEND``, ``O_TMPFILE`` and ``O_DIRECT`` (which
+  reads past the page cache, straight from the host's disk) (Landlock decides which paths);
 * writing to descriptors it holds (``write``, ``writev``: its pipe to the judge and
   ``/dev/null``; nothing it opens can be written), ``close``, ``dup*``, ``select`` / ``poll``
   families, ``fcntl`` only for ``F_DUPFD``, ``F_GETFD``, ``F_SETFD``, ``F_GETFL``,
-  ``F_SETFL``, ``F_DUPFD_CLOEXEC``, ``ioctl`` only for ``TCGETS`` (what ``isatty`` asks; the
-  others fail with ``ENOTTY``, which CPython treats as "not supported");
+  ``F_SETFL`` (without ``O_DIRECT``), ``F_DUPFD_CLOEXEC``, ``ioctl`` only for ``TCGETS`` (what
+  ``isatty`` asks; the others fail with ``ENOTTY``, which CPython treats as "not supported");
 * its own memory: ``mmap``, ``munmap``, ``mprotect``, ``mremap``, ``brk``, ``madvise``;
 * threads: ``clone`` only with ``CLONE_THREAD`` set and no namespace flag (``clone3`` fails
-  with ``ENOSYS`` so that the C library falls back to ``clone``), ``futex``,
-  ``set_robust_list``, ``rseq``, ``set_tid_address``, ``sched_yield``, ``exit``,
-  ``exit_group``;
+  with ``ENOSYS`` so that the C library falls back to ``clone``), ``futex`` only with
+  ``FUTEX_PRIVATE_FLAG`` (a shared futex on a page of a file that other program processes map
+  too, a library's, would be a channel between them), ``set_robust_list``, ``rseq``,
+  ``set_tid_address``, ``sched_yield``, ``exit``, ``exit_group``;
 * signals to itself only: ``kill``, ``tkill``, ``tgkill``, ``rt_sigqueueinfo``,
   ``rt_tgsigqueueinfo`` when the first argument is its own pid; its own handlers and masks
   (``rt_sigaction``, ``rt_sigprocmask``, ``rt_sigreturn``, ``sigaltstack``,
@@ -71,10 +74,18 @@ _CLONE_THREAD = 0x00010000
 #: CLONE_NEWNET, CLONE_NEWTIME: never allowed with clone.
 _CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 _TCGETS = 0x5401  # the same on x86_64 and aarch64
-#: Open flags that write or create: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND, __O_TMPFILE.
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | (getattr(os, "O_TMPFILE", 0) & ~os.O_DIRECTORY)
-#: fcntl commands allowed: F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC.
-FCNTL_ALLOWED = (0, 1, 2, 3, 4, 1030)
+#: O_DIRECT: reads that bypass the page cache (reading the host's disk at will).
+_O_DIRECT = getattr(os, "O_DIRECT", 0o40000)
+#: Open flags refused: those that write or create (O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND,
+#: __O_TMPFILE) and O_DIRECT.
+_WRITE_FLAGS = (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+                | (getattr(os, "O_TMPFILE", 0) & ~os.O_DIRECTORY) | _O_DIRECT)
+#: fcntl commands allowed: F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_DUPFD_CLOEXEC (and F_SETFL,
+#: without O_DIRECT).
+FCNTL_ALLOWED = (0, 1, 2, 3, 1030)
+_F_SETFL = 4
+#: FUTEX_PRIVATE_FLAG (linux/futex.h): the futex is keyed by this process's address space.
+_FUTEX_PRIVATE_FLAG = 128
 #: System calls whose first argument must be the process's own pid.
 _OWN_PID_ONLY = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 #: System calls whose first argument must be 0 (the caller) or the process's own pid.
@@ -82,12 +93,12 @@ _SELF_ONLY = ("getpgid", "getsid", "sched_getaffinity")
 
 #: System calls allowed whatever their arguments (names this architecture lacks are skipped).
 ALLOWED = (
-    "read", "readv", "pread64", "preadv", "preadv2", "lseek", "fstat", "newfstatat", "stat",
+    "read", "readv", "pread64", "preadv", "lseek", "fstat", "newfstatat", "stat",
     "lstat", "statx", "getdents64", "getdents", "readlink", "readlinkat", "access", "faccessat",
     "faccessat2", "getcwd", "write", "writev", "close", "dup", "dup2", "dup3",
     "select", "pselect6", "poll", "ppoll",
     "mmap", "munmap", "mprotect", "mremap", "brk", "madvise",
-    "futex", "set_robust_list", "rseq", "set_tid_address", "sched_yield", "exit", "exit_group",
+    "set_robust_list", "rseq", "set_tid_address", "sched_yield", "exit", "exit_group",
     "restart_syscall",
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigpending",
     "rt_sigsuspend", "rt_sigtimedwait", "pause", "alarm", "setitimer", "getitimer",
@@ -295,6 +306,10 @@ def _compile(own_pid: int) -> bytes:
             _rule(lib, ctx, allow, "prlimit64", [(0, _CMP_EQ, pid, 0), (2, _CMP_EQ, 0, 0)])
         for command in FCNTL_ALLOWED:  # the kernel reads the command as 32 bits
             _rule(lib, ctx, allow, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, command)])
+        _rule(lib, ctx, allow, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, _F_SETFL), (2, _CMP_MASKED_EQ, _O_DIRECT, 0)])
+        _rule(lib, ctx, allow, "preadv2", [(5, _CMP_EQ, 0, 0)])  # no RWF_NOWAIT, no flag at all
+        # private futexes only (the kernel reads the operation as 32 bits)
+        _rule(lib, ctx, allow, "futex", [(1, _CMP_MASKED_EQ, _FUTEX_PRIVATE_FLAG, _FUTEX_PRIVATE_FLAG)])
         _rule(lib, ctx, allow, "ioctl", [(1, _CMP_EQ, _TCGETS, 0)])  # exact: the two rules never overlap
         _rule(lib, ctx, _act_errno(errno.ENOTTY), "ioctl", [(1, _CMP_NE, _TCGETS, 0)])
         read_end, write_end = os.pipe()

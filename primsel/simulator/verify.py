@@ -1,9 +1,12 @@
 """The verdict rows of programs run against their tasks' evaluation programs.
 
 A job is ``(task_id, program, entry_point)``; its row (:data:`ROW_KEYS`) holds the sandbox's
-verdict. A job whose task id the dataset does not hold gets an ``error`` / ``UnknownTask`` row,
-and one whose entry point is :data:`TRUNCATED` (an answer cut off) an ``error`` /
-``TruncatedAnswer`` row; neither is run. ``primsel verify`` writes these rows.
+verdict: ASPERA's ``status`` and the collateral audit beside it (``collateral``: rows of the world
+the program was given that it removed or changed and the task's reference program did not;
+``strict``: passed with no collateral; :class:`primsel.types.ExecutionResult`). A job whose task id
+the dataset does not hold gets an ``error`` / ``UnknownTask`` row, and one whose entry point is
+:data:`TRUNCATED` (an answer cut off) an ``error`` / ``TruncatedAnswer`` row; neither is run.
+``primsel verify`` writes these rows.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 #: Keys of a verdict row, in order.
-ROW_KEYS = ("task_id", "status", "error_type", "message", "line", "seconds")
+ROW_KEYS = ("task_id", "status", "error_type", "message", "line", "seconds", "collateral", "strict")
 #: ``entry_point`` of a job read from a row that ``primsel extract`` marked ``truncated``: the
 #: job is not run.
 TRUNCATED = "\x00truncated"
@@ -41,7 +44,8 @@ def verdict_rows(sandbox: Any, tasks: Mapping[str, Any], jobs: Sequence[Job]) ->
 
 def result_row(result: Any) -> dict[str, Any]:
     """The row of one sandbox result (:class:`primsel.types.ExecutionResult`)."""
-    return verdict_row(result.task_id, result.status, result.error_type, result.message, result.line, result.seconds)
+    return verdict_row(result.task_id, result.status, result.error_type, result.message, result.line, result.seconds,
+                       result.collateral)
 
 
 def unknown_task_row(task_id: str) -> dict[str, Any]:
@@ -56,9 +60,11 @@ def truncated_row(task_id: str) -> dict[str, Any]:
 
 
 def verdict_row(task_id: str, status: str, error_type: str | None, message: str | None, line: int | None,
-                seconds: float) -> dict[str, Any]:
-    """A row of :data:`ROW_KEYS`: texts made valid UTF-8 (:func:`clean`), seconds rounded to 0.1 ms."""
-    values = (clean(task_id), status, clean(error_type), clean(message), line, round(seconds, 4))
+                seconds: float, collateral: int = 0) -> dict[str, Any]:
+    """A row of :data:`ROW_KEYS`: texts made valid UTF-8 (:func:`clean`), seconds rounded to 0.1 ms,
+    ``strict`` true when the status is ``pass`` and ``collateral`` is 0."""
+    strict = status == "pass" and collateral == 0
+    values = (clean(task_id), status, clean(error_type), clean(message), line, round(seconds, 4), collateral, strict)
     return dict(zip(ROW_KEYS, values))
 
 

@@ -154,7 +154,8 @@ class Spawner:
     def spawn(self, to_program: int, from_program: int, limits: dict[str, Any]) -> None:
         """Ask for a program process reading ``to_program`` and writing ``from_program``.
 
-        The caller may close its copies of both descriptors once :meth:`pids` has answered.
+        The caller may close its copies of both descriptors as soon as this returns: the message
+        carries copies of its own to the spawner (``SCM_RIGHTS``).
         """
         self._send({"op": "spawn", **limits}, [to_program, from_program])
 
@@ -227,40 +228,45 @@ def run_request(
     workdirs: list[str] = []
     fds: list[int] = []
     channels: list[tuple[int, int]] = []
-    pids: list[int] = []
+    spawned = 0
     try:
-        program_ends = []
         for _ in range(pairs):
             to_read, to_write = os.pipe()
             from_read, from_write = os.pipe()
             fds.extend((to_read, to_write, from_read, from_write))
             channels.append((to_write, from_read))
-            program_ends.extend((to_read, from_write))
             try:
                 workdirs.append(tempfile.mkdtemp(prefix="primsel-program-", dir=scratch))
             except OSError as exc:
                 raise ScratchError(f"no working directory for the program could be made in {scratch}: {exc}") from exc
             spawner.spawn(to_read, from_write, {**limits, "workdir": workdirs[-1]})
-        pids = spawner.pids(pairs)
-        for fd in program_ends:  # the spawner has forked: its copies are the programs'
-            os.close(fd)
-            fds.remove(fd)
+            spawned += 1
+            # The message holds its own copies of the program's ends: ours go now, and the
+            # judge starts on the setup program while the spawner forks (its pids are read at
+            # the end, to clean up).
+            for fd in (to_read, from_write):
+                os.close(fd)
+                fds.remove(fd)
         verdict = judge.judge(library, request, channels)
     finally:
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        spawner.end(pids)
-        for workdir in workdirs:
-            shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            spawner.end(spawner.pids(spawned) if spawned else [])
+        finally:
+            for workdir in workdirs:
+                shutil.rmtree(workdir, ignore_errors=True)
     if verdict["error_type"] == "ProcessDied":
         # SIGKILL is the spawner's own clean-up; any other end is how the program's process died.
-        ended = [(s, cpu) for s, cpu in spawner.statuses().values() if s is not None
-                 and not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]  # fmt: skip
+        statuses = [(s, cpu) for s, cpu in spawner.statuses().values() if s is not None]
+        ended = [(s, cpu) for s, cpu in statuses if not (os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGKILL)]
         # SIGXCPU is a timeout only when the CPU time really reached the limit (a program can
-        # send itself SIGXCPU at once)
-        if any(os.WIFSIGNALED(s) and os.WTERMSIG(s) == signal.SIGXCPU and cpu >= float(request["timeout"])
-               for s, cpu in ended):  # fmt: skip
+        # send itself SIGXCPU at once). The first process of a pid namespace ignores SIGXCPU;
+        # the kernel SIGKILLs it at the hard limit, a second later, which reads the same.
+        killed = [(s, cpu) for s, cpu in statuses
+                  if os.WIFSIGNALED(s) and os.WTERMSIG(s) in (signal.SIGXCPU, signal.SIGKILL)]
+        if any(cpu >= float(request["timeout"]) for _, cpu in killed):
             verdict.update(status="timeout", error_type=None, message="CPU time limit exceeded")
         elif ended:
             verdict["message"] = f"the program's process {_how(ended[0][0])}"

@@ -117,7 +117,7 @@ def test_extract_output_pipes_into_verify(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert cli_main(["verify", "--programs", str(extracted), "--timeout", "60"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "passed 1/3"
+    assert lines[-1] == "passed 1/3, strict 1/3"
     verdicts = [json.loads(x) for x in lines[:-1]]
     assert [(v["task_id"], v["status"], v["error_type"]) for v in verdicts] == [
         (first.id, "pass", None), (second.id, "error", "TruncatedAnswer"), (third.id, "no_program", None)]

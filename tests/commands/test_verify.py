@@ -39,11 +39,12 @@ def test_builtin_reference_programs_pass(no_archive, tmp_path, capsys):
     assert verify.run(["--out", str(out)]) == 0
     captured = capsys.readouterr()
     n = len(load_builtin_tasks())
-    assert captured.out.splitlines()[-1] == f"passed {n}/{n}"
+    assert captured.out.splitlines()[-1] == f"passed {n}/{n}, strict {n}/{n}"
     assert "built-in tasks" in captured.err
     rows = read_rows(out)
     assert [r["task_id"] for r in rows] == [t.id for t in load_builtin_tasks()]
     assert all(list(r) == list(verify.ROW_KEYS) and r["status"] == "pass" for r in rows)
+    assert {(r["collateral"], r["strict"]) for r in rows} == {(0, True)}
 
 
 def test_programs_file_rows_in_input_order(no_archive, tmp_path, capsys):
@@ -61,7 +62,7 @@ def test_programs_file_rows_in_input_order(no_archive, tmp_path, capsys):
     )
     assert verify.run(["--programs", programs, "--timeout", "5"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "passed 1/5"
+    assert lines[-1] == "passed 1/5, strict 1/5"
     rows = [json.loads(line) for line in lines[:-1]]
     assert [(r["task_id"], r["status"], r["error_type"]) for r in rows] == [
         (builtin[1].id, "fail", "AssertionError"),
@@ -95,7 +96,7 @@ def test_a_bad_programs_line_is_named_and_left_out_and_the_others_run(no_archive
     captured = capsys.readouterr()
     assert f"primsel verify: {path} {message}" in captured.err and "line left out" in captured.err
     lines = captured.out.splitlines()
-    assert lines[-1] == "passed 1/1 (1 bad lines left out)"
+    assert lines[-1] == "passed 1/1, strict 1/1 (1 bad lines left out)"
     assert [(json.loads(x)["task_id"], json.loads(x)["status"]) for x in lines[:-1]] == [(task.id, "pass")]
 
 
@@ -125,7 +126,7 @@ def test_too_many_workers_are_capped_with_a_note(no_archive, tmp_path, capsys):
     programs = write_jsonl(tmp_path / "one.jsonl", [{"task_id": builtin.id, "program": builtin.program}])
     assert verify.run(["--programs", programs, "--workers", "1000"]) == 0  # one job: one worker starts
     captured = capsys.readouterr()
-    assert captured.out.splitlines()[-1] == "passed 1/1"
+    assert captured.out.splitlines()[-1] == "passed 1/1, strict 1/1"
     cpus = os.cpu_count() or 1
     assert f"--workers 1000 capped at {4 * cpus} (4 per CPU)" in captured.err
 
@@ -207,17 +208,20 @@ def test_dispatch_through_the_primsel_command(no_archive, tmp_path, capsys):
     assert cli.main(["verify", "--programs", str(tmp_path / "missing.jsonl")]) == 2
     assert cli.main(["verify", "--workers", "1"]) == 0
     n = len(load_builtin_tasks())
-    assert capsys.readouterr().out.splitlines()[-1] == f"passed {n}/{n}"
+    assert capsys.readouterr().out.splitlines()[-1] == f"passed {n}/{n}, strict {n}/{n}"
 
 
 @pytest.mark.asper
 def test_all_reference_programs_pass(asper_path, tmp_path, capsys):
     out = tmp_path / "rows.jsonl"
     assert verify.run(["--data", str(asper_path), "--out", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "passed 250/250"
+    assert capsys.readouterr().out.splitlines()[-1] == "passed 250/250, strict 250/250"
     rows = read_rows(out)
     assert [r["task_id"] for r in rows] == [str(i) for i in range(1, 251)]
     assert {r["status"] for r in rows} == {"pass"}
+    # the collateral audit: every reference program, compared with itself, removes or changes
+    # nothing the reference does not
+    assert {(r["collateral"], r["strict"]) for r in rows} == {(0, True)}
 
 
 @pytest.mark.asper
@@ -226,7 +230,8 @@ def test_do_nothing_program_passes_only_tasks_that_accept_no_change(asper_path, 
     programs = write_jsonl(tmp_path / "noop.jsonl", [{"task_id": i, "program": NOOP} for i in ids])
     out = tmp_path / "rows.jsonl"
     assert verify.run(["--data", str(asper_path), "--programs", programs, "--out", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == f"passed {len(NOOP_PASSES)}/250"
+    n = len(NOOP_PASSES)
+    assert capsys.readouterr().out.splitlines()[-1] == f"passed {n}/250, strict {n}/250"
     rows = read_rows(out)
     assert [r["task_id"] for r in rows if r["status"] == "pass"] == NOOP_PASSES
     assert all(r["status"] in ("fail", "error") for r in rows if r["task_id"] not in NOOP_PASSES)
@@ -246,7 +251,7 @@ def test_explain_adds_the_divergence_to_rows_that_did_not_pass(no_archive, tmp_p
     ])
     out = tmp_path / "rows.jsonl"
     assert verify.run(["--programs", programs, "--out", str(out), "--explain"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "passed 1/4"
+    assert capsys.readouterr().out.splitlines()[-1] == "passed 1/4, strict 1/4"
     wrong, right, missing, unknown = read_rows(out)
     assert list(wrong) == [*verify.ROW_KEYS, *EXPLAIN_KEYS]
     assert (wrong["status"], wrong["divergence_line"], wrong["category"]) == ("fail", line, "wrong_arguments")
