@@ -654,6 +654,7 @@ def program_outcome(
             message=result.message,
             seconds=result.seconds,
             called_primitives=tuple(result.called_primitives),
+            collateral=result.collateral,
             **common,
         )
     if program.status == PROMPT_TOO_LONG:
@@ -687,8 +688,8 @@ def _generation_figures(
     failures: Sequence[Mapping[str, Any]],
     generators: Sequence[Any],
 ) -> GenerationFigures:
-    """The cell's generation figures: success, the share of tasks per status, the tasks per failure
-    category and the generators' usage summed."""
+    """The cell's generation figures: success and strict success (passed without collateral), the
+    share of tasks per status, the tasks per failure category and the generators' usage summed."""
     usage: dict[str, float] = {}
     for generator in generators:
         if not isinstance(generator, SummarisesUsage):
@@ -697,7 +698,13 @@ def _generation_figures(
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 usage[key] = usage.get(key, 0.0) + float(value)
     statuses = [outcome.status for outcome in outcomes]
+    audited = [outcome for outcome in outcomes if outcome.collateral is not None]
+    strict_success = None
+    if audited:
+        # a task whose program was not executed is not strict either
+        strict_success = _mean(float(outcome.strict is True) for outcome in outcomes)
     return GenerationFigures(
+        strict_success=strict_success,
         success=_mean(float(status == "pass") for status in statuses),
         status={
             name: _mean(float(status == name) for status in statuses) for name in TASK_STATUSES

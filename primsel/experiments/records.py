@@ -270,6 +270,8 @@ class GenerationFigures:
     usage : the generators' usage summed (``calls``, ``errors``, ``cache_hits``, tokens, ...);
         ``generator_<key>``.
     cache_hits : answers taken from the answer cache (None: not counted).
+    strict_success : fraction of tasks passed without collateral (the collateral audit,
+        :attr:`primsel.types.ExecutionResult.strict`); None: not audited (a report written before).
     """
 
     success: float
@@ -277,10 +279,13 @@ class GenerationFigures:
     failures: Mapping[str, float] = field(default_factory=dict)
     usage: Mapping[str, float] = field(default_factory=dict)
     cache_hits: float | None = None
+    strict_success: float | None = None
 
     def to_json(self) -> dict[str, float]:
         """The report.json keys of the generation."""
         out: dict[str, Any] = {"success": self.success}
+        if self.strict_success is not None:
+            out["strict_success"] = self.strict_success
         out.update({f"status_{name}": value for name, value in self.status.items()})
         out.update({f"failures_{name}": value for name, value in self.failures.items()})
         out.update({f"generator_{name}": value for name, value in self.usage.items()})
@@ -294,6 +299,7 @@ class GenerationFigures:
         if "success" not in keys:
             return None
         success = keys.pop("success")
+        strict_success = keys.pop("strict_success", None)
         status = _with_prefix(keys, "status_")
         failures = _with_prefix(keys, "failures_")
         usage = _with_prefix(keys, "generator_")
@@ -303,6 +309,7 @@ class GenerationFigures:
             failures=failures,
             usage=usage,
             cache_hits=keys.pop("cache_hits", None),
+            strict_success=strict_success,
         )
 
 
@@ -578,6 +585,10 @@ class ReportFile:
             return getattr(self.selection, name)
         if name == "success":
             return self.success
+        if name == "strict_success":
+            if self.generation is None:
+                return None
+            return self.generation.strict_success
         if self.aspera is not None and name in self.aspera.figures:
             return self.aspera.figures[name]
         return self.extra.get(name)
@@ -940,6 +951,10 @@ class ProgramOutcome:
     import_lenient_status : the status of the program re-run with lenient imports (ASPERA's figure).
     prompt_digest : the answer-cache key of the request the answer came from (a chat generator's;
         "": none, not written), what exported answers are filed under (:mod:`primsel.llm.answers`).
+    collateral : the collateral audit of the executed program (:attr:`primsel.types.ExecutionResult.collateral`:
+        rows of the task's world it removed or changed that the reference program left alone); None: not
+        executed, or a row written before the audit (not written). ``strict`` (passed and collateral 0) is
+        written beside it.
     aspera_selection, aspera_gold : under ASPERA's protocol, the symbol names ASPERA's
         primitive-selection metric compares (:mod:`primsel.eval.aspera`): the selected symbols'
         (none for the CCK agent) and those its substring rule finds in the reference program (None:
@@ -961,6 +976,7 @@ class ProgramOutcome:
     parse_failure: str | None = None
     import_lenient_status: str | None = None
     prompt_digest: str = ""
+    collateral: int | None = None
     aspera_selection: tuple[str, ...] | None = None
     aspera_gold: tuple[str, ...] | None = None
 
@@ -968,6 +984,13 @@ class ProgramOutcome:
     def passed(self) -> bool:
         """True when the task passed."""
         return self.status == "pass"
+
+    @property
+    def strict(self) -> bool | None:
+        """Passed without collateral (None when the audit did not run)."""
+        if self.collateral is None:
+            return None
+        return self.passed and self.collateral == 0
 
     def to_json(self) -> dict[str, Any]:
         """The row's keys of the program (``prompt_digest``, ``aspera_selection`` and
@@ -990,6 +1013,9 @@ class ProgramOutcome:
         }
         if self.prompt_digest:
             out["prompt_digest"] = self.prompt_digest
+        if self.collateral is not None:
+            out["collateral"] = self.collateral
+            out["strict"] = self.strict
         if self.aspera_selection is not None:
             out["aspera_selection"] = list(self.aspera_selection)
         if self.aspera_gold is not None:
@@ -1015,6 +1041,7 @@ class ProgramOutcome:
             parse_failure=data.get("parse_failure"),
             import_lenient_status=data.get("import_lenient_status"),
             prompt_digest=data.get("prompt_digest") or "",
+            collateral=data.get("collateral"),
             aspera_selection=_optional_names(data.get("aspera_selection")),
             aspera_gold=_optional_names(data.get("aspera_gold")),
         )

@@ -56,7 +56,10 @@ COLUMNS_NOTE = (
     "ranking metrics averaged over tie orders."
 )
 GENERATION_NOTE = (
-    "- Generation: success with its 95% Wilson interval; score: ASPERA's score (100 x passed / "
+    "- Generation: success with its 95% Wilson interval; strict: success without collateral, the "
+    "share of tasks that passed and removed or changed no row of their world that the task's reference "
+    "program left alone (the collateral audit, docs/sandbox.md; – for a cell run before it); "
+    "score: ASPERA's score (100 x passed / "
     "evaluated, minus refused / all); sel. R: selection recall (macro: the mean over tasks of the "
     "share of gold primitives selected); gold complete: share of tasks whose selection held every gold "
     "primitive, with the success of those tasks and of the others, and Fisher's exact test of the "
@@ -418,11 +421,13 @@ def _generation_row(cell: LoadedCell) -> list[str]:
         rates.append(f"{tasks_passed}/{tasks} ({tasks_passed / tasks:.0%})" if tasks else "–")
     score = None if report.aspera is None else report.aspera.score
     recall = report.selection.recall_macro
+    strict = report.metric("strict_success")
     return [
         cell.label,
         str(cell.settings.get("k")),
         str(n),
         f"{passed / n if n else 0:.3f} [{low:.3f}, {high:.3f}]",
+        "–" if strict is None else f"{strict:.3f}",
         "–" if score is None else f"{score:.1f}",
         "–" if recall is None else f"{recall:.3f}",
         f"{cover['complete'][0] / n if n else 0:.2f}",
@@ -449,6 +454,7 @@ def generation_table(cells: Sequence[LoadedCell]) -> list[str]:
         "k",
         "tasks",
         "success [95% CI]",
+        "strict",
         "score",
         "sel. R",
         "gold complete",
@@ -459,7 +465,7 @@ def generation_table(cells: Sequence[LoadedCell]) -> list[str]:
         "answer",
         "wall min",
     ]
-    return ["", "## Generation", "", *table(header, rows, "lrrlrrrlrrrrr"), "", GENERATION_NOTE]
+    return ["", "## Generation", "", *table(header, rows, "lrrlrrrrlrrrrr"), "", GENERATION_NOTE]
 
 
 def aspera_table(cells: Sequence[LoadedCell]) -> list[str]:

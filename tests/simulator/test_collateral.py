@@ -160,3 +160,37 @@ def test_a_wiping_program_passes_three_archive_tasks_but_never_strictly(asper_pa
     # the count is every row of the initial worlds that the reference program leaves as it was
     expected = {i: sum(_rows_the_reference_keeps(tasks[i])) for i in WIPED_PASSES}
     assert {row["task_id"]: row["collateral"] for row in rows} == expected
+
+
+def test_a_run_s_task_rows_and_report_give_collateral_and_strict_success(tmp_path, builtin, monkeypatch):
+    from primsel.experiments.config import parse_config
+    from primsel.experiments.runner import run_experiment
+    from primsel.reporting import write_report
+
+    monkeypatch.delenv("PRIMSEL_ASPER_BENCH", raising=False)
+    programs = tmp_path / "programs.jsonl"
+    # builtin-03 passes, changing a row of the directory the reference keeps; builtin-05 passes with
+    # its own program
+    renaming = _delete("Roadmap chat") + textwrap.indent(textwrap.dedent('''\
+        from aspera.simulation.execution_context import get_current_context
+        for row in get_current_context().tables["EMPLOYEES"]:
+            if row["name"] == "Kofi":
+                row["name"] = "Kofi B."
+        '''), "    ")
+    lines = [{"task_id": "builtin-03", "program": renaming},
+             {"task_id": "builtin-05", "program": builtin["builtin-05"].program}]
+    programs.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    config = parse_config({"name": "audited", "retriever": "bm25", "k": 5,
+                           "generator": {"type": "replay", "programs": str(programs)}})
+    result = run_experiment(config, tmp_path / "runs", progress=False, tasks=None,
+                            task_ids=["builtin-03", "builtin-05"])
+    cell = tmp_path / "runs" / "audited" / result.computed[0]
+    rows = {row["task_id"]: row for row in map(json.loads, (cell / "tasks.jsonl").read_text().splitlines())}
+    assert (rows["builtin-03"]["status"], rows["builtin-03"]["collateral"], rows["builtin-03"]["strict"]) == \
+           ("pass", 1, False)
+    assert (rows["builtin-05"]["status"], rows["builtin-05"]["collateral"], rows["builtin-05"]["strict"]) == \
+           ("pass", 0, True)
+    report = json.loads((cell / "report.json").read_text())
+    assert (report["success"], report["strict_success"]) == (1.0, 0.5)
+    text = write_report(tmp_path / "runs" / "audited").read_text()
+    assert "| 1.000 [0.342, 1.000] | 0.500 |" in text
