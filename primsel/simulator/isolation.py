@@ -170,8 +170,7 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER, proc: int 
         untrusted code.
     """
     if user is not None:
-        if len(user) != 2 or not all(type(v) is int and 0 < v < 2**32 - 1 for v in user):
-            raise ValueError(f"user must be (uid, gid), both in [1, 2**32 - 2], got {user!r}")
+        _check_user(user)
     libc = processes.libc()
     bounding_cleared = _drop_bounding_set(libc)
     if not bounding_cleared and _capabilities(libc, clear=False)[0]:
@@ -189,37 +188,62 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER, proc: int 
     if os.geteuid() == 0 or os.getuid() == 0:
         if user is None:
             raise OSError(errno.EPERM, "a process running as root needs an unprivileged user to become")
-        uid, gid = user
-        # The highest limit allowed while the namespace is made: a user namespace takes its
-        # creator's limit as the bound of the user's count on the host, a count every program
-        # process of the user shares (one program's threads must not make another's fail); the
-        # namespace's own limit, on this process's threads alone, comes below.
-        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
-        resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
-        own_namespace = _own_user_namespace(libc, proc)
-        if own_namespace and not _drop_bounding_set(libc):
-            raise OSError(errno.EPERM, "the bounding set could not be emptied in a new user namespace")
+        own_namespace = _become_user(libc, user, proc)
         # in its own namespace only its own threads count; without one (user namespaces not
         # allowed) the limit counts the unprivileged user's processes and threads on the host
         nproc = NPROC
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     else:
-        # an ordinary user: in its own user namespace only that namespace's processes count;
-        # elsewhere every process of the user does, so the bound comes on top of those
-        nproc = NPROC if own_namespace else _user_tasks(os.getuid()) + NPROC
-        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
-        if hard != resource.RLIM_INFINITY:
-            nproc = min(nproc, hard)
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        nproc = _limit_user_processes(own_namespace)
     left = _capabilities(libc, clear=True)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if any(left) or 0 in os.getresuid() or 0 in os.getresgid() or os.getgroups():
         raise OSError(errno.EPERM, "privileges are left after dropping them")
     return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared, "nproc": nproc,
             "own_user_namespace": own_namespace}
+
+
+def _check_user(user: tuple[int, int]) -> None:
+    """Raise ValueError unless ``user`` is ``(uid, gid)`` with both in ``[1, 2**32 - 2]``."""
+    if len(user) != 2 or not all(type(v) is int and 0 < v < 2**32 - 1 for v in user):
+        raise ValueError(f"user must be (uid, gid), both in [1, 2**32 - 2], got {user!r}")
+
+
+def _become_user(libc: Any, user: tuple[int, int], proc: int | None) -> bool:
+    """A process running as root becomes ``user``: no supplementary groups, ``user``'s gid and uid
+    as real, effective and saved ids, then a user namespace of its own mapping only those ids
+    (its fresh bounding set emptied). Returns whether that namespace was entered.
+
+    Raises
+    ------
+    OSError : a step failed.
+    """
+    uid, gid = user
+    # The highest limit allowed while the namespace is made: a user namespace takes its
+    # creator's limit as the bound of the user's count on the host, a count every program
+    # process of the user shares (one program's threads must not make another's fail); the
+    # namespace's own limit, on this process's threads alone, is set by the caller.
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    own_namespace = _own_user_namespace(libc, proc)
+    if own_namespace and not _drop_bounding_set(libc):
+        raise OSError(errno.EPERM, "the bounding set could not be emptied in a new user namespace")
+    return own_namespace
+
+
+def _limit_user_processes(own_namespace: bool) -> int:
+    """Set RLIMIT_NPROC for an ordinary user and return it: in its own user namespace only that
+    namespace's processes count, so :data:`NPROC`; elsewhere every process of the user does, so
+    the bound comes on top of those (capped by the hard limit)."""
+    nproc = NPROC if own_namespace else _user_tasks(os.getuid()) + NPROC
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    if hard != resource.RLIM_INFINITY:
+        nproc = min(nproc, hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return nproc
 
 
 def _user_tasks(uid: int) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 import nestedtext
 import pytest
 
-from primsel.datasets import load_tasks
+from primsel.datasets import load_builtin_tasks
 from primsel.types import Task
 from tests.aspera import scripted
 
@@ -146,7 +146,7 @@ def given_names(task_id: str, names: Sequence[str]) -> list[str]:
 
 @pytest.fixture(scope="session")
 def builtin_tasks() -> list[Task]:
-    return load_tasks(None)
+    return load_builtin_tasks()
 
 
 @pytest.fixture(scope="session")

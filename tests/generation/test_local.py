@@ -372,7 +372,7 @@ def test_the_server_command_is_the_child_entry_with_the_settings(tmp_path):
                          settings=ServerSettings(threads=3, n_ctx=4096, n_cache_reuse=0, n_batch=512))
     assert server.command() == [sys.executable, "-m", "primsel.llm.local", "--gguf", str(gguf.resolve()),
                                 "--alias", "tiny-x", "--port", "1234", "--threads", "3", "--ctx", "4096",
-                                "--cache-reuse", "0", "--batch", "512"]
+                                "--cache-reuse", "0", "--batch", "512", "--poll", "0"]
     assert LocalServer(gguf, port=0).model == f"tiny-{sha(gguf.read_bytes())[:12]}"
     assert ServerSettings(threads=None).resolved_threads() == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError):
