@@ -27,7 +27,9 @@ use them are skipped elsewhere).
 Sections: 1. forging the verdict; 2. what the program must not see; 3. the host (files, other
 processes, the network, privileges and kernel facilities); 4. resources and time, the program's
 and the judge's; 5. across tasks (channels between program processes, what an earlier task or the
-caller leaves); 6. what the verdict and the feedback say; 7. the caller; then the table, run.
+caller leaves); 6. what the verdict and the feedback say; 7. the caller; round 5, red team (the
+collateral audit, judge time in C, pending signals, access times, the kernel's caches, variants of
+the fixed items: tests named ``test_r5_*``); then the table, run.
 
 Running as a normal user: the file must pass both as root and as an ordinary user. As root::
 
@@ -3245,7 +3247,7 @@ def test_r5_judge_work_on_a_huge_world_left_is_the_program_s(builtin):
             tables["USER_METADATA"].extend({"calendar_visible_to": ["e%d" % i]} for i in range(300000))
     ''')
     started = time.monotonic()
-    with Sandbox(workers=1, audit_hook=False, timeout=10.0, judge_timeout=1.0) as box:
+    with Sandbox(workers=1, audit_hook=False, timeout=10.0, judge_timeout=4.0) as box:
         result = box.execute(builtin["builtin-05"], program)
         after = box.execute(builtin["builtin-05"], builtin["builtin-05"].program)
     assert time.monotonic() - started < 60.0
@@ -3282,7 +3284,7 @@ def test_r5_room_names_that_make_re2_quadratic_are_the_program_s_time():
 # --- across tasks --------------------------------------------------------------------------------
 
 #: Queues real-time signals to itself (blocked, so they stay pending) until the kernel refuses,
-#: holds them a while, and reports how many it got.
+#: holds them a while, and reports how many it got and its own limit (RLIMIT_SIGPENDING).
 PENDING_SIGNALS = textwrap.dedent('''\
     def fill():
         import ctypes, os, signal, time
@@ -3297,7 +3299,8 @@ PENDING_SIGNALS = textwrap.dedent('''\
         while count < 1_000_000 and libc.sigqueue(os.getpid(), signal.SIGRTMIN, Value(1)) == 0:
             count += 1
         time.sleep({hold})
-        raise ValueError(str(count))
+        import resource
+        raise ValueError("%d %d" % (count, resource.getrlimit(resource.RLIMIT_SIGPENDING)[0]))
     ''')
 
 
@@ -3306,12 +3309,22 @@ PENDING_SIGNALS = textwrap.dedent('''\
                                        "share one budget, a channel between tasks (and a program can exhaust it "
                                        "for every process of the unprivileged user)")
 def test_r5_pending_signals_are_no_channel_between_concurrent_tasks():
-    program = PENDING_SIGNALS.format(hold=6)
+    program = PENDING_SIGNALS.format(hold=10)
     with Sandbox(workers=2, timeout=30.0, audit_hook=False) as box:
         results = list(box.execute_many([(PLAIN_TASK, program, None)] * 2))
-    counts = [int(r.message) for r in results]
-    # each got the whole of its own limit, whatever the other held
-    assert counts[0] == counts[1], counts
+    got = [tuple(map(int, r.message.split())) for r in results]
+    # each gets (nearly) the whole of its own limit, whatever the other holds; shared, the two
+    # add up to one limit
+    assert [count >= 0.9 * limit for count, limit in got] == [True, True], got
+
+
+def test_r5_pending_signals_of_a_finished_task_do_not_reach_the_next():
+    # one after the other: what the first left pending ends with its process
+    with Sandbox(workers=1, timeout=30.0, audit_hook=False) as box:
+        first = box.execute(PLAIN_TASK, PENDING_SIGNALS.format(hold=0))
+        second = box.execute(PLAIN_TASK, PENDING_SIGNALS.format(hold=0))
+    got = [tuple(map(int, r.message.split())) for r in (first, second)]
+    assert [count >= 0.9 * limit for count, limit in got] == [True, True], got
 
 
 PREVIOUS_END_PROBE = textwrap.dedent('''\
@@ -3452,7 +3465,10 @@ def _negative_dentries() -> int:
 @pytest.mark.xfail(strict=True, reason="stat of names that do not exist is unlimited (documented): one program adds "
                                        "hundreds of thousands of negative dentries, kernel memory on the host")
 def test_r5_negative_dentries_a_program_adds_are_bounded():
-    program = textwrap.dedent('''\
+    import uuid
+
+    prefix = f"/tmp/primsel-review-missing-{uuid.uuid4().hex}-"  # names no earlier run looked up
+    program = textwrap.dedent(f'''\
         def walk():
             import os, time
             end = time.monotonic() + 3.0
@@ -3460,7 +3476,7 @@ def test_r5_negative_dentries_a_program_adds_are_bounded():
             while time.monotonic() < end and count < 400000:
                 for _ in range(1000):
                     try:
-                        os.stat("/tmp/primsel-review-missing-%d-%d" % (os.getpid(), count))
+                        os.stat({prefix!r} + str(count))
                     except OSError:
                         pass
                     count += 1
