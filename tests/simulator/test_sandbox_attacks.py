@@ -27,7 +27,9 @@ use them are skipped elsewhere).
 Sections: 1. forging the verdict; 2. what the program must not see; 3. the host (files, other
 processes, the network, privileges and kernel facilities); 4. resources and time, the program's
 and the judge's; 5. across tasks (channels between program processes, what an earlier task or the
-caller leaves); 6. what the verdict and the feedback say; 7. the caller; then the table, run.
+caller leaves); 6. what the verdict and the feedback say; 7. the caller; round 5, red team (the
+collateral audit, judge time in C, pending signals, access times, the kernel's caches, variants of
+the fixed items: tests named ``test_r5_*``); then the table, run.
 
 Running as a normal user: the file must pass both as root and as an ordinary user. As root::
 
@@ -3068,6 +3070,532 @@ def test_47_primsel_verify_keeps_running_through_attacks(tmp_path, tasks, host, 
     assert [(r["status"], r["error_type"]) for r in got[:-3]
             if r["status"] == "pass" or r["error_type"] in OUTSIDE] == []
     host.assert_unchanged()
+
+
+# ================================================================================================
+# Round 5, red team: the collateral audit, variants of the fixed items, the host and the caller
+# ================================================================================================
+#
+# Standalone tests (not the table): each runs its own program (or pair of programs) in a sandbox
+# without the audit hook unless it says so (the layers beneath must hold alone). Attacks that
+# still get through are marked ``xfail(strict=True)`` with what they show.
+
+#: The round's sandbox limits: the program's, and the judge's own (short, so that judge-time
+#: attacks end quickly; long enough for a setup program on a machine at load 15).
+RED = {"timeout": 20.0, "judge_timeout": 6.0}
+#: Most seconds a row of the round may take: both limits and the caller's grace.
+RED_BOUND = RED["timeout"] + RED["judge_timeout"] + 15.0
+
+
+@pytest.fixture(scope="module")
+def red_box():
+    """One worker, no audit hook, the round's limits."""
+    with Sandbox(workers=1, audit_hook=False, **RED) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def builtin():
+    return {task.id: task for task in load_builtin_tasks()}
+
+
+def _entry_then_reference(task: Task, before: str) -> str:
+    """A program that runs ``before`` (statements on the world), then the task's reference program
+    (defined below it) and returns what the reference returns."""
+    reference_name = re.search(r"^def (\w+)", task.program, re.M).group(1)
+    head = "def attack():\n" + textwrap.indent(textwrap.dedent(before).strip("\n"), "    ")
+    return head + f"\n    return {reference_name}()\n\n\n" + task.program
+
+
+# --- the collateral audit ------------------------------------------------------------------------
+
+#: A task of our own whose world holds one room, and whose evaluation program searches the rooms
+#: the program left: each room is looked up again by its name, in a Python loop over the rooms.
+ONE_ROOM_TASK = dataclasses.replace(ROOM_TASK, id="one-room", setup_programs=(textwrap.dedent('''\
+    def setup():
+        from aspera.simulation.execution_context import get_current_context
+        get_current_context().tables["CONFERENCE_ROOMS"].append(
+            {"room_id": "hopper", "capacity": 8, "room_name": "Hopper"})
+    '''),))
+#: Deletes the world's room, then leaves 8,000 rooms: the check's search takes quadratic time in
+#: Python (the judge's timer fires), past the judge's limit: timeout / CheckTimeout, the program's.
+ROOMS_AFTER_DELETING = _program('''
+    def f():
+        from aspera.simulation.execution_context import get_current_context
+        table = get_current_context().tables["CONFERENCE_ROOMS"]
+        table.clear()
+        table.extend({"room_id": "r%d" % i, "capacity": 4, "room_name": "r%d" % i} for i in range(8000))
+''')
+
+
+@pytest.mark.xfail(strict=True, reason="a check that outlasts the judge's limit resets the verdict to "
+                                       "evaluator_error()'s, whose collateral is 0: the row destroyed is not counted")
+def test_r5_collateral_survives_a_check_that_times_out():
+    with Sandbox(workers=1, audit_hook=False, timeout=30.0, judge_timeout=2.0) as box:
+        result = box.execute(ONE_ROOM_TASK, ROOMS_AFTER_DELETING)
+    assert (result.status, result.error_type, result.raised_by) == ("timeout", "CheckTimeout", "program"), result
+    assert result.collateral == 1, result
+
+
+# builtin-03 (cancel the meeting with Tomasz): the right deletion, and a directory row nobody
+# attends changed (its e-mail address) with a copy of its old value added back at the end.
+CHANGE_AND_COPY = '''
+    from aspera.simulation.execution_context import get_current_context
+    tables = get_current_context().tables
+    attending = {i for row in tables["USER_CALENDAR"] for i in (row["attendees"] or [])}
+    victim = [row for row in tables["EMPLOYEES"] if row["employee_id"] not in attending and not row["is_user"]][-1]
+    old = dict(victim)
+    victim["email_address"] = "attacker@example.com"
+    tables["EMPLOYEES"].append(old)
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="the audit is a multiset of row texts: a row changed in place is hidden by "
+                                       "adding back a copy of its old value (strict pass, collateral 0, and the "
+                                       "directory now holds two rows for one employee id)")
+def test_r5_a_changed_row_is_not_hidden_by_a_copy_of_its_old_value(red_box, builtin):
+    task = builtin["builtin-03"]
+    result = red_box.execute(task, _entry_then_reference(task, CHANGE_AND_COPY))
+    assert result.status == "pass", result  # the evaluation program does not read the directory
+    assert result.collateral >= 1 and not result.strict, result
+
+
+def test_r5_collateral_of_a_program_that_raises_after_wiping(red_box, builtin):
+    # builtin-05 (free slots tomorrow): the reference only reads, so every row of the world counts
+    program = _program('''
+        def f():
+            from aspera.simulation.execution_context import get_current_context
+            for rows in get_current_context().tables.values():
+                rows.clear()
+            raise ValueError("wiped")
+    ''')
+    result = red_box.execute(builtin["builtin-05"], program)
+    assert (result.status, result.error_type) == ("error", "ValueError"), result
+    assert result.collateral == 4 + 13  # its four events and thirteen employees
+
+
+def test_r5_collateral_of_an_unsupported_return_after_wiping(red_box, builtin):
+    program = _program('''
+        def f():
+            from aspera.simulation.execution_context import get_current_context
+            for rows in get_current_context().tables.values():
+                rows.clear()
+            return lambda: True
+    ''')
+    result = red_box.execute(builtin["builtin-05"], program)
+    assert (result.status, result.error_type) == ("error", "UnsupportedReturn"), result
+    assert result.collateral == 4 + 13, result
+
+
+@pytest.mark.xfail(strict=True, reason="the audit compares the encodings of rows, which keep the keys' order: a "
+                                       "row rebuilt with equal values in another key order counts as changed")
+def test_r5_rows_rebuilt_with_equal_values_are_no_collateral(red_box, builtin):
+    task = builtin["builtin-05"]
+    program = _entry_then_reference(task, '''
+        from aspera.simulation.execution_context import get_current_context
+        for rows in get_current_context().tables.values():
+            rows[:] = [dict(reversed(list(row.items()))) for row in rows]
+    ''')
+    result = red_box.execute(task, program)
+    assert (result.status, result.collateral, result.strict) == ("pass", 0, True), result
+
+
+def test_r5_a_table_sent_twice_is_audited_as_it_is_installed(red_box, builtin):
+    # a forged answer naming EMPLOYEES twice: first as it was, then empty; the judge must audit
+    # the world it installs (the empty directory), not the first copy
+    program = _with('''
+        def f():
+            import json
+            from primsel.simulator import codec
+            document = json.loads(_answer(**{"return": None})[4:])
+            tables = document["state"]["d"]
+            tables.append(["EMPLOYEES", []])
+            body = codec.dumps(document)
+            _send(len(body).to_bytes(4, "big") + body)
+    ''', _FORGED_SEND)
+    result = red_box.execute(builtin["builtin-05"], program)
+    assert result.status != "pass", result
+    assert result.collateral == 13, result
+
+
+def test_r5_a_planted_row_that_breaks_the_check_is_not_blamed_outside(red_box, builtin):
+    # an event without a start makes the evaluation program's sort raise in the judge
+    program = _program('''
+        def f():
+            from aspera.simulation.execution_context import get_current_context
+            table = get_current_context().tables["USER_CALENDAR"]
+            row = dict(table[0])
+            row["event_id"], row["starts_at"] = "planted", None
+            table.append(row)
+            return []
+    ''')
+    result = red_box.execute(builtin["builtin-05"], program)
+    assert result.status != "pass", result
+    assert result.error_type not in OUTSIDE, result
+    code = Program(task_id="builtin-05", code=program)
+    for level in LEVELS:
+        assert "outside your program" not in feedback_text(level, code, result, RED["timeout"])
+
+
+def test_r5_judge_work_on_a_huge_world_left_is_the_program_s(builtin):
+    # one row dropped (the reference runs) and 300,000 rows added: the audit's own work on them
+    program = _program('''
+        def f():
+            from aspera.simulation.execution_context import get_current_context
+            tables = get_current_context().tables
+            tables["USER_CALENDAR"].pop()
+            tables["USER_METADATA"].extend({"calendar_visible_to": ["e%d" % i]} for i in range(300000))
+    ''')
+    started = time.monotonic()
+    with Sandbox(workers=1, audit_hook=False, timeout=10.0, judge_timeout=4.0) as box:
+        result = box.execute(builtin["builtin-05"], program)
+        after = box.execute(builtin["builtin-05"], builtin["builtin-05"].program)
+    assert time.monotonic() - started < 60.0
+    assert result.status != "pass" and result.error_type not in OUTSIDE, result
+    assert after.status == "pass", after
+
+
+# --- judge time in C -----------------------------------------------------------------------------
+
+#: Two room names: a 3,000-character pattern and a 100,000-character text. RE2's DFA for the
+#: pattern outgrows its memory budget, so RE2 falls back to its NFA: 3,000 x 100,000 steps in C,
+#: where the judge's timer does not fire.
+QUADRATIC_ROOMS = textwrap.dedent('''\
+    def rooms():
+        from aspera.simulation.execution_context import get_current_context
+        table = get_current_context().tables["CONFERENCE_ROOMS"]
+        table.append({"room_id": "r0", "capacity": 4, "room_name": "a" * 3000 + "b"})
+        table.append({"room_id": "r1", "capacity": 4, "room_name": "a" * 100000})
+    ''')
+
+
+@pytest.mark.xfail(strict=True, reason="room names matched by RE2 still cost the judge quadratic time in C (a DFA "
+                                       "over budget falls back to the NFA), where the judge's timer cannot fire: "
+                                       "the caller's grace ends it as WorkerDied, a fault outside the program")
+def test_r5_room_names_that_make_re2_quadratic_are_the_program_s_time():
+    with Sandbox(workers=1, timeout=10.0, judge_timeout=3.0) as box:
+        started = time.monotonic()
+        result = box.execute(ROOM_TASK, QUADRATIC_ROOMS)
+        spent = time.monotonic() - started
+    assert result.error_type not in OUTSIDE, (spent, result)
+    assert (result.status, result.raised_by) == ("timeout", "program"), (spent, result)
+
+
+# --- across tasks --------------------------------------------------------------------------------
+
+#: Queues real-time signals to itself (blocked, so they stay pending) until the kernel refuses,
+#: holds them a while, and reports how many it got and its own limit (RLIMIT_SIGPENDING).
+PENDING_SIGNALS = textwrap.dedent('''\
+    def fill():
+        import ctypes, os, signal, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+
+        class Value(ctypes.Union):
+            _fields_ = [("number", ctypes.c_int), ("pointer", ctypes.c_void_p)]
+
+        libc.sigqueue.argtypes = [ctypes.c_int, ctypes.c_int, Value]
+        count = 0
+        while count < 1_000_000 and libc.sigqueue(os.getpid(), signal.SIGRTMIN, Value(1)) == 0:
+            count += 1
+        time.sleep({hold})
+        import resource
+        raise ValueError("%d %d" % (count, resource.getrlimit(resource.RLIMIT_SIGPENDING)[0]))
+    ''')
+
+
+@pytest.mark.xfail(strict=True, reason="pending signals are counted per user on the host (RLIMIT_SIGPENDING, "
+                                       "charged up through the user namespaces): two program processes at once "
+                                       "share one budget, a channel between tasks (and a program can exhaust it "
+                                       "for every process of the unprivileged user)")
+def test_r5_pending_signals_are_no_channel_between_concurrent_tasks():
+    program = PENDING_SIGNALS.format(hold=10)
+    with Sandbox(workers=2, timeout=30.0, audit_hook=False) as box:
+        results = list(box.execute_many([(PLAIN_TASK, program, None)] * 2))
+    got = [tuple(map(int, r.message.split())) for r in results]
+    # each gets (nearly) the whole of its own limit, whatever the other holds; shared, the two
+    # add up to one limit
+    assert [count >= 0.9 * limit for count, limit in got] == [True, True], got
+
+
+def test_r5_pending_signals_of_a_finished_task_do_not_reach_the_next():
+    # one after the other: what the first left pending ends with its process
+    with Sandbox(workers=1, timeout=30.0, audit_hook=False) as box:
+        first = box.execute(PLAIN_TASK, PENDING_SIGNALS.format(hold=0))
+        second = box.execute(PLAIN_TASK, PENDING_SIGNALS.format(hold=0))
+    got = [tuple(map(int, r.message.split())) for r in (first, second)]
+    assert [count >= 0.9 * limit for count, limit in got] == [True, True], got
+
+
+PREVIOUS_END_PROBE = textwrap.dedent('''\
+    def probe():
+        import gc, sys
+        found = []
+        status = int("197" + "12")  # 77 << 8, made at run time (not a constant of this code)
+        roots = list(gc.get_objects())
+        for module in list(sys.modules.values()):
+            roots.append(getattr(module, "__dict__", {}))
+        for holder in roots:
+            try:
+                inner = gc.get_referents(holder)
+            except Exception:
+                continue
+            for value in inner:
+                if type(value) is int and value == status and value is not status:
+                    found.append(type(holder).__name__)
+                elif type(value).__name__ in ("struct_rusage", "waitid_result"):
+                    found.append(type(value).__name__)
+        raise ValueError("LEAK %r" % found[:20] if found else "CLEAN")
+    ''')
+
+
+def test_r5_the_previous_task_s_end_is_not_in_the_spawner_s_objects():
+    # the frames were cleaned of it; what gc and the modules reach must hold none of it either
+    with Sandbox(workers=1, timeout=10, audit_hook=False) as box:
+        box.execute(PLAIN_TASK, "def quit():\n    import os\n    os._exit(77)\n")
+        result = box.execute(PLAIN_TASK, PREVIOUS_END_PROBE)
+    assert result.message == "CLEAN", result.message
+
+
+def test_r5_the_reference_program_is_nowhere_in_the_program_process(red_box, builtin):
+    # the judge now holds the reference program's text (for the audit): the program's process
+    # must not reach it by gc, modules or frames
+    task = builtin["builtin-05"]
+    line = max((text.strip() for text in task.program.splitlines()), key=len)
+    half = len(line) // 2
+    program = textwrap.dedent(f'''\
+        def probe():
+            import gc, sys
+            mark = {line[:half]!r} + {line[half:]!r}
+            found = set()
+            roots = list(gc.get_objects()) + [m.__dict__ for m in list(sys.modules.values()) if hasattr(m, "__dict__")]
+            frame = sys._getframe()
+            while frame is not None:
+                roots.append(frame.f_locals)
+                frame = frame.f_back
+            for holder in roots:
+                try:
+                    inner = gc.get_referents(holder)
+                except Exception:
+                    continue
+                for value in inner:
+                    if isinstance(value, (str, bytes)) and value is not mark:
+                        text = str(value) if isinstance(value, str) else value.decode("latin-1")
+                        if mark in text:
+                            found.add(text[:60])
+            raise ValueError("LEAK %r" % sorted(found) if found else "CLEAN")
+        ''')
+    assert line[:half] + line[half:] not in program
+    result = red_box.execute(task, program)
+    assert result.message == "CLEAN", result.message
+
+
+# --- access times --------------------------------------------------------------------------------
+
+def _old_tree(base: Path) -> tuple[Path, Path, float]:
+    """A directory with a file in it, readable by everyone, both last read three days ago
+    (before their last change: ``relatime`` would update them)."""
+    directory = base / "tree"
+    directory.mkdir()
+    target = directory / "data.bin"
+    target.write_bytes(b"x" * 8192)
+    os.chmod(base, 0o755)
+    os.chmod(directory, 0o755)
+    os.chmod(target, 0o644)
+    old = time.time() - 3 * 86400
+    for path in (target, directory):
+        os.utime(path, (old, old + 60))
+    return directory, target, old
+
+
+def test_r5_listing_a_directory_and_mapping_a_file_change_no_access_time():
+    directory, target, old = _old_tree(Path(tempfile.mkdtemp(dir="/tmp")))
+    try:
+        program = textwrap.dedent(f'''\
+            def touch():
+                import mmap, os
+                names = os.listdir({str(directory)!r})
+                with open({str(target)!r}, "rb") as handle:
+                    mapped = mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ)
+                    first = mapped[0]
+                    mapped.close()
+                return [names, first]
+            ''')
+        with Sandbox(workers=1, timeout=10, landlock=False, audit_hook=False) as box:
+            result = box.execute(PLAIN_TASK, program)
+        assert result.status == "pass", result
+        assert os.stat(directory).st_atime == pytest.approx(old, abs=1)
+        assert os.stat(target).st_atime == pytest.approx(old, abs=1)
+    finally:
+        subprocess.run(["rm", "-rf", str(directory.parent)], check=False)
+
+
+@root_only
+def test_r5_a_mount_made_after_the_worker_started_changes_no_access_time():
+    base = Path(tempfile.mkdtemp(dir="/tmp"))
+    os.chmod(base, 0o755)
+    mount_point = base / "late"
+    mount_point.mkdir()
+    try:
+        with Sandbox(workers=1, timeout=10, landlock=False, audit_hook=False) as box:
+            if not box.info()["pid_namespace"]:
+                pytest.skip("no CAP_SYS_ADMIN here: no noatime remount to test")
+            box.execute(PLAIN_TASK, "def warm():\n    return None\n")  # the spawner is set up
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "relatime,mode=755", "late", str(mount_point)], check=True)
+            try:
+                directory, target, old = _old_tree(mount_point)
+                os.chmod(mount_point, 0o755)
+                program = f"def read():\n    with open({str(target)!r}, 'rb') as handle:\n        return len(handle.read())\n"
+                result = box.execute(PLAIN_TASK, program)
+                assert result.status in ("pass", "error"), result  # absent from its namespace is fine too
+                assert os.stat(target).st_atime == pytest.approx(old, abs=1), result
+            finally:
+                subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+# --- the kernel's caches and the page cache ------------------------------------------------------
+
+def _negative_dentries() -> int:
+    with open("/proc/sys/fs/dentry-state") as handle:
+        return int(handle.read().split()[4])
+
+
+@pytest.mark.xfail(strict=True, reason="stat of names that do not exist is unlimited (documented): one program adds "
+                                       "hundreds of thousands of negative dentries, kernel memory on the host")
+def test_r5_negative_dentries_a_program_adds_are_bounded():
+    import uuid
+
+    prefix = f"/tmp/primsel-review-missing-{uuid.uuid4().hex}-"  # names no earlier run looked up
+    program = textwrap.dedent(f'''\
+        def walk():
+            import os, time
+            end = time.monotonic() + 3.0
+            count = 0
+            while time.monotonic() < end and count < 400000:
+                for _ in range(1000):
+                    try:
+                        os.stat({prefix!r} + str(count))
+                    except OSError:
+                        pass
+                    count += 1
+            return count
+        ''')
+    with Sandbox(workers=1, timeout=10, audit_hook=False) as box:
+        before = _negative_dentries()
+        result = box.execute(PLAIN_TASK, program)
+        grown = _negative_dentries() - before
+    assert result.status == "pass", result
+    assert grown < 20000, grown
+
+
+CACHE_ROUTES_PROBE = _with('''
+    def probe():
+        import os
+        ctypes, libc, sc, got = _sys()
+        path = os.__file__.encode()
+        buffer = ctypes.create_string_buffer(4096)
+        # openat2 (437) with O_DIRECT in its struct open_how, which a filter cannot read
+        how = (ctypes.c_uint64 * 3)(os.O_RDONLY | os.O_DIRECT, 0, 0)
+        fd = sc("openat2 O_DIRECT", 437, -100, ctypes.c_char_p(path), ctypes.byref(how), 24)
+        plain = os.open(os.__file__, os.O_RDONLY)
+        vec = (ctypes.c_void_p * 2)(ctypes.addressof(buffer), 4096)
+        # preadv2 (327) with RWF_NOWAIT (8) and a high bit the kernel's int does not keep
+        sc("preadv2 RWF_NOWAIT high", 327, plain, ctypes.byref(vec), 1, 0, 0, 8 | (1 << 32))
+        sc("preadv2 RWF_NOWAIT|HIPRI", 327, plain, ctypes.byref(vec), 1, 0, 0, 8 | 1)
+        span, stats = (ctypes.c_uint64 * 2)(0, 0), (ctypes.c_uint64 * 5)()
+        sc("cachestat", 451, plain, ctypes.byref(span), ctypes.byref(stats), 0)
+        sc("readahead", 187, plain, 0, 4096)
+        sc("fadvise", 221, plain, 0, 4096, 3)
+        sc("open O_DIRECT via high bits", 257, -100, ctypes.c_char_p(path), os.O_DIRECT | (1 << 40))
+        sc("fcntl F_SETFL O_DIRECT|O_NONBLOCK", 72, plain, 4, os.O_DIRECT | os.O_NONBLOCK)
+        sc("name_to_handle_at", 303, -100, ctypes.c_char_p(path), ctypes.byref(ctypes.create_string_buffer(256)),
+           ctypes.byref(ctypes.c_int()), 0)
+        _report(got)
+''', _SYS)
+
+
+@pytest.mark.skipif(not X86_64, reason="raw x86_64 system call numbers")
+def test_r5_no_page_cache_oracle_or_direct_read_by_other_routes(red_box):
+    result = red_box.execute(PLAIN_TASK, CACHE_ROUTES_PROBE)
+    assert result.message == "CLEAN", result.message
+
+
+FUTEX_ROUTES_PROBE = textwrap.dedent('''\
+    def futex():
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        address = libc.mmap(None, 4096, 1, 1, os.open(os.__file__, os.O_RDONLY), 0)  # a shared file page
+        value = ctypes.c_uint32.from_address(address).value
+        got = []
+
+        def call(name, *args):
+            ctypes.set_errno(0)
+            result = libc.syscall(*args)
+            if result != -1 or ctypes.get_errno() not in (1, 38):  # EPERM, ENOSYS
+                got.append((name, result, ctypes.get_errno()))
+
+        # futex_waitv (449): the shared/private choice is a flag in each waiter, out of a filter's reach
+        waiter = (ctypes.c_uint64 * 3)(value, address, 2)  # FUTEX2_SIZE_U32, not FUTEX2_PRIVATE
+        timeout = (ctypes.c_long * 2)(0, 1)
+        call("futex_waitv", 449, ctypes.byref(waiter), 1, 0, ctypes.byref(timeout), 1)
+        # futex_wake / futex_wait (454, 455), the futex2 calls
+        call("futex_wake", 454, ctypes.c_void_p(address), ctypes.c_ulong(0xFFFFFFFF), 1, 2)
+        call("futex_wait", 455, ctypes.c_void_p(address), ctypes.c_ulong(value + 1), ctypes.c_ulong(0xFFFFFFFF), 2,
+             None, 1)
+        raise ValueError("LEAK %r" % got if got else "CLEAN")
+    ''')
+
+
+@pytest.mark.skipif(not X86_64, reason="raw x86_64 system call numbers")
+def test_r5_no_shared_futex_by_other_routes(red_box):
+    result = red_box.execute(PLAIN_TASK, FUTEX_ROUTES_PROBE)
+    assert result.message == "CLEAN", result.message
+
+
+# --- the host and the worker ---------------------------------------------------------------------
+
+def test_r5_signals_to_every_pid_it_can_name_leave_the_worker_alive(red_box):
+    program = _program('''
+        def f():
+            import os, signal
+            for pid in (0, -1, 1, os.getppid(), os.getpgrp(), -os.getpgrp(), 2, 3):
+                for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGKILL):
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
+            return "alive"
+    ''')
+    worker = red_box._all[0].process.pid
+    result = red_box.execute(PLAIN_TASK, program)
+    assert result.error_type not in OUTSIDE, result
+    assert red_box._all[0].process.pid == worker  # not restarted: nothing reached it
+    assert _alive_and_running(worker)
+    after = red_box.execute(PLAIN_TASK, "def f():\n    return 1\n")
+    assert after.status == "pass", after
+
+
+def test_r5_an_honest_program_starts_a_thread_pool_that_allocates():
+    # 128 threads that each allocate a few MiB: the arenas and stacks must fit in the limit
+    program = _program('''
+        def f():
+            from concurrent.futures import ThreadPoolExecutor
+            def work(i):
+                block = bytearray(2 << 20)
+                return len(block) + i
+            with ThreadPoolExecutor(max_workers=128) as pool:
+                results = list(pool.map(work, range(512)))
+            return len(results)
+    ''')
+    with Sandbox(workers=1, timeout=30.0) as box:
+        result = box.execute(PLAIN_TASK, program)
+    assert (result.status, result.error_type) == ("pass", None), result
 
 
 # ================================================================================================
