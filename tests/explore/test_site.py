@@ -199,3 +199,23 @@ def test_explorer_in_headless_chromium(run_dir, tmp_path, browser):
     browser.wait_for(READY)
     assert count(browser, "flips") == flips if flips else browser.evaluate("document.getElementById('flips') === null")
     assert browser.errors == []
+
+
+@pytest.mark.parametrize("cell_id", ["../../../escaped", "/abs/escaped", "a/b", "..", ""])
+def test_a_cell_id_that_is_not_a_folder_name_is_refused_before_anything_is_written(tmp_path, capsys, cell_id):
+    """A cell id names the cell's folder and its files in the site: ``../`` or an absolute id
+    would lead outside the run and outside ``--out``."""
+    run = tmp_path / "deep" / "er" / "run"
+    (run / "c0").mkdir(parents=True)
+    for folder in (run / "c0", tmp_path / "escaped"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.json").write_text(json.dumps({"recall@5": 1.0}))
+        (folder / "tasks.jsonl").write_text(json.dumps({"task_id": "1", "metrics": {"recall@5": 1.0}}) + "\n")
+    cells = [{"id": "c0", "label": "a", "settings": {"retriever": "bm25", "k": 5}},
+             {"id": cell_id, "label": "b", "settings": {"retriever": "bm25", "k": 5}}]
+    (run / "experiment.json").write_text(json.dumps({"name": "run", "cells": cells}))
+    before = sorted(p for p in tmp_path.rglob("*"))
+    assert main(["explore", str(run), "--out", str(tmp_path / "deep" / "er" / "site")]) == 2
+    err = capsys.readouterr().err
+    assert f"the cell id {cell_id!r} is not the name of a cell folder" in err
+    assert sorted(p for p in tmp_path.rglob("*")) == before
