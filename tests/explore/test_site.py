@@ -219,3 +219,30 @@ def test_a_cell_id_that_is_not_a_folder_name_is_refused_before_anything_is_writt
     err = capsys.readouterr().err
     assert f"the cell id {cell_id!r} is not the name of a cell folder" in err
     assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("source", ["beir-toy", "metatool", "apibench-huggingface", "asper-bench"])
+def test_task_texts_come_only_from_the_dataset_the_run_was_computed_on(tmp_path, monkeypatch, source):
+    """A BEIR (MetaTool, APIBench) run whose query ids are "1", "2" never shows the Asper-Bench
+    tasks of those ids, even with $PRIMSEL_ASPER_BENCH set; a run on Asper-Bench shows them."""
+    import primsel.explore.site as site
+    from primsel.types import Task
+
+    archive = tmp_path / "asper.tgz"
+    archive.write_bytes(b"")
+    monkeypatch.setenv("PRIMSEL_ASPER_BENCH", str(archive))
+    monkeypatch.setattr(site, "resolve_dataset", lambda data: archive)
+    asper = [Task(id="1", query="an Asper-Bench query", program="def f():\n    pass\n",
+                  setup_programs=("pass",), evaluation_programs=("pass",))]
+    monkeypatch.setattr(site, "load_tasks", lambda path: asper if path == archive else [])
+    run = tmp_path / "run"
+    (run / "c0").mkdir(parents=True)
+    (run / "c0" / "report.json").write_text(json.dumps({"recall@5": 1.0}))
+    (run / "c0" / "tasks.jsonl").write_text(json.dumps({"task_id": "1", "metrics": {"recall@5": 1.0}}) + "\n")
+    (run / "experiment.json").write_text(json.dumps({
+        "name": "run", "data": {"source": source, "n_tasks": 1},
+        "cells": [{"id": "c0", "label": "bm25 k=5", "settings": {"retriever": "bm25", "k": 5}}]}))
+    build_site(run, tmp_path / "site")
+    kind, texts = loaded(tmp_path / "site" / "data" / "tasks.js")
+    expected = {"1": {"query": "an Asper-Bench query", "reference": "def f():\n    pass\n", "pairs": 1}}
+    assert texts == (expected if source == "asper-bench" else {})
