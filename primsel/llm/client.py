@@ -69,6 +69,7 @@ from primsel.checks import check_number
 from primsel.files import caches_enabled, write_atomic
 from primsel.llm.answers import answer_path
 from primsel.llm.completion import (
+    CONTEXT_STATUSES,
     FATAL_STATUSES,
     RETRY_STATUSES,
     Completion,
@@ -403,7 +404,7 @@ class ChatClient:
                             f"the endpoint answered {status} for model {self.endpoint.model!r} at "
                             f"{self.base_url or 'the OpenAI default URL'}: {short_error(exc)}; stopping the run"
                         ))
-                    if status == 400 and is_context_error(exc):
+                    if status in CONTEXT_STATUSES and is_context_error(exc):
                         with self._counters.lock:
                             self._counters.errors += 1
                         raise PromptTooLongError(f"the prompt is longer than the model's context: {short_error(exc)}")

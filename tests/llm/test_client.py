@@ -616,3 +616,27 @@ def test_a_status_that_every_attempt_would_repeat_is_not_retried(server, status)
     with pytest.raises(LLMError, match=f"rejected with HTTP {status}"):
         client.complete(HELLO)
     assert server.request_count == 1 and waits == []
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    # llama.cpp, when the context fills
+    (500, {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}}),
+    # xinference serving vLLM
+    (500, {"detail": "[address=0.0.0.0:41237, pid=7] The decoder prompt (length 9000) is longer than the maximum "
+                     "model length of 8192. Make sure that `max_model_len` is no smaller than the number of text "
+                     "tokens."}),
+    # vLLM V1
+    (400, {"object": "error", "message": "Prompt length of 9000 is longer than the maximum model length of 8192.",
+           "type": "BadRequestError", "param": None, "code": 400}),
+])
+def test_context_overflow_in_other_servers_words_is_not_retried(server, status, body):
+    """Each is a prompt longer than the context: the same request fails again, so it is sent once and
+    ends as the context-overflow error (a task's PromptTooLong), not as an LLM error after retries."""
+    from primsel.llm.completion import PromptTooLongError
+
+    server.push(*[Reply(status=status, body=body)] * 3)
+    client, waits = make_client(server, max_retries=2)
+    with pytest.raises(PromptTooLongError, match="the prompt is longer than the model's context"):
+        client.complete(HELLO)
+    assert server.request_count == 1 and waits == []
+    assert client.usage_summary()["errors"] == 1
