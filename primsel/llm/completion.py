@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from primsel.files import digest
+from primsel.files import digest, encodable_text
 
 __all__ = [
     "CONTEXT_PHRASES",
@@ -213,16 +213,6 @@ def is_quota_error(exc: Any) -> bool:
         if isinstance(inner, Mapping):
             return "insufficient_quota" in (inner.get("code"), inner.get("type"))
     return False
-
-
-def encodable_text(text: str) -> str:
-    """``text``, with each lone surrogate (which UTF-8 cannot encode, so no request can carry it)
-    replaced by the text of its ``\\udXXXX`` escape."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
-    return text
 
 
 def error_with_cause(exc: BaseException) -> str:
