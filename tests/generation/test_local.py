@@ -795,6 +795,37 @@ def test_run_with_a_prompt_too_long_marks_that_task_an_error_and_goes_on(tmp_pat
     assert report["generator_prompt_tokens_cached"] == 25.0
 
 
+def test_an_answer_cut_by_a_full_context_is_asked_again_once_n_ctx_is_raised(tmp_path, monkeypatch, capsys):
+    """With n_ctx 4096 the answer stops at 4000 + 20 tokens (fewer than max_tokens 64): cut by the
+    window. A run with n_ctx 8192 asks the server again instead of taking the cut answer from the
+    cache; a second run with 4096 takes it from the cache."""
+    from primsel.datasets import load_builtin_tasks
+    from primsel.testing.fake_server import FakeOpenAIServer, Reply, pipeline_responder
+
+    perfect = pipeline_responder(load_builtin_tasks())
+    windows = []
+
+    def respond(request):
+        if windows[-1] == 4096:
+            body = answer_body("```python\ndef plan():\n    return (", 4000, 0)
+            body["choices"][0]["finish_reason"] = "length"
+            body["usage"]["completion_tokens"] = 20
+            return Reply(body=body)
+        return Reply(body=answer_body(perfect(request).content, 4000, 0))
+
+    statuses = []
+    with FakeOpenAIServer(responder=respond) as srv:
+        monkeypatch.setattr(local, "shared_server", lambda model, settings: SimpleNamespace(base_url=srv.base_url))
+        for n_ctx in (4096, 8192, 4096):
+            windows.append(n_ctx)
+            cfg = write_local_experiment(tmp_path, name=f"ctx{len(windows)}", extra=f"n_ctx = {n_ctx}\n")
+            assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--workers", "1",
+                         "--no-report", "--tasks", "builtin-01"]) == 0, capsys.readouterr().err
+            row = read_rows(only_cell(tmp_path / "runs" / f"ctx{len(windows)}"))["builtin-01"]
+            statuses.append((row["program_status"], srv.request_count))
+    assert statuses == [("truncated", 1), ("ok", 2), ("ok", 2)]
+
+
 def test_the_server_dying_mid_run_exits_1_and_the_same_command_resumes(tmp_path, standin, monkeypatch, capsys):
     """With the real shared_server and LocalServer (a stand-in child): the server exits after its
     second answer; the run stops with status 1 saying so, the two answers are cached, and the
