@@ -31,6 +31,17 @@ from primsel.types import to_json
 CACHE_ENV = "PRIMSEL_CACHE_DIR"
 
 
+def encodable_text(text: str) -> str:
+    """``text``, with each lone surrogate (which UTF-8 cannot encode, so no request, tokenizer or
+    digest of UTF-8 bytes can take it) replaced by the text of its ``\\udXXXX`` escape; any
+    other text is returned as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
+    return text
+
+
 def cache_dir() -> Path:
     """The primsel cache directory: ``$PRIMSEL_CACHE_DIR`` (``~`` expanded) or ``~/.cache/primsel``.
 

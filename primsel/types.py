@@ -290,7 +290,8 @@ class ExecutionResult:
     raised_by : who raised what ended the task (see :data:`RAISED_BY`): ``"program"`` (the
         program's own code, or a verdict on its text: a syntax error, no function, ...),
         ``"sandbox"`` (a verdict of the sandbox on the program's process or answer: time limit,
-        unsupported value, dead process, ...), ``"task"`` (the task's setup or evaluation
+        an answer the judge cannot decode, dead process, ...; never a text the program's process
+        sent, which the program may have written), ``"task"`` (the task's setup or evaluation
         program, or a fault of the judge); None when the task passed or it is not known. Only
         ``error_type``/``message`` of the first two describe the program alone; those of
         ``"task"`` may hold what an evaluation program expected.

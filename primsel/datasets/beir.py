@@ -10,8 +10,9 @@ A directory holding::
 Ids are kept as given (numbers are read as their decimal text). A document is its title line
 and its text; an empty title gives the id as the title. The gold set of a query is the corpus
 ids its qrels rows give a score > 0; queries without such a row are not evaluated (BEIR's
-rule) and are counted in the notes. A duplicate id, a qrels row naming an unknown query or
-document, or a score that is not a number is an error naming the file and line.
+rule) and are counted in the notes. A duplicate id, an id holding whitespace (which a TREC run
+file cannot hold), a qrels row naming an unknown query or document, or a score that is not a
+number is an error naming the file and line.
 """
 
 from __future__ import annotations
@@ -43,9 +44,16 @@ def is_beir(path: Path) -> bool:
 
 
 def _id(value: object, where: str, key: str) -> str:
+    """``value`` as an id; DatasetError naming ``where`` (file and line) when it is not a
+    non-empty string or integer, or holds whitespace (a TREC run file, which ``primsel run`` and
+    ``primsel retrieve --out`` write, separates its fields by whitespace)."""
     if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
         raise DatasetError(f"{where}: {key!r} must be a non-empty string (or an integer), got {value!r}")
-    return str(value)
+    text = str(value)
+    if text.split() != [text]:
+        raise DatasetError(f"{where}: {key!r} {text!r} holds whitespace; ids are fields of TREC run files, "
+                           "which whitespace separates: rename it")
+    return text
 
 
 def _rows(path: Path, what: str) -> Iterator[tuple[str, Mapping[str, Any], str]]:

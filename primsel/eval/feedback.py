@@ -38,7 +38,12 @@ What the feedback never holds (the rule, enforced here and tested):
 
 * nothing unclean: every text that comes from the program (messages, class names, quoted
   lines, call and value summaries) is shown on one line, without control characters, bidi
-  overrides or lone surrogates, and cut at :data:`QUOTE_CAP` characters.
+  overrides or lone surrogates, and cut at :data:`QUOTE_CAP` characters; program lines,
+  messages, calls and values are quoted as code spans they cannot close (:func:`quote`), so no
+  text of the program reads as the feedback's own words;
+* nothing the program could have written told as the sandbox's verdict: a verdict of the
+  sandbox's own (``raised_by`` ``"sandbox"``) is told as "The sandbox stopped it", anything
+  the program or its process raised or sent as "It raised".
 
 So a model that reads the feedback learns what its own program did, never what the right answer
 is.
@@ -51,7 +56,7 @@ import re
 from primsel.eval.localise import normalise_ids
 from primsel.types import ExecutionResult, Program
 
-__all__ = ["LEVELS", "error_text", "feedback_text", "told_exception"]
+__all__ = ["LEVELS", "error_text", "feedback_text", "quote", "told_exception"]
 
 #: Feedback levels, from least to most information.
 LEVELS = ("verdict", "error", "trace")
@@ -156,16 +161,30 @@ def clean(text: str | None, cap: int = QUOTE_CAP) -> str:
     return text if len(text) <= cap else text[:cap] + "..."
 
 
-_quote = clean
+def quote(text: str | None, cap: int = QUOTE_CAP) -> str:
+    """``text`` (:func:`clean`, cut at ``cap`` characters) as inline code it cannot close.
+
+    The fence is a run of backticks one longer than the longest run inside the text, so no run
+    inside closes it (CommonMark's code spans); a text that begins or ends with a backtick gets
+    a space inside each fence, which CommonMark strips (a text holding single backticks is
+    fenced by two, one beginning with a backtick also padded by spaces).
+    """
+    body = clean(text, cap) or " "
+    longest = max((len(run) for run in re.findall("`+", body)), default=0)
+    fence = "`" * (longest + 1)
+    if body.startswith("`") or body.endswith("`"):
+        body = f" {body} "
+    return f"{fence}{body}{fence}"
 
 
 def _line_of(program: Program, line: int | None) -> str:
-    """``line 7 (`events = find_events(...)`)``, or ``line 7`` when the text has no such line."""
+    """``line 7 (`events = find_events(...)`)`` (the line quoted by :func:`quote`), or ``line 7``
+    when the text has no such line."""
     lines = (program.code or "").splitlines()
     if line is None:
         return ""
     if 1 <= line <= len(lines) and lines[line - 1].strip():
-        return f"line {line} (`{_quote(lines[line - 1])}`)"
+        return f"line {line} ({quote(lines[line - 1])})"
     return f"line {line}"
 
 
@@ -185,9 +204,7 @@ def _how_it_ended(program: Program, result: ExecutionResult | None, timeout: flo
         return out
     told = told_exception(result)
     if told:
-        where = _line_of(program, result.line)
-        said = f": {_quote(result.message)}" if result.message else ""
-        out.append(f"It raised {clean(result.error_type, 100)}" + (f" at {where}" if where else "") + said)
+        out.append(_told(program, result))
     if result.status == "requires_user_input":
         out.append(_HANDED_BACK)
     elif not told and result.error_type in _OUTSIDE:
@@ -195,6 +212,18 @@ def _how_it_ended(program: Program, result: ExecutionResult | None, timeout: flo
     elif not told:
         out.append("It ran, but what it did or returned is not what the request asks for.")
     return out
+
+
+def _told(program: Program, result: ExecutionResult) -> str:
+    """The exception :func:`told_exception` allows, its message quoted (:func:`quote`): as the
+    sandbox's verdict only when the sandbox reached it (``raised_by`` ``"sandbox"``), else as
+    what the program raised, with its line."""
+    said = f": {quote(result.message)}" if result.message else ""
+    error_type = clean(result.error_type, 100)
+    if result.raised_by == "sandbox":
+        return f"The sandbox stopped it ({error_type}){said}"
+    where = _line_of(program, result.line)
+    return f"It raised {error_type}" + (f" at {where}" if where else "") + said
 
 
 def _what_it_did(program: Program, result: ExecutionResult) -> list[str]:
@@ -207,7 +236,7 @@ def _what_it_did(program: Program, result: ExecutionResult) -> list[str]:
                           + [summary for _, _, summary in outcomes])
     calls = []
     for (_, line, _), text in zip(shown, texts):
-        call = f"`{clean(text)}`"
+        call = quote(text)
         calls.append(f"line {line} {call}" if isinstance(line, int) and 0 < line <= 10**6 else call)
     if calls:
         more = len(result.trace) - len(calls)
@@ -216,5 +245,5 @@ def _what_it_did(program: Program, result: ExecutionResult) -> list[str]:
         out.append("It made no library call.")
     for (_, how, _), text in zip(outcomes, texts[len(shown):]):
         verb = "returned" if how == "return" else "raised"
-        out.append(f"A call of its entry point {verb} `{clean(text)}`.")
+        out.append(f"A call of its entry point {verb} {quote(text)}.")
     return out

@@ -60,6 +60,9 @@ _RANKING_NAME = re.compile(
 _ROUND_KEY = re.compile(r"(" + "|".join(ROUND_FIGURES) + r")@(\d+)")
 #: Prefix of the number of tasks with a tie across rank k (``tied_tasks@10``).
 TIED_TASKS = "tied_tasks@"
+#: What a cell id may be: one name of a folder, of letters, digits, ``_``, ``.`` and ``-``, that
+#: starts with a letter or digit (never ``..``, an absolute path or a path of several parts).
+_CELL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 class ReportError(ValueError):
@@ -744,11 +747,19 @@ class ManifestCell:
     @classmethod
     def from_json(cls, data: Any, source: str = EXPERIMENT_FILE) -> ManifestCell:
         """Read an entry of ``cells``; RunFileError naming ``source`` when it is not a table, has no
-        ``id`` or its ``settings`` is not a table."""
+        ``id``, its ``id`` is not the name of one folder (letters, digits, ``_``, ``.`` and ``-``,
+        starting with a letter or digit: the id names the cell's folder, so ``../x`` or an
+        absolute path would lead outside the run) or its ``settings`` is not a table."""
         if not isinstance(data, Mapping):
             raise RunFileError(f"{source}: a cell entry must be a table, got {data!r}")
         if "id" not in data:
             raise RunFileError(f"{source}: a cell entry without 'id': {data!r}")
+        cell_id = data["id"]
+        if not isinstance(cell_id, str) or _CELL_ID.fullmatch(cell_id) is None:
+            raise RunFileError(
+                f"{source}: the cell id {cell_id!r} is not the name of a cell folder (letters, "
+                "digits, '_', '.' and '-', starting with a letter or digit, at most 128)"
+            )
         extra = {
             key: value for key, value in data.items() if key not in ("id", "label", "settings")
         }

@@ -135,17 +135,26 @@ def _cell_entry(cell: LoadedCell, colour: str | None = None) -> dict[str, Any]:
 
 
 def _task_texts(source: str, data: str | None, log: TextIO) -> dict[str, Any]:
-    """Queries and reference programs of the run's tasks, when the dataset can be found."""
+    """Queries and reference programs of the run's tasks, when the dataset can be found.
+
+    ``source`` is the run's (``experiment.json``'s ``data.source``: ``"builtin"``,
+    ``"asper-bench"``, several joined by ``+``, or a retrieval-only dataset's name). Texts come
+    only from the datasets it names: the built-in tasks, and the Asper-Bench archive (``data``,
+    else ``$PRIMSEL_ASPER_BENCH``) only for a run on Asper-Bench, so that the tasks of another
+    dataset that share an id with an Asper-Bench task never show its query.
+    """
+    sources = set(source.split("+"))
+    tasks = []
     try:
-        if source == "builtin":
-            tasks = load_builtin_tasks()
-        else:
+        if "builtin" in sources:
+            tasks += load_builtin_tasks()
+        if "asper-bench" in sources:
             archive = resolve_dataset(data)
             if archive is None:
                 print(f"primsel explore: the run is on {source}; give --data (or $PRIMSEL_ASPER_BENCH) "
                       "to show queries and reference programs", file=log)
-                return {}
-            tasks = load_tasks(archive)
+            else:
+                tasks += load_tasks(archive)
     except DatasetError as exc:
         print(f"primsel explore: no queries shown: {exc}", file=log)
         return {}

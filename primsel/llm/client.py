@@ -40,7 +40,8 @@ llama.cpp server, ...) and returns a :class:`Completion`. It
   A cached request sends nothing; an answer is written as soon as it arrives, atomically
   (:func:`primsel.files.write_atomic`), so a run killed midway leaves only complete entries.
   Errors are never cached; truncated completions (``finish_reason == "length"``) are, since
-  the same request truncates again. Inside :func:`primsel.files.caches_disabled` (``primsel
+  the same request truncates again; one cut because the context was full is served only under
+  the same context window (``context_tokens``, a local server's ``n_ctx``). Inside :func:`primsel.files.caches_disabled` (``primsel
   run --no-cache``) the cache is neither read nor written.
 
 Requests are sent by ``openai.AsyncOpenAI`` on one asyncio event loop, in a daemon thread shared
@@ -69,6 +70,7 @@ from primsel.checks import check_number
 from primsel.files import caches_enabled, write_atomic
 from primsel.llm.answers import answer_path
 from primsel.llm.completion import (
+    CONTEXT_STATUSES,
     FATAL_STATUSES,
     RETRY_STATUSES,
     Completion,
@@ -170,6 +172,11 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
         raise
 
 
+#: Tokens by which the prompt and answer of a cut answer cached without its window may miss the
+#: window and still count as having filled it (servers stop within a token or two of it).
+WINDOW_SLACK = 8
+
+
 @takes_endpoint
 class ChatClient:
     """Thread-safe chat-completions client with cache, deadlines, retries and a concurrency bound.
@@ -186,6 +193,11 @@ class ChatClient:
     prefix_ordered : :meth:`complete_many` sends its requests in :func:`prefix_order` (answers
         still come back in input order), so that a server with a prompt cache computes only what
         a prompt does not share with the one before.
+    context_tokens : the model's context window in tokens (a local server's ``n_ctx``), or None
+        when not known. An answer cut because the context was full (finish reason ``length``
+        with fewer answer tokens than ``max_tokens``) is cached with it, and served from the
+        cache only to a client of the same window (:meth:`ChatClient.serves`); the cache key
+        does not change, so every other answer is shared as before.
     aspera_body : send the body ASPERA's OpenAI completer sends (:data:`ASPERA_BODY_KEYS`, in that
         order: ``messages``, ``model``, ``max_tokens``, ``n`` = 1, ``seed``, ``stop`` = null,
         ``temperature``), every key present even when None; else ``model``, ``messages`` and the
@@ -203,10 +215,13 @@ class ChatClient:
 
     def __init__(self, cache: bool = True, max_backoff_s: float = 60.0, max_retry_after_s: float = 300.0,
                  connect: Callable[[], str] | None = None, prefix_ordered: bool = False, aspera_body: bool = False,
-                 **endpoint: Any) -> None:
+                 context_tokens: int | None = None, **endpoint: Any) -> None:
         self.endpoint = Endpoint(**endpoint)
         check_number("max_backoff_s", max_backoff_s, minimum=0)
         check_number("max_retry_after_s", max_retry_after_s, minimum=0)
+        if context_tokens is not None:
+            check_number("context_tokens", context_tokens, minimum=1, integer=True)
+        self.context_tokens = context_tokens
         #: the URL requests go to: ``base_url``, else ``$OPENAI_BASE_URL``, else None (OpenAI's)
         self.base_url = self.endpoint.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.cache = cache
@@ -344,7 +359,7 @@ class ChatClient:
             cache = self.cache and caches_enabled()
             # read here, so that requests reach their slots in the order they were given
             hit = self._cache_read(key) if cache else None
-            if hit is not None:
+            if hit is not None and self.serves(hit):
                 completion = Completion(
                     text=hit.get("text", ""),
                     finish_reason=hit.get("finish_reason"),
@@ -403,7 +418,7 @@ class ChatClient:
                             f"the endpoint answered {status} for model {self.endpoint.model!r} at "
                             f"{self.base_url or 'the OpenAI default URL'}: {short_error(exc)}; stopping the run"
                         ))
-                    if status == 400 and is_context_error(exc):
+                    if status in CONTEXT_STATUSES and is_context_error(exc):
                         with self._counters.lock:
                             self._counters.errors += 1
                         raise PromptTooLongError(f"the prompt is longer than the model's context: {short_error(exc)}")
@@ -446,6 +461,27 @@ class ChatClient:
                 self._sleep(delay)
             else:
                 await asyncio.sleep(delay)
+
+    def cut_by_context(self, finish_reason: str | None, completion_tokens: int) -> bool:
+        """Whether an answer was cut because the context was full: finish reason ``length``
+        before ``max_tokens`` answer tokens (any ``length`` when ``max_tokens`` is not set)."""
+        limit = self.endpoint.max_tokens
+        return finish_reason == "length" and (limit is None or completion_tokens < limit)
+
+    def serves(self, cached: Mapping[str, Any]) -> bool:
+        """Whether the ``cached`` answer (an entry's ``response``) may be served: yes, unless it
+        was cut because the context was full (:meth:`cut_by_context`) and this client knows its
+        window (``context_tokens``). Then only when it was cut under the same window: the
+        ``n_ctx`` the entry records, or, for an entry written without one, a prompt and answer
+        that together filled this window (within :data:`WINDOW_SLACK` tokens). A cut answer
+        of a smaller window is asked again once the window is larger."""
+        completion_tokens = cached.get("completion_tokens", 0)
+        if self.context_tokens is None or not self.cut_by_context(cached.get("finish_reason"), completion_tokens):
+            return True
+        if "n_ctx" in cached:
+            return cached["n_ctx"] == self.context_tokens
+        filled = cached.get("prompt_tokens", 0) + completion_tokens
+        return abs(filled - self.context_tokens) <= WINDOW_SLACK
 
     # -- internals ----------------------------------------------------------------------------
     def _body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
@@ -538,6 +574,9 @@ class ChatClient:
                 "seconds": completion.seconds,
             },
         }
+        if self.context_tokens is not None and self.cut_by_context(completion.finish_reason,
+                                                                    completion.completion_tokens):
+            entry["response"]["n_ctx"] = self.context_tokens  # served only under the same window
         try:
             # ASCII escapes: any str (lone surrogates too) round-trips
             write_atomic(path, json.dumps(entry), durable=False)

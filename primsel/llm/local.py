@@ -413,7 +413,7 @@ class LocalChat:
         self.settings = settings
         self.server: LocalServer | None = None
         self.client = ChatClient(model=self.model.name, connect=self._connect, prefix_ordered=True,
-                                 **endpoint)  # type: ignore[arg-type]
+                                 context_tokens=settings.n_ctx, **endpoint)  # type: ignore[arg-type]
 
     def _connect(self) -> str:
         try:

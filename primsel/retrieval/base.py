@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from primsel.checks import check_k
+from primsel.files import encodable_text
 from primsel.registry import build, error_context
 from primsel.types import LearnsFromTasks, Run, SeesGold, Task, top_k
 
@@ -194,7 +195,8 @@ class BaseRetriever:
 
         Parameters
         ----------
-        queries : ``{task_id: query text}``; an empty text ranks the library by id, scores 0.
+        queries : ``{task_id: query text}``; an empty text ranks the library by id, scores 0; a
+            lone surrogate in a text is read as the text of its ``\\udXXXX`` escape.
         k : cut-off, >= 1; ``k >= len(library)`` ranks the whole library.
 
         Returns
@@ -209,7 +211,9 @@ class BaseRetriever:
         """
         check_k(k)
         self._check_fitted()
-        queries = {str(q): ("" if text is None else str(text)) for q, text in queries.items()}
+        # a lone surrogate (UTF-8 cannot encode it: tokenizers, encoders and digests of a text
+        # fail on it) is read as the text of its escape, by every retriever alike
+        queries = {str(q): encodable_text("" if text is None else str(text)) for q, text in queries.items()}
         nonempty = {q: t for q, t in queries.items() if t.strip()}
         scored = self.score(nonempty) if nonempty else {}
         return {q: self._top(scored.get(q, {}) if q in nonempty else {}, k) for q in queries}

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from primsel.checks import check_choice, check_flag, check_number, check_text
-from primsel.files import cache_dir, digest, write_atomic
+from primsel.files import cache_dir, digest, encodable_text, write_atomic
 from primsel.registry import register
 from primsel.retrieval.base import BaseRetriever
 from primsel.retrieval.encoders import (
@@ -354,7 +354,7 @@ class FinetunedRetriever(BaseRetriever):
         net = self._load_base()
         trainable = self._trainable(net)
         column = {p: j for j, p in enumerate(self.ids)}
-        queries = [t.query for t in train_tasks]
+        queries = [encodable_text(t.query) for t in train_tasks]  # a lone surrogate as its escape
         gold = np.zeros((len(train_tasks), len(self.ids)), dtype=np.float32)
         for i, t in enumerate(train_tasks):
             for p in t.gold:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from primsel.checks import check_choice, check_flag, check_number, check_text
-from primsel.files import cache_dir, digest
+from primsel.files import cache_dir, digest, encodable_text
 from primsel.registry import build, error_context, register
 from primsel.retrieval.base import BaseRetriever, fit_nested, pass_gold
 from primsel.retrieval.encoders import DEFAULT_MODEL, quiet_transformers, model_location
@@ -160,8 +160,9 @@ class RerankRetriever(BaseRetriever):
         examples: list[tuple[str, str, float]] = []
         for t in train_tasks:
             gold = [p for p in self.ids if p in t.gold]
-            examples += [(t.query, self._docs[p], 1.0) for p in gold]
-            examples += [(t.query, self._docs[p], 0.0) for p in negatives[t.id]]
+            query = encodable_text(t.query)  # a lone surrogate as its escape, as search reads it
+            examples += [(query, self._docs[p], 1.0) for p in gold]
+            examples += [(query, self._docs[p], 0.0) for p in negatives[t.id]]
         rng = np.random.default_rng(self.seed)
         optimiser = torch.optim.AdamW([p for _, p in trainable], lr=self.lr)
         loss_fn = torch.nn.BCEWithLogitsLoss()

@@ -330,10 +330,26 @@ class ProgramHandle:
 
     def _forged(self, message: str) -> JudgeVerdict:
         """The program's own verdict: a frame it forged (``raised_by`` ``program``)."""
-        fatal = self._fail("error", FORGED_FRAME, message)
-        if fatal.error_type == FORGED_FRAME and not any(o[0] is fatal for o in self.origins):
-            self.origins.append((fatal, FORGED_FRAME, None, message))
+        return self._program_says(FORGED_FRAME, message)
+
+    def _program_says(self, error_type: str, message: str) -> JudgeVerdict:
+        """A verdict that ends the task (as :meth:`_fail`) told as the program's (``raised_by``
+        ``program``): its text came from the program's process, which the program's code may
+        have written, so it is never told as the sandbox's own verdict. A verdict already
+        reached stands, as the sandbox's or the program's it was."""
+        new = self.fatal is None
+        fatal = self._fail("error", error_type, message)
+        if new:
+            self.origins.append((fatal, error_type, None, message))
         return fatal
+
+    def _unsupported(self, text: Any) -> JudgeVerdict:
+        """``UnsupportedReturn`` with the program process's account of the value that cannot
+        cross (``text``): the program's (:meth:`_program_says`), since the program may forge it."""
+        if type(text) is str:
+            return self._program_says("UnsupportedReturn", cap_text(clean_text(text)))
+        return self._program_says("UnsupportedReturn", "the program's process said its answer holds a value "
+                                                       "that cannot be checked")
 
     def _charge(self) -> None:
         """End the task as ``timeout`` if the program's time (judge work on its answer included) ran out."""
@@ -424,7 +440,7 @@ class ProgramHandle:
                 path = self._path(answer.get("path", []))
             except codec_module.CodecError as exc:
                 if "unsupported" in answer and type(answer["unsupported"]) is str:
-                    raise self._fail("error", "UnsupportedReturn", cap_text(clean_text(answer["unsupported"]))) from None
+                    raise self._unsupported(answer["unsupported"]) from None
                 raise self._fail("error", "UnsupportedReturn", f"the program's answer cannot be checked: {exc}") from None
             except MemoryError:
                 raise self._fail("error", "UnsupportedReturn", "the program's answer does not fit in the judge's memory") from None
@@ -452,8 +468,7 @@ class ProgramHandle:
         if random_state is not None:
             random.setstate(random_state)
         if "unsupported" in answer:
-            text = answer["unsupported"]
-            raise self._fail("error", "UnsupportedReturn", cap_text(clean_text(text)) if type(text) is str else "unsupported value")
+            raise self._unsupported(answer["unsupported"])
         if "exception" in answer:
             info = answer["exception"]
             if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:

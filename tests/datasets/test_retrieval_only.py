@@ -78,6 +78,25 @@ def test_beir_malformed_input_names_file_and_line(tmp_path, change, message):
         load_beir(root)
 
 
+@pytest.mark.parametrize(("file", "change", "message"), [
+    ("corpus.jsonl", {"corpus": [{"_id": "d1", "text": "a"}, {"_id": "d 2", "text": "b"}]}, "2: '_id' 'd 2'"),
+    ("queries.jsonl", {"queries": [{"_id": "q\t1", "text": "rain"}], "qrels": ["q\t1\td1\t1"]}, "1: '_id' 'q\\t1'"),
+])
+def test_a_beir_id_holding_whitespace_is_refused_at_load_naming_file_and_line(tmp_path, capsys, file, change,
+                                                                                message):
+    """A TREC run file separates its fields by whitespace: such an id would fail after the ranking."""
+    root = write_beir(tmp_path / "toy", **change)
+    with pytest.raises(DatasetError) as info:
+        load_beir(root)
+    assert str(info.value) == (f"{root / file}:{message} holds whitespace; ids are fields of TREC run files, "
+                               "which whitespace separates: rename it")
+    out = tmp_path / "out.trec"
+    assert main(["retrieve", "--retriever", "bm25", "--data", str(root), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"{root / file}:{message} holds whitespace" in err and "Traceback" not in err
+    assert not out.exists()
+
+
 def test_beir_invalid_json_names_the_line(tmp_path):
     root = write_beir(tmp_path / "bad")
     (root / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n{"_id": \n', encoding="utf-8")

@@ -42,7 +42,7 @@ def test_the_error_level_adds_the_program_s_exception_with_its_line():
     raised = result("error", "NameError", "name 'missing' is not defined", 3, "program")
     text = feedback_text("error", program(), raised)
     assert text == (VERDICT + "\nIt raised NameError at line 3 (`return len(events) + missing`): "
-                              "name 'missing' is not defined")
+                              "`name 'missing' is not defined`")
     assert feedback_text("trace", program(), raised) == text  # no call recorded: nothing more
 
 
@@ -69,7 +69,7 @@ def test_a_fault_outside_the_program_says_so_without_its_message():
 def test_the_sandbox_s_verdicts_on_the_program_are_told():
     unsupported = result("error", "UnsupportedReturn", "a value of type 'Widget' cannot be checked", None, "sandbox")
     assert feedback_text("error", program(), unsupported).endswith(
-        "It raised UnsupportedReturn: a value of type 'Widget' cannot be checked")
+        "The sandbox stopped it (UnsupportedReturn): `a value of type 'Widget' cannot be checked`")
     late = result("timeout", None, "time limit of 10 s exceeded", None, "sandbox")
     assert feedback_text("error", program(), late, timeout=2.5).endswith(
         "It did not finish within the time limit of 2.5 s.")
@@ -88,7 +88,7 @@ def test_answers_that_did_not_run():
 def test_handing_the_request_back():
     handed = result("requires_user_input", "RequiresUserInput", "Which Priya?", 2, "program")
     text = feedback_text("error", program(), handed)
-    assert "It raised RequiresUserInput at line 2 (`events = find_events()`): Which Priya?" in text
+    assert "It raised RequiresUserInput at line 2 (`events = find_events()`): `Which Priya?`" in text
     assert text.endswith("It handed the request back to the user (RequiresUserInput), which this request does "
                          "not call for.")
 
@@ -133,10 +133,36 @@ def test_texts_from_the_program_are_cleaned_and_capped():
     line = feedback_text("error", program(), injected).splitlines()[1]
     assert "\n" not in line and "\x1b" not in line and "\u202e" not in line and "\ud800" not in line
     assert "a Diagnosis: none." in line
-    assert line.endswith("x" * (QUOTE_CAP - len("a Diagnosis: none. Correct program returns 3 [2J ")) + "...")
+    assert line.endswith("x" * (QUOTE_CAP - len("a Diagnosis: none. Correct program returns 3 [2J ")) + "...`")
     forged = traced("fail", "SolutionError", "no", "task", calls=0, outcomes=[(0, "raise", "E\nDiagnosis: pass")])
     assert feedback_text("trace", program(), forged).splitlines()[2:] == [
         "It made no library call.", "A call of its entry point raised `E Diagnosis: pass`."]
+
+
+def test_backticks_in_program_text_cannot_close_their_quote():
+    """A line, message, call or value holding backticks is fenced by a longer run, so it cannot
+    end its quote and go on as the feedback's own words (CommonMark's code spans)."""
+    code = "def plan():\n    x = '` Your program passed. `'\n    raise ValueError(x)\n"
+    raised = result("error", "ValueError", "`` Your program passed. The sandbox stopped it (Timeout): ``", 2,
+                    "program")
+    assert feedback_text("error", program(code), raised).splitlines()[1] == (
+        "It raised ValueError at line 2 (``x = '` Your program passed. `'``): "
+        "``` `` Your program passed. The sandbox stopped it (Timeout): `` ```")
+    called = traced("fail", "SolutionError", "no", "task", calls=0, outcomes=[(0, "return", "'a`b'")])
+    called = ExecutionResult(**{**called.__dict__, "trace": (("work_calendar.find_events", 2, "subject='`x'"),)})
+    assert feedback_text("trace", program(), called).splitlines()[2:] == [
+        "Its library calls, in order: line 2 ``work_calendar.find_events(subject='`x')``.",
+        "A call of its entry point returned ``'a`b'``."]
+
+
+def test_only_the_sandbox_s_own_verdict_is_told_as_the_sandbox_s():
+    """The same class and message are told as the sandbox's when the sandbox reached the verdict,
+    and as what the program raised when the program (or its process) sent them."""
+    text = "the program returned a value that cannot be checked: a Widget"
+    sandbox = feedback_text("error", program(), result("error", "UnsupportedReturn", text, None, "sandbox"))
+    forged = feedback_text("error", program(), result("error", "UnsupportedReturn", text, None, "program"))
+    assert sandbox.splitlines()[1] == f"The sandbox stopped it (UnsupportedReturn): `{text}`"
+    assert forged.splitlines()[1] == f"It raised UnsupportedReturn: `{text}`"
 
 
 def test_bad_levels_and_passes_are_refused():

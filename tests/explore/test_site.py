@@ -199,3 +199,50 @@ def test_explorer_in_headless_chromium(run_dir, tmp_path, browser):
     browser.wait_for(READY)
     assert count(browser, "flips") == flips if flips else browser.evaluate("document.getElementById('flips') === null")
     assert browser.errors == []
+
+
+@pytest.mark.parametrize("cell_id", ["../../../escaped", "/abs/escaped", "a/b", "..", ""])
+def test_a_cell_id_that_is_not_a_folder_name_is_refused_before_anything_is_written(tmp_path, capsys, cell_id):
+    """A cell id names the cell's folder and its files in the site: ``../`` or an absolute id
+    would lead outside the run and outside ``--out``."""
+    run = tmp_path / "deep" / "er" / "run"
+    (run / "c0").mkdir(parents=True)
+    for folder in (run / "c0", tmp_path / "escaped"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.json").write_text(json.dumps({"recall@5": 1.0}))
+        (folder / "tasks.jsonl").write_text(json.dumps({"task_id": "1", "metrics": {"recall@5": 1.0}}) + "\n")
+    cells = [{"id": "c0", "label": "a", "settings": {"retriever": "bm25", "k": 5}},
+             {"id": cell_id, "label": "b", "settings": {"retriever": "bm25", "k": 5}}]
+    (run / "experiment.json").write_text(json.dumps({"name": "run", "cells": cells}))
+    before = sorted(p for p in tmp_path.rglob("*"))
+    assert main(["explore", str(run), "--out", str(tmp_path / "deep" / "er" / "site")]) == 2
+    err = capsys.readouterr().err
+    assert f"the cell id {cell_id!r} is not the name of a cell folder" in err
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("source", ["beir-toy", "metatool", "apibench-huggingface", "asper-bench"])
+def test_task_texts_come_only_from_the_dataset_the_run_was_computed_on(tmp_path, monkeypatch, source):
+    """A BEIR (MetaTool, APIBench) run whose query ids are "1", "2" never shows the Asper-Bench
+    tasks of those ids, even with $PRIMSEL_ASPER_BENCH set; a run on Asper-Bench shows them."""
+    import primsel.explore.site as site
+    from primsel.types import Task
+
+    archive = tmp_path / "asper.tgz"
+    archive.write_bytes(b"")
+    monkeypatch.setenv("PRIMSEL_ASPER_BENCH", str(archive))
+    monkeypatch.setattr(site, "resolve_dataset", lambda data: archive)
+    asper = [Task(id="1", query="an Asper-Bench query", program="def f():\n    pass\n",
+                  setup_programs=("pass",), evaluation_programs=("pass",))]
+    monkeypatch.setattr(site, "load_tasks", lambda path: asper if path == archive else [])
+    run = tmp_path / "run"
+    (run / "c0").mkdir(parents=True)
+    (run / "c0" / "report.json").write_text(json.dumps({"recall@5": 1.0}))
+    (run / "c0" / "tasks.jsonl").write_text(json.dumps({"task_id": "1", "metrics": {"recall@5": 1.0}}) + "\n")
+    (run / "experiment.json").write_text(json.dumps({
+        "name": "run", "data": {"source": source, "n_tasks": 1},
+        "cells": [{"id": "c0", "label": "bm25 k=5", "settings": {"retriever": "bm25", "k": 5}}]}))
+    build_site(run, tmp_path / "site")
+    kind, texts = loaded(tmp_path / "site" / "data" / "tasks.js")
+    expected = {"1": {"query": "an Asper-Bench query", "reference": "def f():\n    pass\n", "pairs": 1}}
+    assert texts == (expected if source == "asper-bench" else {})

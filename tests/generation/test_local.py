@@ -234,6 +234,78 @@ def test_a_whole_file_digest_mismatch_leaves_nothing_in_the_cache(tmp_path, slic
     assert local.find_prepared(model=wrong, cache=tmp_path / "cache") is None
 
 
+#: A prepare of the ``sliced`` model (argv: its fields, slice digests, slice paths, cache) whose
+#: reads of a slice take 0.5 s each.
+_SLOW_PREPARE = """
+import json
+import pathlib
+import sys
+import time
+
+from primsel.llm import gguf, local
+
+model = local.SlicedModel(**{**json.loads(sys.argv[1]), "slice_sha256": tuple(json.loads(sys.argv[2]))})
+
+
+class SlowPath(type(pathlib.Path())):
+    def open(self, *args, **kwargs):  # each read of a slice takes a while: time to send SIGTERM
+        fh = super().open(*args, **kwargs)
+
+        class Slow:
+            def read(self, n):
+                time.sleep(0.5)
+                return fh.read(n)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                fh.close()
+
+        return Slow()
+
+
+paths = {i: SlowPath(p) for i, p in enumerate(json.loads(sys.argv[3]), 1)}
+gguf._slice_path = lambda m, i: paths[i]
+local.prepare(model=model, cache=sys.argv[4], install=False)
+"""
+
+
+def test_sigterm_while_assembling_removes_the_temporary_file(tmp_path, sliced):
+    """The temporary file of the packaged model is 1.1 GB: SIGTERM must not leave it behind."""
+    model, paths, whole = sliced
+    cache = tmp_path / "cache"
+    fields = {k: v for k, v in model.__dict__.items() if k != "slice_sha256"}
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_PREPARE, json.dumps(fields), json.dumps(model.slice_sha256),
+                              json.dumps([str(paths[i]) for i in sorted(paths)]), str(cache)],
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                             stderr=subprocess.PIPE, text=True)
+    tmp = cache / "local" / f".tiny-coder.q4.gguf.{child.pid}.tmp"
+    deadline = time.monotonic() + 60
+    while not tmp.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert tmp.exists(), child.stderr.read() if child.poll() is not None else "no temporary file"
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode != 0 and "KeyboardInterrupt" in err
+    assert list((cache / "local").iterdir()) == []
+
+
+def test_a_temporary_file_a_killed_prepare_left_is_removed_by_the_next(tmp_path, sliced):
+    model, paths, whole = sliced
+    cache = tmp_path / "cache"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (cache / "local").mkdir(parents=True)
+    stale = cache / "local" / f".tiny-coder.q4.gguf.{gone.pid}.tmp"
+    stale.write_bytes(whole[:100])
+    alive = cache / "local" / f".tiny-coder.q4.gguf.{os.getppid()}.tmp"  # a prepare still assembling
+    alive.write_bytes(whole[:10])
+    local.prepare(model=model, cache=cache, install=False)
+    assert sorted(p.name for p in (cache / "local").iterdir()) == [
+        alive.name, "tiny-coder.q4.gguf", "tiny-coder.q4.gguf.json"]
+
+
 @pytest.mark.parametrize("content, message", [(None, "GGUF file not found"), (b"PK\x03\x04zip", "is not a GGUF file")])
 def test_prepare_refuses_a_missing_or_non_gguf_file(tmp_path, content, message):
     path = tmp_path / "model.gguf"
@@ -721,6 +793,37 @@ def test_run_with_a_prompt_too_long_marks_that_task_an_error_and_goes_on(tmp_pat
     report = json.loads((cell / "report.json").read_text())
     assert report["complete"] is True and report["status_error"] == 0.5 and report["success"] == 0.5
     assert report["generator_prompt_tokens_cached"] == 25.0
+
+
+def test_an_answer_cut_by_a_full_context_is_asked_again_once_n_ctx_is_raised(tmp_path, monkeypatch, capsys):
+    """With n_ctx 4096 the answer stops at 4000 + 20 tokens (fewer than max_tokens 64): cut by the
+    window. A run with n_ctx 8192 asks the server again instead of taking the cut answer from the
+    cache; a second run with 4096 takes it from the cache."""
+    from primsel.datasets import load_builtin_tasks
+    from primsel.testing.fake_server import FakeOpenAIServer, Reply, pipeline_responder
+
+    perfect = pipeline_responder(load_builtin_tasks())
+    windows = []
+
+    def respond(request):
+        if windows[-1] == 4096:
+            body = answer_body("```python\ndef plan():\n    return (", 4000, 0)
+            body["choices"][0]["finish_reason"] = "length"
+            body["usage"]["completion_tokens"] = 20
+            return Reply(body=body)
+        return Reply(body=answer_body(perfect(request).content, 4000, 0))
+
+    statuses = []
+    with FakeOpenAIServer(responder=respond) as srv:
+        monkeypatch.setattr(local, "shared_server", lambda model, settings: SimpleNamespace(base_url=srv.base_url))
+        for n_ctx in (4096, 8192, 4096):
+            windows.append(n_ctx)
+            cfg = write_local_experiment(tmp_path, name=f"ctx{len(windows)}", extra=f"n_ctx = {n_ctx}\n")
+            assert main(["run", str(cfg), "--out", str(tmp_path / "runs"), "--quiet", "--workers", "1",
+                         "--no-report", "--tasks", "builtin-01"]) == 0, capsys.readouterr().err
+            row = read_rows(only_cell(tmp_path / "runs" / f"ctx{len(windows)}"))["builtin-01"]
+            statuses.append((row["program_status"], srv.request_count))
+    assert statuses == [("truncated", 1), ("ok", 2), ("ok", 2)]
 
 
 def test_the_server_dying_mid_run_exits_1_and_the_same_command_resumes(tmp_path, standin, monkeypatch, capsys):

@@ -616,3 +616,73 @@ def test_a_status_that_every_attempt_would_repeat_is_not_retried(server, status)
     with pytest.raises(LLMError, match=f"rejected with HTTP {status}"):
         client.complete(HELLO)
     assert server.request_count == 1 and waits == []
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    # llama.cpp, when the context fills
+    (500, {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}}),
+    # xinference serving vLLM
+    (500, {"detail": "[address=0.0.0.0:41237, pid=7] The decoder prompt (length 9000) is longer than the maximum "
+                     "model length of 8192. Make sure that `max_model_len` is no smaller than the number of text "
+                     "tokens."}),
+    # vLLM V1
+    (400, {"object": "error", "message": "Prompt length of 9000 is longer than the maximum model length of 8192.",
+           "type": "BadRequestError", "param": None, "code": 400}),
+])
+def test_context_overflow_in_other_servers_words_is_not_retried(server, status, body):
+    """Each is a prompt longer than the context: the same request fails again, so it is sent once and
+    ends as the context-overflow error (a task's PromptTooLong), not as an LLM error after retries."""
+    from primsel.llm.completion import PromptTooLongError
+
+    server.push(*[Reply(status=status, body=body)] * 3)
+    client, waits = make_client(server, max_retries=2)
+    with pytest.raises(PromptTooLongError, match="the prompt is longer than the model's context"):
+        client.complete(HELLO)
+    assert server.request_count == 1 and waits == []
+    assert client.usage_summary()["errors"] == 1
+
+
+def test_an_answer_cut_by_a_full_context_is_served_only_under_the_same_window(server):
+    """4000 prompt tokens and 96 answer tokens fill a 4096-token window before max_tokens (512): the
+    cut answer is cached with its window; a client of a larger window asks again, one of the same
+    window gets it from the cache. The key is the one without a window."""
+    server.push(Reply(content="def f():\n    return (", finish_reason="length", prompt_tokens=4000,
+                      completion_tokens=96),
+                Reply(content="def f():\n    return 1\n", prompt_tokens=4000, completion_tokens=9))
+    small, _ = make_client(server, max_tokens=512, context_tokens=4096)
+    cut = small.complete(HELLO)
+    assert (cut.finish_reason, cut.cached, server.request_count) == ("length", False, 1)
+    assert cut.key == cache_key("m", HELLO, make_client(server, max_tokens=512)[0].params)  # no window in it
+    entry = json.loads((cache_dir() / "llm" / cut.key[:2] / f"{cut.key}.json").read_text())
+    assert entry["response"]["n_ctx"] == 4096
+    again = make_client(server, max_tokens=512, context_tokens=4096)[0].complete(HELLO)
+    assert (again.text, again.cached, server.request_count) == (cut.text, True, 1)
+    larger, _ = make_client(server, max_tokens=512, context_tokens=8192)
+    whole = larger.complete(HELLO)
+    assert (whole.text, whole.finish_reason, whole.cached, server.request_count) == (
+        "def f():\n    return 1\n", "stop", False, 2)
+    # the whole answer replaced the cut one, and is served to every window
+    assert small.complete(HELLO).text == whole.text and server.request_count == 2
+
+
+def test_a_cut_answer_cached_without_its_window_is_served_when_it_filled_this_one(server):
+    """Entries written before windows were recorded: a cut answer whose prompt and answer fill the
+    client's window was cut by it; under a larger window it is asked again."""
+    server.push(Reply(content="whole", prompt_tokens=4000, completion_tokens=5))
+    key = cache_key("m", HELLO, make_client(server, max_tokens=512)[0].params)
+    path = cache_dir() / "llm" / key[:2] / f"{key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "response": {"text": "cut", "finish_reason": "length",
+                                                         "prompt_tokens": 4000, "completion_tokens": 95}}))
+    assert make_client(server, max_tokens=512, context_tokens=4096)[0].complete(HELLO).text == "cut"
+    assert make_client(server, max_tokens=512)[0].complete(HELLO).text == "cut"  # window not known
+    assert server.request_count == 0
+    assert make_client(server, max_tokens=512, context_tokens=8192)[0].complete(HELLO).text == "whole"
+    assert server.request_count == 1
+
+
+def test_an_answer_cut_by_max_tokens_is_served_under_any_window(server):
+    server.push(Reply(content="cut at max_tokens", finish_reason="length", prompt_tokens=100, completion_tokens=64))
+    make_client(server, max_tokens=64, context_tokens=4096)[0].complete(HELLO)
+    answer = make_client(server, max_tokens=64, context_tokens=8192)[0].complete(HELLO)
+    assert (answer.text, answer.cached, server.request_count) == ("cut at max_tokens", True, 1)

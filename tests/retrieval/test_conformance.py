@@ -274,3 +274,24 @@ def test_llm_selector_against_the_scripted_server_reports_usage_for_every_query(
     assert set(usage) == set(queries)
     # one request per module of the library (two here), 30 prompt tokens each
     assert all(u["calls"] == 2 and u["prompt_tokens"] == 60 for u in usage.values())
+
+
+def test_a_lone_surrogate_in_a_query_is_read_as_its_escape(name, small_library, small_tasks):
+    """UTF-8 cannot encode a lone surrogate (an encoder's digest of the text, a tokenizer and an
+    HTTP request fail on it): every retriever ranks the query as the text of its escape."""
+    retriever = _fitted(name, small_library, small_tasks)
+    query = small_tasks[6].query
+    assert retriever.search({"7": f"{query} \udc00"}, 5) == retriever.search({"7": f"{query} \\udc00"}, 5)
+
+
+@pytest.mark.parametrize("trained", sorted(TRAINED))
+def test_a_lone_surrogate_in_a_training_query_is_read_as_its_escape(trained, small_library, small_tasks):
+    """The retrievers that train a transformer on the training tasks' queries take one too."""
+    pytest.importorskip("sentence_transformers")
+    from dataclasses import replace
+
+    train = [replace(t, query=f"{t.query} \udc00") if i == 0 else t for i, t in enumerate(small_tasks[:6])]
+    escaped = [replace(t, query=f"{t.query} \\udc00") if i == 0 else t for i, t in enumerate(small_tasks[:6])]
+    queries = {"7": small_tasks[6].query}
+    run = _fitted(trained, small_library, small_tasks, train=train).search(queries, 5)
+    assert run == _fitted(trained, small_library, small_tasks, train=escaped).search(queries, 5)
