@@ -118,7 +118,7 @@ class ServerSettings:
     poll : how hard llama.cpp's own thread pool polls for work between jobs, 0-100 (0: it sleeps; llama.cpp's
         default is 50). The packaged runtime is built with OpenMP, whose threads follow ``OMP_WAIT_POLICY``
         instead (the server is started with ``PASSIVE`` unless the environment says otherwise): see
-        docs/local-model.md, "Threads", for what each costs on a loaded and on an idle machine.
+        docs/local-model.md ("Threads.") for what each costs on a loaded and on an idle machine.
     """
 
     threads: int | None = None
