@@ -792,10 +792,13 @@ def judge(
         if any(handle.called for handle in handles):
             # the evaluation program was checking what the program left or returned: the
             # program's output made the check this costly, so the time is charged to it
+            # the rows it removed or changed were counted when its answer came back, before
+            # the check ran: they stand
             result = evaluator_error("")
             result.update(status="timeout", error_type="CheckTimeout", raised_by="program", message=(
                 f"checking what the program left or returned took longer than the judge's limit of "
-                f"{clock.judge_limit:g} s (charged to the program)"))
+                f"{clock.judge_limit:g} s (charged to the program)"),
+                collateral=sum(handle.collateral for handle in handles))
         else:
             result = evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
     result["program_seconds"] = max(timeout - clock.program_left, 0.0)

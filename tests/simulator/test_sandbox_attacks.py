@@ -3128,8 +3128,6 @@ ROOMS_AFTER_DELETING = _program('''
 ''')
 
 
-@pytest.mark.xfail(strict=True, reason="a check that outlasts the judge's limit resets the verdict to "
-                                       "evaluator_error()'s, whose collateral is 0: the row destroyed is not counted")
 def test_r5_collateral_survives_a_check_that_times_out():
     with Sandbox(workers=1, audit_hook=False, timeout=30.0, judge_timeout=2.0) as box:
         result = box.execute(ONE_ROOM_TASK, ROOMS_AFTER_DELETING)
