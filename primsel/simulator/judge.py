@@ -579,30 +579,76 @@ class ProgramHandle:
         raise exc
 
 
+#: Columns that identify a row of a table, where its rows have an identity: in these tables a
+#: row is also compared with the rows that hold its id after the call (:func:`_removed_rows`).
+#: A shared calendar holds one row per calendar for an event, so its rows are identified by both.
+ROW_IDS = {
+    "USER_CALENDAR": ("event_id",),
+    "SHARED_CALENDARS": ("calendar_id", "event_id"),
+    "EMPLOYEES": ("employee_id",),
+    "CONFERENCE_ROOMS": ("room_id",),
+    "CONFERENCE_ROOM_BOOKINGS": ("booking_id",),
+}
+
+
 def _removed_rows(before: Any, after: Any) -> collections.Counter[str]:
     """The rows of the encoded world ``before`` (``{"d": [[table, [row, ...]], ...]}``) that are
-    not in ``after`` (a row equal to one of ``after`` is kept; two need two), each as its table's
-    name and the text of its encoding (sets in sorted order). A table encoded alike on both
-    sides, as most are, is not looked into."""
+    not in ``after``, each as its table's name and the text of its encoding (sets in sorted
+    order), counted.
+
+    A row is kept when an equal row is still there (two equal rows need two) and, in a table of
+    :data:`ROW_IDS`, its id is held by no row whose value no row had before: a row changed in
+    place counts as gone even when a copy of its old value is added back (every row of the world
+    before with that id counts), while an equal copy of a row, or a row with a new id, is only
+    an addition. A table encoded alike on both sides, as most are, is not looked into.
+    """
     tables_after = {table: rows for table, rows in after["d"]}
     removed: collections.Counter[str] = collections.Counter()
     for table, rows in before["d"]:
         rows_after = tables_after.get(table, [])
         if rows != rows_after:
-            removed.update(_row_keys(table, rows))
-            removed.subtract(_row_keys(table, rows_after))
-    return +removed  # only the positive counts: rows gone
+            gone = _removed_from_table(ROW_IDS.get(table, ()), rows, rows_after)
+            removed.update({f"{table}\n{text}": count for text, count in gone.items()})
+    return removed
 
 
-def _row_keys(table: str, rows: list[Any]) -> collections.Counter[str]:
-    """The encoded ``rows`` of ``table``, each as the text of its encoding (sets in sorted order), counted."""
-    keys: collections.Counter[str] = collections.Counter()
-    for row in rows:
-        text = json.dumps(row, separators=(",", ":"))
-        if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
-            text = json.dumps(_sorted_sets(row), separators=(",", ":"))
-        keys[f"{table}\n{text}"] += 1
-    return keys
+def _removed_from_table(id_columns: tuple[str, ...], rows: list[Any],
+                        rows_after: list[Any]) -> collections.Counter[str]:
+    """The texts (:func:`_row_text`) of the encoded ``rows`` not kept in ``rows_after``, counted
+    (the rule of :func:`_removed_rows`; ``id_columns`` empty: equal rows only)."""
+    texts = [_row_text(row) for row in rows]
+    texts_after = [_row_text(row) for row in rows_after]
+    counts = collections.Counter(texts)
+    counts_after = collections.Counter(texts_after)
+    removed = counts - counts_after
+    if not id_columns:
+        return removed
+    # ids held after the call by a value no row had before (a row changed, or a new row)
+    changed_ids = {_row_id(row, id_columns) for row, text in zip(rows_after, texts_after) if text not in counts}
+    changed_ids.discard(None)
+    if not changed_ids:
+        return removed
+    for row, text in zip(rows, texts):
+        if _row_id(row, id_columns) in changed_ids:
+            removed[text] = counts[text]
+    return removed
+
+
+def _row_id(row: Any, id_columns: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The id of an encoded row (``{"d": [[column, value], ...]}``): the JSON texts of its
+    ``id_columns``' values, or None when one is missing or null."""
+    values = {column: value for column, value in row["d"] if column in id_columns}
+    if len(values) != len(id_columns) or None in values.values():
+        return None
+    return tuple(json.dumps(values[column], separators=(",", ":")) for column in id_columns)
+
+
+def _row_text(row: Any) -> str:
+    """The text of an encoded row's encoding (sets in sorted order)."""
+    text = json.dumps(row, separators=(",", ":"))
+    if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
+        text = json.dumps(_sorted_sets(row), separators=(",", ":"))
+    return text
 
 
 def _sorted_sets(encoded: Any) -> Any:

@@ -3148,9 +3148,6 @@ CHANGE_AND_COPY = '''
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the audit is a multiset of row texts: a row changed in place is hidden by "
-                                       "adding back a copy of its old value (strict pass, collateral 0, and the "
-                                       "directory now holds two rows for one employee id)")
 def test_r5_a_changed_row_is_not_hidden_by_a_copy_of_its_old_value(red_box, builtin):
     task = builtin["builtin-03"]
     result = red_box.execute(task, _entry_then_reference(task, CHANGE_AND_COPY))
