@@ -644,24 +644,43 @@ def _row_id(row: Any, id_columns: tuple[str, ...]) -> tuple[str, ...] | None:
 
 
 def _row_text(row: Any) -> str:
-    """The text of an encoded row's encoding (sets in sorted order)."""
-    text = json.dumps(row, separators=(",", ":"))
-    if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
-        text = json.dumps(_sorted_sets(row), separators=(",", ":"))
+    """The canonical text of an encoded row (``{"d": [[column, value], ...]}``): equal for rows
+    of equal values, whatever the order of their columns, of the entries of a dict in them or of
+    the items of a set (:func:`_canonical`)."""
+    entries = sorted(row["d"], key=_entry_order)
+    text = json.dumps(entries, separators=(",", ":"), sort_keys=True)
+    if '{"d":' in text or '{"s":' in text or '{"fs":' in text:  # a dict or a set inside
+        text = json.dumps(_canonical(entries), separators=(",", ":"), sort_keys=True)
     return text
 
 
-def _sorted_sets(encoded: Any) -> Any:
-    """``encoded`` with the items of every encoded set in the order of their JSON text."""
+def _entry_order(entry: list[Any]) -> tuple[int, str]:
+    """The sort key of an encoded dict entry ``[key, value]``: its key (a string as it is, any
+    other key by its JSON text, after the strings)."""
+    key = entry[0]
+    if type(key) is str:
+        return (0, key)
+    return (1, json.dumps(key, separators=(",", ":"), sort_keys=True))
+
+
+def _canonical(encoded: Any) -> Any:
+    """``encoded`` (the codec's wire form) with every dict's entries in :func:`_entry_order` and
+    every set's items in the order of their JSON text, so that equal values read alike (the
+    fields of a library object are ordered by ``json.dumps(..., sort_keys=True)``)."""
     if type(encoded) is list:
-        return [_sorted_sets(item) for item in encoded]
+        return [_canonical(item) for item in encoded]
     if type(encoded) is not dict:
         return encoded
-    (tag, body), = encoded.items()
+    (tag, body), = encoded.items()  # every dict of the wire form is one tag and its body
+    if tag == "obj":
+        name, fields = body
+        return {tag: [name, {field: _canonical(value) for field, value in fields.items()}]}
+    if tag == "d":
+        return {tag: sorted(_canonical(body), key=_entry_order)}
     if tag in ("s", "fs"):
-        items = [_sorted_sets(item) for item in body]
-        return {tag: sorted(items, key=lambda item: json.dumps(item, separators=(",", ":")))}
-    return {tag: _sorted_sets(body)}
+        items = [_canonical(item) for item in body]
+        return {tag: sorted(items, key=lambda item: json.dumps(item, separators=(",", ":"), sort_keys=True))}
+    return {tag: _canonical(body)}
 
 
 class Reference:

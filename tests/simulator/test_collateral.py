@@ -236,3 +236,24 @@ def test_a_table_without_ids_is_compared_as_rows_of_values():
     before = _world(EMPLOYEE_VACATIONS=[away])
     assert not _removed_rows(before, _world(EMPLOYEE_VACATIONS=[moved, dict(away)]))
     assert sum(_removed_rows(before, _world(EMPLOYEE_VACATIONS=[moved])).values()) == 1
+
+
+def test_rows_of_equal_values_in_another_order_are_kept():
+    from primsel.simulator.judge import _removed_rows
+
+    event = {"event_id": "x1", "subject": "Sync", "repeats": {"every": 1, "on": {"mon", "tue", "wed"}}}
+    rebuilt = {"repeats": {"on": {"wed", "mon", "tue"}, "every": 1}, "subject": "Sync", "event_id": "x1"}
+    assert list(rebuilt) != list(event) and rebuilt == event
+    assert not _removed_rows(_world(USER_CALENDAR=[event]), _world(USER_CALENDAR=[rebuilt]))
+    changed = {"repeats": {"on": {"wed", "mon"}, "every": 1}, "subject": "Sync", "event_id": "x1"}
+    assert sum(_removed_rows(_world(USER_CALENDAR=[event]), _world(USER_CALENDAR=[changed])).values()) == 1
+
+
+def test_a_row_holding_a_library_object_and_a_set_is_audited():
+    from primsel.simulator.apps.company_directory import Employee
+    from primsel.simulator.judge import _removed_rows
+
+    row = {"employee_id": "e1", "buddy": Employee(name="Boris", employee_id="e2"), "tags": {"a", "b"}}
+    before = _world(EMPLOYEES=[row])
+    assert not _removed_rows(before, _world(EMPLOYEES=[dict(reversed(list(row.items())))]))
+    assert sum(_removed_rows(before, _world(EMPLOYEES=[dict(row, tags={"a"})])).values()) == 1

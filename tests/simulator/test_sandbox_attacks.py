@@ -3182,8 +3182,6 @@ def test_r5_collateral_of_an_unsupported_return_after_wiping(red_box, builtin):
     assert result.collateral == 4 + 13, result
 
 
-@pytest.mark.xfail(strict=True, reason="the audit compares the encodings of rows, which keep the keys' order: a "
-                                       "row rebuilt with equal values in another key order counts as changed")
 def test_r5_rows_rebuilt_with_equal_values_are_no_collateral(red_box, builtin):
     task = builtin["builtin-05"]
     program = _entry_then_reference(task, '''
