@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from primsel.simulator import codec as codec_module
+from primsel.simulator import matching
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
 from primsel.simulator.verdicts import (
     MAX_LINE,
@@ -156,6 +157,12 @@ class _JudgeTimeout(BaseException):
     """The judge's own time limit passed (raised by the SIGALRM handler of :class:`Clock`)."""
 
 
+#: Most steps one search of a text by RE2 may take in the judge (:data:`matching.search_guard`):
+#: about a third of a second of RE2's slowest matcher on a loaded machine, a thousand times what
+#: a search of a room name among room names of a hundred characters takes.
+MAX_SEARCH_STEPS = 10_000_000
+
+
 class Clock:
     """Charges wall time to the program (while a call is out) or to the judge, and limits both.
 
@@ -175,6 +182,7 @@ class Clock:
         self.judge_left = judge_limit
         self.judge_limit = judge_limit
         self.expired = False
+        self.reason = ""  # why the judge's time ended before its timer fired, if it did
         self._previous: Any = None
 
     def _alarm(self, signum: int, frame: Any) -> None:
@@ -184,11 +192,31 @@ class Clock:
     def __enter__(self) -> Clock:
         self._previous = signal.signal(signal.SIGALRM, self._alarm)
         signal.setitimer(signal.ITIMER_REAL, max(self.judge_left, 1e-6))
+        matching.search_guard = self.bound_search
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        matching.search_guard = None
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
+
+    def bound_search(self, steps: int) -> None:
+        """Refuse a search by RE2 that may take more than :data:`MAX_SEARCH_STEPS` steps.
+
+        Such a search would run in C, where the judge's timer cannot fire, for longer than the
+        judge may wait: it ends the judge's time now, as the timer would have (the program's
+        time, once the program was called: ``timeout`` / ``CheckTimeout``).
+
+        Raises
+        ------
+        _JudgeTimeout : ``steps`` is past the bound.
+        """
+        if steps <= MAX_SEARCH_STEPS:
+            return
+        self.expired = True
+        self.reason = (f"needed a regular-expression search of up to {steps:,} steps in C (past the judge's "
+                       f"bound of {MAX_SEARCH_STEPS:,}), where the judge's timer cannot stop it")
+        raise _JudgeTimeout()
 
     @contextlib.contextmanager
     def program_call(self) -> Iterator[float]:
@@ -860,11 +888,12 @@ def judge(
             # the rows it removed or changed were counted when its answer came back, before
             # the check ran: they stand
             result = evaluator_error("")
+            why = clock.reason or f"took longer than the judge's limit of {clock.judge_limit:g} s"
             result.update(status="timeout", error_type="CheckTimeout", raised_by="program", message=(
-                f"checking what the program left or returned took longer than the judge's limit of "
-                f"{clock.judge_limit:g} s (charged to the program)"),
+                f"checking what the program left or returned {why} (charged to the program)"),
                 collateral=sum(handle.collateral for handle in handles))
         else:
-            result = evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
+            why = clock.reason or f"took longer than its own time limit of {clock.judge_limit:g} s"
+            result = evaluator_error(f"the judge's work on the task {why}")
     result["program_seconds"] = max(timeout - clock.program_left, 0.0)
     return result
