@@ -3294,10 +3294,6 @@ PENDING_SIGNALS = textwrap.dedent('''\
     ''')
 
 
-@pytest.mark.xfail(strict=True, reason="pending signals are counted per user on the host (RLIMIT_SIGPENDING, "
-                                       "charged up through the user namespaces): two program processes at once "
-                                       "share one budget, a channel between tasks (and a program can exhaust it "
-                                       "for every process of the unprivileged user)")
 def test_r5_pending_signals_are_no_channel_between_concurrent_tasks():
     program = PENDING_SIGNALS.format(hold=10)
     with Sandbox(workers=2, timeout=30.0, audit_hook=False) as box:
