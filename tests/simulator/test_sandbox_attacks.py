@@ -3448,8 +3448,9 @@ def _negative_dentries() -> int:
         return int(handle.read().split()[4])
 
 
-@pytest.mark.xfail(strict=True, reason="stat of names that do not exist is unlimited (documented): one program adds "
-                                       "hundreds of thousands of negative dentries, kernel memory on the host")
+@pytest.mark.xfail(strict=True, reason="stat of names that do not exist is unlimited (not fixed; docs/sandbox.md, "
+                                       "what is left): one program adds hundreds of thousands of negative "
+                                       "dentries, kernel memory on the host")
 def test_r5_negative_dentries_a_program_adds_are_bounded():
     import uuid
 
