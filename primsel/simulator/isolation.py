@@ -5,7 +5,7 @@ and before the program text reaches it. It gives the process its own session and
 moves it into a throwaway working directory, closes every descriptor but the ones it needs,
 points fds 0/1/2 at ``/dev/null`` and captures ``sys.stdout`` / ``sys.stderr`` in a capped
 buffer, sets resource limits (address space, CPU seconds, file size 0, few descriptors, no core
-files, :data:`NPROC` processes and threads), drops every privilege (:func:`drop_privileges`: no
+files, :data:`NPROC` processes and threads, :data:`SIGPENDING` queued signals), drops every privilege (:func:`drop_privileges`: no
 capability in any set, an unprivileged user when it runs as root, no supplementary groups,
 ``no_new_privs``), makes it die
 with its parent and non-dumpable, restricts itself with Landlock
@@ -54,6 +54,15 @@ NOFILE = 64
 #: namespace of its own gets it there (only that namespace's processes count); elsewhere it is
 #: added to what the user runs when the process starts (:func:`drop_privileges`).
 NPROC = 256
+#: Signals a program process may have queued and not yet handled (RLIMIT_SIGPENDING). The
+#: kernel counts them per user, and in a user namespace of its own (:func:`drop_privileges`)
+#: this limit applies to the process's own count while the user's count on the host, which every
+#: program process shares, is bounded by the limit the namespace was made with (the host's):
+#: so no program takes more than this much of it, and as long as the program processes running
+#: at once hold less than the host's limit together (about 1,500 of them for a limit of 96,000),
+#: none is refused a signal because of another. Without such a namespace it is added to what
+#: the user has queued when the process starts.
+SIGPENDING = 64
 #: User and group a program process runs as when the sandbox runs as root (nobody, nogroup).
 UNPRIVILEGED_USER = (65534, 65534)
 #: ``_LINUX_CAPABILITY_VERSION_3`` (``linux/capability.h``): two 32-bit words per set.
@@ -109,6 +118,11 @@ def _own_user_namespace(libc: ctypes.CDLL, proc: int | None = None) -> bool:
     # proc files to root: dumpable again, so that it may write its own maps (confine() makes
     # it not dumpable again before the program runs).
     prctl(PR_SET_DUMPABLE, 1)
+    # The highest limit of pending signals allowed while the namespace is made: it becomes the
+    # bound of the user's count on the host, which every program process shares (the
+    # process's own limit, :data:`SIGPENDING`, is set once the namespace is made).
+    hard = resource.getrlimit(resource.RLIMIT_SIGPENDING)[1]
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (hard, hard))
     if libc.unshare(_CLONE_NEWUSER) != 0:
         return False
     for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1")):
@@ -156,12 +170,15 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER, proc: int 
     not) to :data:`NPROC` there, where only its own threads count; as root without one (user
     namespaces not allowed) to :data:`NPROC` for the unprivileged user on the whole host; for
     an ordinary user without one, to the user's processes and threads now plus :data:`NPROC`
-    (capped by the hard limit).
+    (capped by the hard limit). And RLIMIT_SIGPENDING (:data:`SIGPENDING`): in a user namespace
+    of its own to :data:`SIGPENDING`, the namespace made with the highest limit allowed (the
+    bound of what all program processes queue together); without one, to what the user has
+    queued now plus :data:`SIGPENDING`.
 
     Returns
     -------
-    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool), ``nproc`` (the limit
-    set), ``own_user_namespace`` (bool).
+    dict: ``uid``, ``gid`` (real ids now), ``bounding_cleared`` (bool), ``nproc`` and
+    ``sigpending`` (the limits set), ``own_user_namespace`` (bool).
 
     Raises
     ------
@@ -195,12 +212,13 @@ def drop_privileges(user: tuple[int, int] | None = UNPRIVILEGED_USER, proc: int 
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     else:
         nproc = _limit_user_processes(own_namespace)
+    sigpending = _limit_pending_signals(own_namespace, proc)
     left = _capabilities(libc, clear=True)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if any(left) or 0 in os.getresuid() or 0 in os.getresgid() or os.getgroups():
         raise OSError(errno.EPERM, "privileges are left after dropping them")
     return {"uid": os.getuid(), "gid": os.getgid(), "bounding_cleared": bounding_cleared, "nproc": nproc,
-            "own_user_namespace": own_namespace}
+            "sigpending": sigpending, "own_user_namespace": own_namespace}
 
 
 def _check_user(user: tuple[int, int]) -> None:
@@ -244,6 +262,33 @@ def _limit_user_processes(own_namespace: bool) -> int:
         nproc = min(nproc, hard)
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     return nproc
+
+
+def _limit_pending_signals(own_namespace: bool, proc: int | None) -> int:
+    """Set RLIMIT_SIGPENDING (:data:`SIGPENDING`) and return it: in a user namespace of its own
+    the limit applies to this process's own count; elsewhere to the user's count, so it comes on
+    top of what the user has queued now (capped by the hard limit)."""
+    limit = SIGPENDING if own_namespace else _queued_signals(proc) + SIGPENDING
+    hard = resource.getrlimit(resource.RLIMIT_SIGPENDING)[1]
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (limit, limit))
+    return limit
+
+
+def _queued_signals(proc: int | None) -> int:
+    """Signals queued now for the calling process's real user (the first number of ``SigQ`` in
+    its ``status``: what RLIMIT_SIGPENDING counts); 0 when that cannot be read."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        fd = _open_proc("self/status", os.O_RDONLY, proc)
+        try:
+            text = os.read(fd, 1 << 16).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+        for line in text.splitlines():
+            if line.startswith("SigQ:"):
+                return int(line.split()[1].split("/")[0])
+    return 0
 
 
 def _user_tasks(uid: int) -> int:

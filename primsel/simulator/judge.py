@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from primsel.simulator import codec as codec_module
+from primsel.simulator import matching
 from primsel.simulator.layout import APPS, CHECK_TOOLS, SETUP_TOOLS
 from primsel.simulator.verdicts import (
     MAX_LINE,
@@ -156,6 +157,12 @@ class _JudgeTimeout(BaseException):
     """The judge's own time limit passed (raised by the SIGALRM handler of :class:`Clock`)."""
 
 
+#: Most steps one search of a text by RE2 may take in the judge (:data:`matching.search_guard`):
+#: about a third of a second of RE2's slowest matcher on a loaded machine, a thousand times what
+#: a search of a room name among room names of a hundred characters takes.
+MAX_SEARCH_STEPS = 10_000_000
+
+
 class Clock:
     """Charges wall time to the program (while a call is out) or to the judge, and limits both.
 
@@ -175,6 +182,7 @@ class Clock:
         self.judge_left = judge_limit
         self.judge_limit = judge_limit
         self.expired = False
+        self.reason = ""  # why the judge's time ended before its timer fired, if it did
         self._previous: Any = None
 
     def _alarm(self, signum: int, frame: Any) -> None:
@@ -184,11 +192,31 @@ class Clock:
     def __enter__(self) -> Clock:
         self._previous = signal.signal(signal.SIGALRM, self._alarm)
         signal.setitimer(signal.ITIMER_REAL, max(self.judge_left, 1e-6))
+        matching.search_guard = self.bound_search
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        matching.search_guard = None
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
+
+    def bound_search(self, steps: int) -> None:
+        """Refuse a search by RE2 that may take more than :data:`MAX_SEARCH_STEPS` steps.
+
+        Such a search would run in C, where the judge's timer cannot fire, for longer than the
+        judge may wait: it ends the judge's time now, as the timer would have (the program's
+        time, once the program was called: ``timeout`` / ``CheckTimeout``).
+
+        Raises
+        ------
+        _JudgeTimeout : ``steps`` is past the bound.
+        """
+        if steps <= MAX_SEARCH_STEPS:
+            return
+        self.expired = True
+        self.reason = (f"needed a regular-expression search of up to {steps:,} steps in C (past the judge's "
+                       f"bound of {MAX_SEARCH_STEPS:,}), where the judge's timer cannot stop it")
+        raise _JudgeTimeout()
 
     @contextlib.contextmanager
     def program_call(self) -> Iterator[float]:
@@ -594,43 +622,108 @@ class ProgramHandle:
         raise exc
 
 
+#: Columns that identify a row of a table, where its rows have an identity: in these tables a
+#: row is also compared with the rows that hold its id after the call (:func:`_removed_rows`).
+#: A shared calendar holds one row per calendar for an event, so its rows are identified by both.
+ROW_IDS = {
+    "USER_CALENDAR": ("event_id",),
+    "SHARED_CALENDARS": ("calendar_id", "event_id"),
+    "EMPLOYEES": ("employee_id",),
+    "CONFERENCE_ROOMS": ("room_id",),
+    "CONFERENCE_ROOM_BOOKINGS": ("booking_id",),
+}
+
+
 def _removed_rows(before: Any, after: Any) -> collections.Counter[str]:
     """The rows of the encoded world ``before`` (``{"d": [[table, [row, ...]], ...]}``) that are
-    not in ``after`` (a row equal to one of ``after`` is kept; two need two), each as its table's
-    name and the text of its encoding (sets in sorted order). A table encoded alike on both
-    sides, as most are, is not looked into."""
+    not in ``after``, each as its table's name and the text of its encoding (sets in sorted
+    order), counted.
+
+    A row is kept when an equal row is still there (two equal rows need two) and, in a table of
+    :data:`ROW_IDS`, its id is held by no row whose value no row had before: a row changed in
+    place counts as gone even when a copy of its old value is added back (every row of the world
+    before with that id counts), while an equal copy of a row, or a row with a new id, is only
+    an addition. A table encoded alike on both sides, as most are, is not looked into.
+    """
     tables_after = {table: rows for table, rows in after["d"]}
     removed: collections.Counter[str] = collections.Counter()
     for table, rows in before["d"]:
         rows_after = tables_after.get(table, [])
         if rows != rows_after:
-            removed.update(_row_keys(table, rows))
-            removed.subtract(_row_keys(table, rows_after))
-    return +removed  # only the positive counts: rows gone
+            gone = _removed_from_table(ROW_IDS.get(table, ()), rows, rows_after)
+            removed.update({f"{table}\n{text}": count for text, count in gone.items()})
+    return removed
 
 
-def _row_keys(table: str, rows: list[Any]) -> collections.Counter[str]:
-    """The encoded ``rows`` of ``table``, each as the text of its encoding (sets in sorted order), counted."""
-    keys: collections.Counter[str] = collections.Counter()
-    for row in rows:
-        text = json.dumps(row, separators=(",", ":"))
-        if '{"s":' in text or '{"fs":' in text:  # a set's order is not its value
-            text = json.dumps(_sorted_sets(row), separators=(",", ":"))
-        keys[f"{table}\n{text}"] += 1
-    return keys
+def _removed_from_table(id_columns: tuple[str, ...], rows: list[Any],
+                        rows_after: list[Any]) -> collections.Counter[str]:
+    """The texts (:func:`_row_text`) of the encoded ``rows`` not kept in ``rows_after``, counted
+    (the rule of :func:`_removed_rows`; ``id_columns`` empty: equal rows only)."""
+    texts = [_row_text(row) for row in rows]
+    texts_after = [_row_text(row) for row in rows_after]
+    counts = collections.Counter(texts)
+    counts_after = collections.Counter(texts_after)
+    removed = counts - counts_after
+    if not id_columns:
+        return removed
+    # ids held after the call by a value no row had before (a row changed, or a new row)
+    changed_ids = {_row_id(row, id_columns) for row, text in zip(rows_after, texts_after) if text not in counts}
+    changed_ids.discard(None)
+    if not changed_ids:
+        return removed
+    for row, text in zip(rows, texts):
+        if _row_id(row, id_columns) in changed_ids:
+            removed[text] = counts[text]
+    return removed
 
 
-def _sorted_sets(encoded: Any) -> Any:
-    """``encoded`` with the items of every encoded set in the order of their JSON text."""
+def _row_id(row: Any, id_columns: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The id of an encoded row (``{"d": [[column, value], ...]}``): the JSON texts of its
+    ``id_columns``' values, or None when one is missing or null."""
+    values = {column: value for column, value in row["d"] if column in id_columns}
+    if len(values) != len(id_columns) or None in values.values():
+        return None
+    return tuple(json.dumps(values[column], separators=(",", ":")) for column in id_columns)
+
+
+def _row_text(row: Any) -> str:
+    """The canonical text of an encoded row (``{"d": [[column, value], ...]}``): equal for rows
+    of equal values, whatever the order of their columns, of the entries of a dict in them or of
+    the items of a set (:func:`_canonical`)."""
+    entries = sorted(row["d"], key=_entry_order)
+    text = json.dumps(entries, separators=(",", ":"), sort_keys=True)
+    if '{"d":' in text or '{"s":' in text or '{"fs":' in text:  # a dict or a set inside
+        text = json.dumps(_canonical(entries), separators=(",", ":"), sort_keys=True)
+    return text
+
+
+def _entry_order(entry: list[Any]) -> tuple[int, str]:
+    """The sort key of an encoded dict entry ``[key, value]``: its key (a string as it is, any
+    other key by its JSON text, after the strings)."""
+    key = entry[0]
+    if type(key) is str:
+        return (0, key)
+    return (1, json.dumps(key, separators=(",", ":"), sort_keys=True))
+
+
+def _canonical(encoded: Any) -> Any:
+    """``encoded`` (the codec's wire form) with every dict's entries in :func:`_entry_order` and
+    every set's items in the order of their JSON text, so that equal values read alike (the
+    fields of a library object are ordered by ``json.dumps(..., sort_keys=True)``)."""
     if type(encoded) is list:
-        return [_sorted_sets(item) for item in encoded]
+        return [_canonical(item) for item in encoded]
     if type(encoded) is not dict:
         return encoded
-    (tag, body), = encoded.items()
+    (tag, body), = encoded.items()  # every dict of the wire form is one tag and its body
+    if tag == "obj":
+        name, fields = body
+        return {tag: [name, {field: _canonical(value) for field, value in fields.items()}]}
+    if tag == "d":
+        return {tag: sorted(_canonical(body), key=_entry_order)}
     if tag in ("s", "fs"):
-        items = [_sorted_sets(item) for item in body]
-        return {tag: sorted(items, key=lambda item: json.dumps(item, separators=(",", ":")))}
-    return {tag: _sorted_sets(body)}
+        items = [_canonical(item) for item in body]
+        return {tag: sorted(items, key=lambda item: json.dumps(item, separators=(",", ":"), sort_keys=True))}
+    return {tag: _canonical(body)}
 
 
 class Reference:
@@ -807,11 +900,15 @@ def judge(
         if any(handle.called for handle in handles):
             # the evaluation program was checking what the program left or returned: the
             # program's output made the check this costly, so the time is charged to it
+            # the rows it removed or changed were counted when its answer came back, before
+            # the check ran: they stand
             result = evaluator_error("")
+            why = clock.reason or f"took longer than the judge's limit of {clock.judge_limit:g} s"
             result.update(status="timeout", error_type="CheckTimeout", raised_by="program", message=(
-                f"checking what the program left or returned took longer than the judge's limit of "
-                f"{clock.judge_limit:g} s (charged to the program)"))
+                f"checking what the program left or returned {why} (charged to the program)"),
+                collateral=sum(handle.collateral for handle in handles))
         else:
-            result = evaluator_error(f"the judge exceeded its own time limit of {clock.judge_limit:g} s")
+            why = clock.reason or f"took longer than its own time limit of {clock.judge_limit:g} s"
+            result = evaluator_error(f"the judge's work on the task {why}")
     result["program_seconds"] = max(timeout - clock.program_left, 0.0)
     return result

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import re2
 
@@ -12,6 +12,15 @@ from rapidfuzz import fuzz, process, utils
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # an invalid room name is no news for stderr
+
+#: Called before RE2 searches one text, with the most steps the search may take: the compiled
+#: pattern's size times the text's length, the bound of RE2's slowest matcher (its NFA, which it
+#: falls back to when a pattern's automaton outgrows its memory budget: ``"a" * 3000 + "b"`` in
+#: a text of 100,000 characters is 300 million steps in C). It may raise to refuse the search.
+#: None (the default, and in a program process, where the time is the program's): no bound. The
+#: judge sets it while it runs a task (``primsel.simulator.judge.Clock``): RE2's work is in C,
+#: where the judge's timer cannot fire.
+search_guard: Callable[[int], None] | None = None
 
 #: Minimum WRatio score (0-100) for a fuzzy match, and the most matches returned.
 FUZZY_CUTOFF = 90
@@ -49,7 +58,8 @@ def regex_first_match(pattern: str, values: Sequence[str]) -> int | None:
     searched in, never exponential time (``(0+)+1`` against a run of zeros). A pattern RE2
     cannot take (look-arounds, back-references, or one whose compiled form passes RE2's 8 MiB
     memory budget) matches nothing, as an invalid one does. The compiled pattern is not kept:
-    nothing of a task's data stays in the process once the call returns.
+    nothing of a task's data stays in the process once the call returns. Each text's search is
+    offered to :data:`search_guard` first, when one is set (whatever it raises ends the call).
     """
     try:
         compiled = re2.compile("(?i)" + pattern, _RE2_OPTIONS)
@@ -57,7 +67,12 @@ def regex_first_match(pattern: str, values: Sequence[str]) -> int | None:
         return None
     finally:
         re2.purge()  # re2 keeps compiled patterns in a cache of its own
+    guard = search_guard
     for index, value in enumerate(values):
-        if value is not None and compiled.search(value) is not None:
+        if value is None:
+            continue
+        if guard is not None:
+            guard(compiled.programsize * max(len(value), 1))
+        if compiled.search(value) is not None:
             return index
     return None

@@ -194,3 +194,66 @@ def test_a_run_s_task_rows_and_report_give_collateral_and_strict_success(tmp_pat
     assert (report["success"], report["strict_success"]) == (1.0, 0.5)
     text = write_report(tmp_path / "runs" / "audited").read_text()
     assert "| 1.000 [0.342, 1.000] | 0.500 |" in text
+
+
+def _world(**tables: list[dict]) -> dict:
+    """The judge's encoding of a world holding these tables (the others empty)."""
+    from primsel.simulator.codec import Codec
+
+    return Codec(app_modules()).encode({name: tables.get(name, []) for name in TABLES})
+
+
+ANNA = {"employee_id": "e1", "name": "Anna", "email_address": "anna@example.com"}
+BORIS = {"employee_id": "e2", "name": "Boris", "email_address": "boris@example.com"}
+
+
+def test_a_row_changed_with_a_copy_of_its_old_value_added_counts_once():
+    from primsel.simulator.judge import _removed_rows
+
+    changed = dict(ANNA, email_address="attacker@example.com")
+    removed = _removed_rows(_world(EMPLOYEES=[ANNA, BORIS]), _world(EMPLOYEES=[changed, BORIS, dict(ANNA)]))
+    assert sum(removed.values()) == 1
+    assert [key.split("\n")[0] for key in removed] == ["EMPLOYEES"]
+    assert '"anna@example.com"' in next(iter(removed))  # the old value is what counts as gone
+
+
+def test_rows_added_with_new_ids_or_as_copies_are_no_removal():
+    from primsel.simulator.judge import _removed_rows
+
+    newcomer = {"employee_id": "e3", "name": "Chen", "email_address": "chen@example.com"}
+    before = _world(EMPLOYEES=[ANNA, BORIS])
+    assert not _removed_rows(before, _world(EMPLOYEES=[ANNA, BORIS, newcomer]))
+    assert not _removed_rows(before, _world(EMPLOYEES=[ANNA, BORIS, dict(ANNA)]))  # an equal copy
+
+
+def test_a_table_without_ids_is_compared_as_rows_of_values():
+    from primsel.simulator.judge import _removed_rows
+
+    # a vacation row has no id of its own: a changed row with its old value added back is the
+    # same world as a row added
+    away = {"employee_id": "e1", "starts": "2024-07-01", "ends": "2024-07-05"}
+    moved = dict(away, ends="2024-07-09")
+    before = _world(EMPLOYEE_VACATIONS=[away])
+    assert not _removed_rows(before, _world(EMPLOYEE_VACATIONS=[moved, dict(away)]))
+    assert sum(_removed_rows(before, _world(EMPLOYEE_VACATIONS=[moved])).values()) == 1
+
+
+def test_rows_of_equal_values_in_another_order_are_kept():
+    from primsel.simulator.judge import _removed_rows
+
+    event = {"event_id": "x1", "subject": "Sync", "repeats": {"every": 1, "on": {"mon", "tue", "wed"}}}
+    rebuilt = {"repeats": {"on": {"wed", "mon", "tue"}, "every": 1}, "subject": "Sync", "event_id": "x1"}
+    assert list(rebuilt) != list(event) and rebuilt == event
+    assert not _removed_rows(_world(USER_CALENDAR=[event]), _world(USER_CALENDAR=[rebuilt]))
+    changed = {"repeats": {"on": {"wed", "mon"}, "every": 1}, "subject": "Sync", "event_id": "x1"}
+    assert sum(_removed_rows(_world(USER_CALENDAR=[event]), _world(USER_CALENDAR=[changed])).values()) == 1
+
+
+def test_a_row_holding_a_library_object_and_a_set_is_audited():
+    from primsel.simulator.apps.company_directory import Employee
+    from primsel.simulator.judge import _removed_rows
+
+    row = {"employee_id": "e1", "buddy": Employee(name="Boris", employee_id="e2"), "tags": {"a", "b"}}
+    before = _world(EMPLOYEES=[row])
+    assert not _removed_rows(before, _world(EMPLOYEES=[dict(reversed(list(row.items())))]))
+    assert sum(_removed_rows(before, _world(EMPLOYEES=[dict(row, tags={"a"})])).values()) == 1

@@ -1114,3 +1114,18 @@ def test_a_check_made_slow_by_the_program_output_is_the_programs_timeout():
         before = run(box, "def answer():\n    return 42\n", make_task(check.replace("answer = executable()", "while True:\n        pass\n    answer = executable()")))
     assert (result.status, result.error_type, result.raised_by) == ("timeout", "CheckTimeout", "program")
     assert (before.status, before.error_type, before.raised_by) == ("error", "EvaluatorError", "task")
+
+
+def test_the_judge_refuses_a_regex_search_that_would_run_long_in_c():
+    from primsel.simulator import judge, matching
+
+    names = ["Hopper", "a" * 100_000]
+    with judge.Clock(5.0, 5.0) as clock:
+        assert matching.regex_first_match("hop", names) == 0  # a room name's search: far below the bound
+        started = time.monotonic()
+        with pytest.raises(judge._JudgeTimeout):
+            # 3,005 instructions times 100,000 characters: RE2's NFA would take seconds in C
+            matching.regex_first_match("a" * 3000 + "b", names)
+        assert time.monotonic() - started < 0.5
+        assert clock.expired and "300,500,000 steps" in clock.reason
+    assert matching.search_guard is None  # a program process (and the caller) search unbounded

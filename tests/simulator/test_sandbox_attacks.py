@@ -3145,8 +3145,6 @@ ROOMS_AFTER_DELETING = _program('''
 ''')
 
 
-@pytest.mark.xfail(strict=True, reason="a check that outlasts the judge's limit resets the verdict to "
-                                       "evaluator_error()'s, whose collateral is 0: the row destroyed is not counted")
 def test_r5_collateral_survives_a_check_that_times_out():
     with Sandbox(workers=1, audit_hook=False, timeout=30.0, judge_timeout=2.0) as box:
         result = box.execute(ONE_ROOM_TASK, ROOMS_AFTER_DELETING)
@@ -3167,9 +3165,6 @@ CHANGE_AND_COPY = '''
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the audit is a multiset of row texts: a row changed in place is hidden by "
-                                       "adding back a copy of its old value (strict pass, collateral 0, and the "
-                                       "directory now holds two rows for one employee id)")
 def test_r5_a_changed_row_is_not_hidden_by_a_copy_of_its_old_value(red_box, builtin):
     task = builtin["builtin-03"]
     result = red_box.execute(task, _entry_then_reference(task, CHANGE_AND_COPY))
@@ -3204,8 +3199,6 @@ def test_r5_collateral_of_an_unsupported_return_after_wiping(red_box, builtin):
     assert result.collateral == 4 + 13, result
 
 
-@pytest.mark.xfail(strict=True, reason="the audit compares the encodings of rows, which keep the keys' order: a "
-                                       "row rebuilt with equal values in another key order counts as changed")
 def test_r5_rows_rebuilt_with_equal_values_are_no_collateral(red_box, builtin):
     task = builtin["builtin-05"]
     program = _entry_then_reference(task, '''
@@ -3286,9 +3279,6 @@ QUADRATIC_ROOMS = textwrap.dedent('''\
     ''')
 
 
-@pytest.mark.xfail(strict=True, reason="room names matched by RE2 still cost the judge quadratic time in C (a DFA "
-                                       "over budget falls back to the NFA), where the judge's timer cannot fire: "
-                                       "the caller's grace ends it as WorkerDied, a fault outside the program")
 def test_r5_room_names_that_make_re2_quadratic_are_the_program_s_time():
     with Sandbox(workers=1, timeout=10.0, judge_timeout=3.0) as box:
         started = time.monotonic()
@@ -3321,10 +3311,6 @@ PENDING_SIGNALS = textwrap.dedent('''\
     ''')
 
 
-@pytest.mark.xfail(strict=True, reason="pending signals are counted per user on the host (RLIMIT_SIGPENDING, "
-                                       "charged up through the user namespaces): two program processes at once "
-                                       "share one budget, a channel between tasks (and a program can exhaust it "
-                                       "for every process of the unprivileged user)")
 def test_r5_pending_signals_are_no_channel_between_concurrent_tasks():
     program = PENDING_SIGNALS.format(hold=10)
     with Sandbox(workers=2, timeout=30.0, audit_hook=False) as box:
@@ -3479,8 +3465,9 @@ def _negative_dentries() -> int:
         return int(handle.read().split()[4])
 
 
-@pytest.mark.xfail(strict=True, reason="stat of names that do not exist is unlimited (documented): one program adds "
-                                       "hundreds of thousands of negative dentries, kernel memory on the host")
+@pytest.mark.xfail(strict=True, reason="stat of names that do not exist is unlimited (not fixed; docs/sandbox.md, "
+                                       "what is left): one program adds hundreds of thousands of negative "
+                                       "dentries, kernel memory on the host")
 def test_r5_negative_dentries_a_program_adds_are_bounded():
     import uuid
 
