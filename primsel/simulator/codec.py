@@ -52,7 +52,7 @@ import select
 import struct
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: Deepest nesting accepted (a row of an event table is about 5 levels deep).
@@ -137,6 +137,11 @@ class Codec:
         return self._encode(value, 0, budget, where)
 
     def _encode(self, value: Any, depth: int, budget: list[int], where: str) -> Any:
+        """:meth:`encode` of ``value`` at nesting ``depth``, counting it against ``budget``.
+
+        JSON's own values are taken here; the others go to their type's encoder in
+        :data:`_ENCODERS`, or to :meth:`_encode_library`.
+        """
         budget[0] -= 1
         if budget[0] < 0:
             raise CodecError(f"{where} holds more than {self.max_nodes} values")
@@ -153,29 +158,61 @@ class Codec:
             if math.isfinite(value):
                 return value
             return {"fl": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
-        down = depth + 1
         if kind is list:
-            return self._encode_items(value, down, budget, where)
-        if kind is tuple:
-            return {"t": self._encode_items(value, down, budget, where)}
-        if kind is set or kind is frozenset:
-            return {"s" if kind is set else "fs": self._encode_items(value, down, budget, where)}
-        if kind is dict:
-            keys = self._encode_items(value.keys(), down, budget, where)
-            values = self._encode_items(value.values(), down, budget, where)
-            return {"d": [[key, item] for key, item in zip(keys, values)]}
-        if kind is bytes:
-            return {"b": base64.b64encode(value).decode("ascii")}
-        if kind is datetime.datetime:
-            return {"datetime": [value.year, value.month, value.day, value.hour, value.minute, value.second,
-                                 value.microsecond, _tz(value.tzinfo, where), value.fold]}  # fmt: skip
-        if kind is datetime.date:
-            return {"date": [value.year, value.month, value.day]}
-        if kind is datetime.time:
-            return {"time": [value.hour, value.minute, value.second, value.microsecond, _tz(value.tzinfo, where),
-                             value.fold]}  # fmt: skip
-        if kind is datetime.timedelta:
-            return {"timedelta": [value.days, value.seconds, value.microseconds]}
+            return self._encode_items(value, depth + 1, budget, where)
+        encoder = _ENCODERS.get(kind)
+        if encoder is not None:
+            return encoder(self, value, depth + 1, budget, where)
+        return self._encode_library(value, kind, depth + 1, budget, where)
+
+    def _encode_tuple(self, value: tuple[Any, ...], depth: int, budget: list[int], where: str) -> Any:
+        """``{"t": [item, ...]}``, the items at nesting ``depth``."""
+        return {"t": self._encode_items(value, depth, budget, where)}
+
+    def _encode_set(self, value: set[Any], depth: int, budget: list[int], where: str) -> Any:
+        """``{"s": [item, ...]}``, the items at nesting ``depth``."""
+        return {"s": self._encode_items(value, depth, budget, where)}
+
+    def _encode_frozenset(self, value: frozenset[Any], depth: int, budget: list[int], where: str) -> Any:
+        """``{"fs": [item, ...]}``, the items at nesting ``depth``."""
+        return {"fs": self._encode_items(value, depth, budget, where)}
+
+    def _encode_dict(self, value: dict[Any, Any], depth: int, budget: list[int], where: str) -> Any:
+        """``{"d": [[key, value], ...]}``: all the keys, then all the values, at nesting ``depth``."""
+        keys = self._encode_items(value.keys(), depth, budget, where)
+        values = self._encode_items(value.values(), depth, budget, where)
+        return {"d": [[key, item] for key, item in zip(keys, values)]}
+
+    def _encode_bytes(self, value: bytes, depth: int, budget: list[int], where: str) -> Any:
+        """``{"b": "<base64>"}``."""
+        return {"b": base64.b64encode(value).decode("ascii")}
+
+    def _encode_datetime(self, value: datetime.datetime, depth: int, budget: list[int], where: str) -> Any:
+        """``{"datetime": [year, month, day, hour, minute, second, microsecond, tz, fold]}``."""
+        return {"datetime": [value.year, value.month, value.day, value.hour, value.minute, value.second,
+                             value.microsecond, _tz(value.tzinfo, where), value.fold]}  # fmt: skip
+
+    def _encode_date(self, value: datetime.date, depth: int, budget: list[int], where: str) -> Any:
+        """``{"date": [year, month, day]}``."""
+        return {"date": [value.year, value.month, value.day]}
+
+    def _encode_time(self, value: datetime.time, depth: int, budget: list[int], where: str) -> Any:
+        """``{"time": [hour, minute, second, microsecond, tz, fold]}``."""
+        return {"time": [value.hour, value.minute, value.second, value.microsecond, _tz(value.tzinfo, where),
+                         value.fold]}  # fmt: skip
+
+    def _encode_timedelta(self, value: datetime.timedelta, depth: int, budget: list[int], where: str) -> Any:
+        """``{"timedelta": [days, seconds, microseconds]}``."""
+        return {"timedelta": [value.days, value.seconds, value.microseconds]}
+
+    def _encode_library(self, value: Any, kind: type, depth: int, budget: list[int], where: str) -> Any:
+        """``{"enum": [name, member]}`` or ``{"obj": [name, {field: value, ...}]}`` (the fields
+        at nesting ``depth``) for a value of a library type ``kind``.
+
+        Raises
+        ------
+        CodecError : ``kind`` is no library type (nor a type of the codec's own).
+        """
         known = self._by_type.get(kind)
         if known is None:
             raise CodecError(f"{where} holds a value of type {_type_name(kind)}, which cannot leave the program's "
@@ -183,7 +220,7 @@ class Codec:
         name, category, fields = known
         if category == "enum":
             return {"enum": [name, value.name]}
-        return {"obj": [name, {field: self._encode(getattr(value, field), down, budget, where) for field in fields}]}
+        return {"obj": [name, {field: self._encode(getattr(value, field), depth, budget, where) for field in fields}]}
 
     def _encode_items(self, values: Any, depth: int, budget: list[int], where: str) -> list[Any]:
         """``[self._encode(item, depth, ...) for item in values]``, with strings, ``None`` and
@@ -223,6 +260,11 @@ class Codec:
             raise CodecError(f"malformed value: {type(exc).__name__}: {exc}") from None
 
     def _decode(self, data: Any, depth: int, budget: list[int]) -> Any:
+        """:meth:`decode` of ``data`` at nesting ``depth``, counting it against ``budget``.
+
+        JSON's own values are taken here; a tagged value ``{tag: body}`` goes to the tag's
+        decoder in :data:`_DECODERS`.
+        """
         budget[0] -= 1
         if budget[0] < 0:
             raise CodecError(f"more than {self.max_nodes} values")
@@ -235,60 +277,93 @@ class Codec:
             if data.bit_length() > MAX_INT_DIGITS * 3.33:
                 raise CodecError(f"an int of more than {MAX_INT_DIGITS} digits")
             return data
-        down = depth + 1
         if kind is list:
-            return self._decode_items(data, down, budget)
+            return self._decode_items(data, depth + 1, budget)
         if kind is not dict or len(data) != 1:
             raise CodecError(f"unexpected {_type_name(kind)} in the data")
         (tag, body), = data.items()
-        if tag in ("t", "s", "fs"):
-            items = self._decode_items(_list(body, tag), down, budget)
-            if tag != "t":
-                _few_collisions(items)
-            return {"t": tuple, "s": set, "fs": frozenset}[tag](items)
-        if tag == "d":
-            body = _list(body, tag)
-            for pair in body:
-                if type(pair) is not list or len(pair) != 2:
-                    raise CodecError("a dict entry is not a [key, value] pair")
-            keys = self._decode_items([pair[0] for pair in body], down, budget)
-            _few_collisions(keys)
-            return dict(zip(keys, self._decode_items([pair[1] for pair in body], down, budget)))
-        if tag == "b":
-            if type(body) is not str:
-                raise CodecError("bytes are not a base64 string")
-            return base64.b64decode(body, validate=True)
-        if tag == "fl":
-            if body not in _FLOATS:
-                raise CodecError(f"unknown float {body!r}")
-            return float(body)  # a new object per nan: three nans in a set stay three
-        if tag == "date":
-            return datetime.date(*_ints(body, 3, tag))
-        if tag == "time":
-            body = _list(body, tag, 6)
-            h, m, s, us = _ints(body[:4], 4, tag)
-            return datetime.time(h, m, s, us, tzinfo=_untz(body[4]), fold=_ints(body[5:], 1, tag)[0])
-        if tag == "datetime":
-            body = _list(body, tag, 9)
-            fields = _ints(body[:7], 7, tag)
-            return datetime.datetime(*fields, tzinfo=_untz(body[7]), fold=_ints(body[8:], 1, tag)[0])
-        if tag == "timedelta":
-            return datetime.timedelta(*_ints(body, 3, tag))
-        if tag == "enum":
-            name, member = _list(body, tag, 2)
-            cls = self._known(name, "enum")
-            if type(member) is not str or member not in cls.__members__:
-                raise CodecError(f"{name} has no member {member!r}")
-            return cls.__members__[member]
-        if tag == "obj":
-            name, values = _list(body, tag, 2)
-            cls = self._known(name, None)
-            _, category, fields = self._by_name[name]
-            if category == "enum" or type(values) is not dict or not set(values) <= set(fields):
-                raise CodecError(f"malformed {name}")
-            decoded = {field: self._decode(values[field], down, budget) for field in fields if field in values}
-            return _build(cls, category, fields, decoded)
-        raise CodecError(f"unknown tag {tag!r}")
+        decoder = _DECODERS.get(tag)
+        if decoder is None:
+            raise CodecError(f"unknown tag {tag!r}")
+        return decoder(self, body, depth + 1, budget)
+
+    def _decode_tuple(self, body: Any, depth: int, budget: list[int]) -> tuple[Any, ...]:
+        """The tuple of ``{"t": body}``, its items at nesting ``depth``."""
+        return tuple(self._decode_items(_list(body, "t"), depth, budget))
+
+    def _decode_set(self, body: Any, depth: int, budget: list[int]) -> set[Any]:
+        """The set of ``{"s": body}``, its items at nesting ``depth`` (few sharing a hash value)."""
+        items = self._decode_items(_list(body, "s"), depth, budget)
+        _few_collisions(items)
+        return set(items)
+
+    def _decode_frozenset(self, body: Any, depth: int, budget: list[int]) -> frozenset[Any]:
+        """The frozenset of ``{"fs": body}``, as :meth:`_decode_set`."""
+        items = self._decode_items(_list(body, "fs"), depth, budget)
+        _few_collisions(items)
+        return frozenset(items)
+
+    def _decode_dict(self, body: Any, depth: int, budget: list[int]) -> dict[Any, Any]:
+        """The dict of ``{"d": body}``: all the keys (few sharing a hash value), then all the
+        values, at nesting ``depth``."""
+        body = _list(body, "d")
+        for pair in body:
+            if type(pair) is not list or len(pair) != 2:
+                raise CodecError("a dict entry is not a [key, value] pair")
+        keys = self._decode_items([pair[0] for pair in body], depth, budget)
+        _few_collisions(keys)
+        return dict(zip(keys, self._decode_items([pair[1] for pair in body], depth, budget)))
+
+    def _decode_bytes(self, body: Any, depth: int, budget: list[int]) -> bytes:
+        """The bytes of ``{"b": "<base64>"}``."""
+        if type(body) is not str:
+            raise CodecError("bytes are not a base64 string")
+        return base64.b64decode(body, validate=True)
+
+    def _decode_float(self, body: Any, depth: int, budget: list[int]) -> float:
+        """The nan or infinity of ``{"fl": body}``."""
+        if body not in _FLOATS:
+            raise CodecError(f"unknown float {body!r}")
+        return float(body)  # a new object per nan: three nans in a set stay three
+
+    def _decode_date(self, body: Any, depth: int, budget: list[int]) -> datetime.date:
+        """The date of ``{"date": [year, month, day]}``."""
+        return datetime.date(*_ints(body, 3, "date"))
+
+    def _decode_time(self, body: Any, depth: int, budget: list[int]) -> datetime.time:
+        """The time of ``{"time": [hour, minute, second, microsecond, tz, fold]}``."""
+        body = _list(body, "time", 6)
+        h, m, s, us = _ints(body[:4], 4, "time")
+        return datetime.time(h, m, s, us, tzinfo=_untz(body[4]), fold=_ints(body[5:], 1, "time")[0])
+
+    def _decode_datetime(self, body: Any, depth: int, budget: list[int]) -> datetime.datetime:
+        """The datetime of ``{"datetime": [year, ..., microsecond, tz, fold]}``."""
+        body = _list(body, "datetime", 9)
+        fields = _ints(body[:7], 7, "datetime")
+        return datetime.datetime(*fields, tzinfo=_untz(body[7]), fold=_ints(body[8:], 1, "datetime")[0])
+
+    def _decode_timedelta(self, body: Any, depth: int, budget: list[int]) -> datetime.timedelta:
+        """The timedelta of ``{"timedelta": [days, seconds, microseconds]}``."""
+        return datetime.timedelta(*_ints(body, 3, "timedelta"))
+
+    def _decode_enum(self, body: Any, depth: int, budget: list[int]) -> enum.Enum:
+        """The member of ``{"enum": [name, member]}``, of a library enum."""
+        name, member = _list(body, "enum", 2)
+        cls = self._known(name, "enum")
+        if type(member) is not str or member not in cls.__members__:
+            raise CodecError(f"{name} has no member {member!r}")
+        return cls.__members__[member]
+
+    def _decode_object(self, body: Any, depth: int, budget: list[int]) -> Any:
+        """The object of ``{"obj": [name, {field: value, ...}]}``, of a library type, its fields
+        at nesting ``depth`` (rebuilt without validation: :func:`_build`)."""
+        name, values = _list(body, "obj", 2)
+        cls = self._known(name, None)
+        _, category, fields = self._by_name[name]
+        if category == "enum" or type(values) is not dict or not set(values) <= set(fields):
+            raise CodecError(f"malformed {name}")
+        decoded = {field: self._decode(values[field], depth, budget) for field in fields if field in values}
+        return _build(cls, category, fields, decoded)
 
     def _decode_items(self, data: list[Any], depth: int, budget: list[int]) -> list[Any]:
         """``[self._decode(item, depth, ...) for item in data]``, with strings, ``None``, bools
@@ -313,6 +388,35 @@ class Codec:
         if entry is None or (category is not None and entry[1] != category):
             raise CodecError(f"unknown library type {name!r}")
         return entry[0]
+
+
+#: The encoder of each type :meth:`Codec._encode` does not take itself, by exact type.
+_ENCODERS: dict[type, Callable[[Codec, Any, int, list[int], str], Any]] = {
+    tuple: Codec._encode_tuple,
+    set: Codec._encode_set,
+    frozenset: Codec._encode_frozenset,
+    dict: Codec._encode_dict,
+    bytes: Codec._encode_bytes,
+    datetime.datetime: Codec._encode_datetime,
+    datetime.date: Codec._encode_date,
+    datetime.time: Codec._encode_time,
+    datetime.timedelta: Codec._encode_timedelta,
+}
+#: The decoder of each tag of the wire form (the module docstring).
+_DECODERS: dict[str, Callable[[Codec, Any, int, list[int]], Any]] = {
+    "t": Codec._decode_tuple,
+    "s": Codec._decode_set,
+    "fs": Codec._decode_frozenset,
+    "d": Codec._decode_dict,
+    "b": Codec._decode_bytes,
+    "fl": Codec._decode_float,
+    "date": Codec._decode_date,
+    "time": Codec._decode_time,
+    "datetime": Codec._decode_datetime,
+    "timedelta": Codec._decode_timedelta,
+    "enum": Codec._decode_enum,
+    "obj": Codec._decode_object,
+}
 
 
 def _few_collisions(items: list[Any]) -> None:

@@ -299,27 +299,9 @@ class ProgramHandle:
             try:
                 if not sent:
                     codec_module.write_frame(self.to_program, payload, deadline)
-                while True:
-                    frame = codec_module.read_frame(self.from_program, self.frame_cap, deadline)
-                    if not self.ready and frame is not None:
-                        # The first frame comes before the process reads anything: only the
-                        # sandbox can have written it.
-                        self._handshake(frame)
-                        continue
-                    if frame != _TRUNCATED_NOTE:
-                        break
-                    self.stdout_truncated = True
-            except TimeoutError:
-                raise self._fail("timeout", None, f"time limit of {self.timeout:g} s exceeded") from None
-            except OSError as exc:
-                raise self._fail("error", "ProcessDied", f"the program's process stopped answering ({exc})") from None
-            except codec_module.FrameTooLarge as exc:
-                raise self._fail("error", "UnsupportedReturn", f"the program's answer is too large: {exc}") from None
-            except codec_module.CodecError as exc:
-                raise self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})") from None
-            except MemoryError:  # the frame's buffer: the program's answer, not a fault of the task
-                raise self._fail("error", "UnsupportedReturn",
-                                 "the program's answer does not fit in the judge's memory") from None
+                frame = self._receive(deadline)
+            except (OSError, codec_module.CodecError, MemoryError) as exc:
+                raise self._transport_failure(exc) from None
             if frame is None:
                 raise self._fail("error", "ProcessDied", "the program's process ended without answering")
             # Parsing what the program sent is the program's time, and bounded before it starts.
@@ -340,6 +322,41 @@ class ProgramHandle:
             raise self._forged("the program sent a frame only the sandbox may send (a set-up failure report "
                                "or a readiness note) after its code had started")
         return answer
+
+    def _receive(self, deadline: float) -> bytes | None:
+        """The program process's next answer frame, read by ``deadline`` (None: the pipe was
+        closed). Its first frame is checked as the sandbox's handshake, and notes that its
+        output passed the cap are taken down on the way.
+
+        Raises
+        ------
+        TimeoutError, OSError, codec.CodecError, MemoryError : as :func:`codec.read_frame`.
+        JudgeVerdict : the handshake failed (:meth:`_handshake`).
+        """
+        while True:
+            frame = codec_module.read_frame(self.from_program, self.frame_cap, deadline)
+            if not self.ready and frame is not None:
+                # The first frame comes before the process reads anything: only the
+                # sandbox can have written it.
+                self._handshake(frame)
+                continue
+            if frame != _TRUNCATED_NOTE:
+                return frame
+            self.stdout_truncated = True
+
+    def _transport_failure(self, exc: BaseException) -> JudgeVerdict:
+        """The verdict that ends the task when a message could not be sent or its answer read."""
+        if isinstance(exc, TimeoutError):
+            return self._fail("timeout", None, f"time limit of {self.timeout:g} s exceeded")
+        if isinstance(exc, OSError):
+            return self._fail("error", "ProcessDied", f"the program's process stopped answering ({exc})")
+        if isinstance(exc, codec_module.FrameTooLarge):
+            return self._fail("error", "UnsupportedReturn", f"the program's answer is too large: {exc}")
+        if isinstance(exc, codec_module.CodecError):
+            return self._fail("error", "ProcessDied", f"the program's process died mid-answer ({exc})")
+        # MemoryError: the frame's buffer, the program's answer, not a fault of the task
+        return self._fail("error", "UnsupportedReturn",
+                          "the program's answer does not fit in the judge's memory")
 
     def _handshake(self, frame: bytes) -> None:
         """Check the program process's first frame: ready, or the sandbox's set-up failure."""
@@ -444,44 +461,15 @@ class ProgramHandle:
         """The ``executable`` an EP calls: run the entry point on the current world state."""
         from primsel.simulator.state import TABLES, get_current_context
 
-        codec = self.library.codec
         self._loaded()
         self.called = True
         context = get_current_context()
         sent_random = random.getstate()
-        try:
-            message = {
-                "op": "call",
-                "state": codec.encode({name: context.tables[name] for name in TABLES}, "the world state"),
-                "random": codec.encode(random.getstate()),
-                "args": codec.encode(list(args), "the arguments"),
-                "kwargs": codec.encode(dict(kwargs), "the arguments"),
-            }
-        except codec_module.CodecError as exc:
-            raise self._fail("error", "EvaluatorError", f"the judge cannot send the world state: {exc}") from None
+        message = self._call_message({name: context.tables[name] for name in TABLES}, args, kwargs)
         answer = self._exchange(message)
         with self.clock.program_call():  # decoding what the program sent is the program's time
-            try:
-                state = self._state(answer.get("state"))
-                random_state = self._random_state(answer.get("random"))
-                trace, calls = self._trace(answer.get("trace")), answer.get("calls")
-                path = self._path(answer.get("path", []))
-            except codec_module.CodecError as exc:
-                if "unsupported" in answer and type(answer["unsupported"]) is str:
-                    raise self._unsupported(answer["unsupported"]) from None
-                raise self._fail("error", "UnsupportedReturn", f"the program's answer cannot be checked: {exc}") from None
-            except MemoryError:
-                raise self._fail("error", "UnsupportedReturn", "the program's answer does not fit in the judge's memory") from None
-            value, returned = None, False
-            if "return" in answer and "unsupported" not in answer and "exception" not in answer:
-                try:
-                    value, returned = codec.decode(answer["return"]), True
-                except codec_module.CodecError as exc:
-                    raise self._fail("error", "UnsupportedReturn",
-                                     f"the program's return value cannot be checked: {exc}") from None
-                except MemoryError:
-                    raise self._fail("error", "UnsupportedReturn",
-                                     "the program's return value does not fit in the judge's memory") from None
+            state, random_state, trace, calls, path = self._decode_answer(answer)
+            value, returned = self._decode_return(answer)
         self._charge()
         if type(answer.get("stdout_truncated")) is not bool or type(calls) is not int:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
@@ -495,20 +483,102 @@ class ProgramHandle:
                 context.tables[name][:] = state[name]
         if random_state is not None:
             random.setstate(random_state)
+        self._raise_unless_returned(answer, returned, len(kept), path)
+        self.outcomes.append((len(kept), "return", cap_text(clean_text(summarise(value)))))
+        self.paths.append(path)
+        return value
+
+    def _call_message(
+        self, tables: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The ``call`` request: the world state ``tables``, the ``random`` state, ``args`` and
+        ``kwargs``, encoded.
+
+        Raises
+        ------
+        JudgeVerdict : ``EvaluatorError``, something of these cannot be encoded.
+        """
+        codec = self.library.codec
+        try:
+            return {
+                "op": "call",
+                "state": codec.encode(tables, "the world state"),
+                "random": codec.encode(random.getstate()),
+                "args": codec.encode(list(args), "the arguments"),
+                "kwargs": codec.encode(dict(kwargs), "the arguments"),
+            }
+        except codec_module.CodecError as exc:
+            raise self._fail("error", "EvaluatorError",
+                             f"the judge cannot send the world state: {exc}") from None
+
+    def _decode_answer(self, answer: dict[str, Any]) -> tuple[Any, ...]:
+        """``(state, random_state, trace, calls, path)``: the world state, ``random`` state,
+        call trace, call count (unchecked) and executed lines of the program's ``answer`` to a
+        call, decoded and checked.
+
+        Raises
+        ------
+        JudgeVerdict : ``UnsupportedReturn``, one of them cannot be decoded or does not fit in
+            memory (the program's own message, when it sent one).
+        """
+        try:
+            state = self._state(answer.get("state"))
+            random_state = self._random_state(answer.get("random"))
+            trace, calls = self._trace(answer.get("trace")), answer.get("calls")
+            path = self._path(answer.get("path", []))
+        except codec_module.CodecError as exc:
+            if "unsupported" in answer and type(answer["unsupported"]) is str:
+                raise self._unsupported(answer["unsupported"]) from None
+            raise self._fail("error", "UnsupportedReturn",
+                             f"the program's answer cannot be checked: {exc}") from None
+        except MemoryError:
+            raise self._fail("error", "UnsupportedReturn",
+                             "the program's answer does not fit in the judge's memory") from None
+        return state, random_state, trace, calls, path
+
+    def _decode_return(self, answer: dict[str, Any]) -> tuple[Any, bool]:
+        """``(value, True)``: the decoded return value of the program's ``answer`` to a call;
+        ``(None, False)`` when the answer carries none (it raised, or its value cannot cross).
+
+        Raises
+        ------
+        JudgeVerdict : ``UnsupportedReturn``, the value cannot be decoded or does not fit in memory.
+        """
+        if "return" not in answer or "unsupported" in answer or "exception" in answer:
+            return None, False
+        try:
+            return self.library.codec.decode(answer["return"]), True
+        except codec_module.CodecError as exc:
+            raise self._fail("error", "UnsupportedReturn",
+                             f"the program's return value cannot be checked: {exc}") from None
+        except MemoryError:
+            raise self._fail("error", "UnsupportedReturn",
+                             "the program's return value does not fit in the judge's memory") from None
+
+    def _raise_unless_returned(
+        self, answer: dict[str, Any], returned: bool, kept: int, path: list[int]
+    ) -> None:
+        """End the call unless the program returned a value: its unsupported value or its
+        exception (noted as the call's outcome after ``kept`` trace entries, with its executed
+        lines ``path``), else a malformed answer.
+
+        Raises
+        ------
+        JudgeVerdict : ``UnsupportedReturn``, or ``SandboxViolation`` for an answer with neither
+            a value nor an exception.
+        BaseException : the program's exception, raised again (:meth:`raise_program_exception`).
+        """
         if "unsupported" in answer:
             raise self._unsupported(answer["unsupported"])
         if "exception" in answer:
             info = answer["exception"]
             if type(info) is dict and type(info.get("type")) is str and type(info.get("message")) is str:
-                self.outcomes.append((len(kept), "raise",
-                                      cap_text(clean_text(f"{clean_name(info['type'])}: {info['message']}"))))
+                raised = f"{clean_name(info['type'])}: {info['message']}"
+                self.outcomes.append((kept, "raise", cap_text(clean_text(raised))))
                 self.paths.append(path)
             self.raise_program_exception(info)
         if not returned:
             raise self._fail("error", "SandboxViolation", "the program's process sent a malformed answer")
-        self.outcomes.append((len(kept), "return", cap_text(clean_text(summarise(value)))))
-        self.paths.append(path)
-        return value
 
     def _collateral(self, before: Any, after: Any, random_state: tuple[Any, ...]) -> int:
         """Rows of the world ``before`` the call that the program removed or changed and the

@@ -122,6 +122,7 @@ def summarise(value: Any, depth: int = SUMMARY_DEPTH) -> str:
 
 
 def _summary(value: Any, depth: int) -> str:
+    """:func:`summarise`'s text, raising what reading ``value`` raises."""
     kind = type(value)
     if value is None or kind in (bool, int, float, complex):
         return repr(value)
@@ -136,30 +137,49 @@ def _summary(value: Any, depth: int) -> str:
         return repr(value)
     if depth <= 0:
         return "..."
+    return _nested_summary(value, depth)
+
+
+def _nested_summary(value: Any, depth: int) -> str:
+    """:func:`_summary` of a value made of parts (a record, container or exception), shown
+    ``depth - 1`` levels deep; any other value by its type name."""
+    kind = type(value)
     fields = _record_fields(value)
     if fields is not None:
         shown = [f"{name}={_summary(item, depth - 1)}" for name, item in fields]
         return f"{kind.__name__}({', '.join(shown)})"
     if isinstance(value, (list, tuple, set, frozenset)):
-        if isinstance(value, (set, frozenset)):  # sorted: the same text whatever the hash order
-            items = sorted(_summary(item, depth - 1) for item in value) if len(value) <= 1000 else []
-        else:
-            items = [_summary(item, depth - 1) for item in value[:SUMMARY_ITEMS]]
-        more = [f"...+{len(value) - SUMMARY_ITEMS}"] if len(value) > SUMMARY_ITEMS else []
-        inner = ", ".join(items[:SUMMARY_ITEMS] + more)
-        if isinstance(value, list):
-            return f"[{inner}]"
-        if isinstance(value, tuple):
-            return f"({inner}{',' if len(value) == 1 else ''})"
-        return f"{{{inner}}}" if value else f"{kind.__name__}()"
+        return _collection_summary(value, depth)
     if isinstance(value, dict):
-        pairs = [f"{_summary(k, depth - 1)}: {_summary(v, depth - 1)}"
-                 for k, v in list(value.items())[:SUMMARY_ITEMS]]  # fmt: skip
-        more = [f"...+{len(value) - SUMMARY_ITEMS}"] if len(value) > SUMMARY_ITEMS else []
-        return "{" + ", ".join(pairs + more) + "}"
+        return _dict_summary(value, depth)
     if isinstance(value, BaseException):
         return f"{kind.__name__}({', '.join(_summary(a, depth - 1) for a in value.args[:SUMMARY_ITEMS])})"
     return f"<{kind.__name__}>"
+
+
+def _collection_summary(value: list | tuple | set | frozenset, depth: int) -> str:
+    """:func:`_summary` of a list, tuple, set or frozenset (or a subclass): its first
+    :data:`SUMMARY_ITEMS` items (a set's sorted by their text) and how many more there are."""
+    if isinstance(value, (set, frozenset)):  # sorted: the same text whatever the hash order
+        items = sorted(_summary(item, depth - 1) for item in value) if len(value) <= 1000 else []
+    else:
+        items = [_summary(item, depth - 1) for item in value[:SUMMARY_ITEMS]]
+    more = [f"...+{len(value) - SUMMARY_ITEMS}"] if len(value) > SUMMARY_ITEMS else []
+    inner = ", ".join(items[:SUMMARY_ITEMS] + more)
+    if isinstance(value, list):
+        return f"[{inner}]"
+    if isinstance(value, tuple):
+        return f"({inner}{',' if len(value) == 1 else ''})"
+    return f"{{{inner}}}" if value else f"{type(value).__name__}()"
+
+
+def _dict_summary(value: dict, depth: int) -> str:
+    """:func:`_summary` of a dict (or a subclass): its first :data:`SUMMARY_ITEMS` pairs and how
+    many more there are."""
+    pairs = [f"{_summary(k, depth - 1)}: {_summary(v, depth - 1)}"
+             for k, v in list(value.items())[:SUMMARY_ITEMS]]  # fmt: skip
+    more = [f"...+{len(value) - SUMMARY_ITEMS}"] if len(value) > SUMMARY_ITEMS else []
+    return "{" + ", ".join(pairs + more) + "}"
 
 
 def _record_fields(value: Any) -> list[tuple[str, Any]] | None:
@@ -609,14 +629,7 @@ class _Server:
         except BaseException as exc:
             answer["exception"] = describe(exc)
         else:
-            try:
-                answer["return"] = codec.encode(value)
-            except BaseException as exc:  # CodecError, or a library object missing a field
-                answer["unsupported"] = f"the program returned a value that cannot be checked: {_text(exc)}"
-            finally:
-                if isinstance(value, types.CoroutineType):
-                    with contextlib.suppress(BaseException):
-                        value.close()  # never awaited: say nothing about it on stderr
+            _put_return(answer, value, codec)
         try:
             answer["state"] = codec.encode(context.tables)
             answer["random"] = codec.encode(random.getstate())
@@ -629,6 +642,19 @@ class _Server:
         answer["calls"] = self.calls
         answer["stdout_truncated"] = self.output.truncated
         return answer
+
+
+def _put_return(answer: dict[str, Any], value: Any, codec: codec_module.Codec) -> None:
+    """Put the entry point's return ``value``, encoded, in ``answer`` (``return``), or why it
+    cannot cross (``unsupported``). A coroutine returned (never awaited) is closed."""
+    try:
+        answer["return"] = codec.encode(value)
+    except BaseException as exc:  # CodecError, or a library object missing a field
+        answer["unsupported"] = f"the program returned a value that cannot be checked: {_text(exc)}"
+    finally:
+        if isinstance(value, types.CoroutineType):
+            with contextlib.suppress(BaseException):
+                value.close()  # never awaited: say nothing about it on stderr
 
 
 def _text(exc: BaseException) -> str:

@@ -288,47 +288,63 @@ def _compile(own_pid: int) -> bytes:
         raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
         lib.seccomp_attr_set(ctx, _FLTATR_CTL_OPTIMIZE, 2)  # a binary tree (libseccomp >= 2.5)
-        allow = _ACT_ALLOW
-        for name in ALLOWED:
-            _rule(lib, ctx, allow, name, ())
-        for name in UNSUPPORTED:
-            _rule(lib, ctx, _act_errno(errno.ENOSYS), name, ())
-        _rule(lib, ctx, allow, "open", [(1, _CMP_MASKED_EQ, _WRITE_FLAGS, 0)])
-        _rule(lib, ctx, allow, "openat", [(2, _CMP_MASKED_EQ, _WRITE_FLAGS, 0)])
-        # clone creates a thread (CLONE_THREAD) in no new namespace; never a process.
-        _rule(lib, ctx, allow, "clone", [(0, _CMP_MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD)])
-        for name in _OWN_PID_ONLY:  # a 64-bit comparison: any other value, however encoded, is denied
-            _rule(lib, ctx, allow, name, [(0, _CMP_EQ, own_pid, 0)])
-        for name in _SELF_ONLY:
-            for pid in (0, own_pid):
-                _rule(lib, ctx, allow, name, [(0, _CMP_EQ, pid, 0)])
-        for pid in (0, own_pid):  # read a limit of its own, never set one
-            _rule(lib, ctx, allow, "prlimit64", [(0, _CMP_EQ, pid, 0), (2, _CMP_EQ, 0, 0)])
-        for command in FCNTL_ALLOWED:  # the kernel reads the command as 32 bits
-            _rule(lib, ctx, allow, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, command)])
-        _rule(lib, ctx, allow, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, _F_SETFL), (2, _CMP_MASKED_EQ, _O_DIRECT, 0)])
-        _rule(lib, ctx, allow, "preadv2", [(5, _CMP_EQ, 0, 0)])  # no RWF_NOWAIT, no flag at all
-        # private futexes only (the kernel reads the operation as 32 bits)
-        _rule(lib, ctx, allow, "futex", [(1, _CMP_MASKED_EQ, _FUTEX_PRIVATE_FLAG, _FUTEX_PRIVATE_FLAG)])
-        _rule(lib, ctx, allow, "ioctl", [(1, _CMP_EQ, _TCGETS, 0)])  # exact: the two rules never overlap
-        _rule(lib, ctx, _act_errno(errno.ENOTTY), "ioctl", [(1, _CMP_NE, _TCGETS, 0)])
-        read_end, write_end = os.pipe()
-        try:
-            result = lib.seccomp_export_bpf(ctx, write_end)
-            os.close(write_end)
-            write_end = -1
-            if result < 0:
-                raise OSError(-result, f"seccomp_export_bpf failed: {os.strerror(-result)}")
-            chunks = []
-            while chunk := os.read(read_end, 1 << 16):
-                chunks.append(chunk)
-        finally:
-            os.close(read_end)
-            if write_end >= 0:
-                os.close(write_end)
-        return b"".join(chunks)
+        _add_rules(lib, ctx, own_pid)
+        return _export(lib, ctx)
     finally:
         lib.seccomp_release(ctx)
+
+
+def _add_rules(lib: ctypes.CDLL, ctx: int, own_pid: int) -> None:
+    """Add the rules of the module docstring to the filter ``ctx``, with ``own_pid`` as the pid
+    a process may name."""
+    allow = _ACT_ALLOW
+    for name in ALLOWED:
+        _rule(lib, ctx, allow, name, ())
+    for name in UNSUPPORTED:
+        _rule(lib, ctx, _act_errno(errno.ENOSYS), name, ())
+    _rule(lib, ctx, allow, "open", [(1, _CMP_MASKED_EQ, _WRITE_FLAGS, 0)])
+    _rule(lib, ctx, allow, "openat", [(2, _CMP_MASKED_EQ, _WRITE_FLAGS, 0)])
+    # clone creates a thread (CLONE_THREAD) in no new namespace; never a process.
+    _rule(lib, ctx, allow, "clone", [(0, _CMP_MASKED_EQ, _CLONE_THREAD | _CLONE_NAMESPACES, _CLONE_THREAD)])
+    for name in _OWN_PID_ONLY:  # a 64-bit comparison: any other value, however encoded, is denied
+        _rule(lib, ctx, allow, name, [(0, _CMP_EQ, own_pid, 0)])
+    for name in _SELF_ONLY:
+        for pid in (0, own_pid):
+            _rule(lib, ctx, allow, name, [(0, _CMP_EQ, pid, 0)])
+    for pid in (0, own_pid):  # read a limit of its own, never set one
+        _rule(lib, ctx, allow, "prlimit64", [(0, _CMP_EQ, pid, 0), (2, _CMP_EQ, 0, 0)])
+    for command in FCNTL_ALLOWED:  # the kernel reads the command as 32 bits
+        _rule(lib, ctx, allow, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, command)])
+    _rule(lib, ctx, allow, "fcntl", [(1, _CMP_MASKED_EQ, 0xFFFFFFFF, _F_SETFL), (2, _CMP_MASKED_EQ, _O_DIRECT, 0)])
+    _rule(lib, ctx, allow, "preadv2", [(5, _CMP_EQ, 0, 0)])  # no RWF_NOWAIT, no flag at all
+    # private futexes only (the kernel reads the operation as 32 bits)
+    _rule(lib, ctx, allow, "futex", [(1, _CMP_MASKED_EQ, _FUTEX_PRIVATE_FLAG, _FUTEX_PRIVATE_FLAG)])
+    _rule(lib, ctx, allow, "ioctl", [(1, _CMP_EQ, _TCGETS, 0)])  # exact: the two rules never overlap
+    _rule(lib, ctx, _act_errno(errno.ENOTTY), "ioctl", [(1, _CMP_NE, _TCGETS, 0)])
+
+
+def _export(lib: ctypes.CDLL, ctx: int) -> bytes:
+    """The BPF program of the filter ``ctx``, read from the pipe libseccomp writes it to.
+
+    Raises
+    ------
+    OSError : libseccomp could not export the filter.
+    """
+    read_end, write_end = os.pipe()
+    try:
+        result = lib.seccomp_export_bpf(ctx, write_end)
+        os.close(write_end)
+        write_end = -1
+        if result < 0:
+            raise OSError(-result, f"seccomp_export_bpf failed: {os.strerror(-result)}")
+        chunks = []
+        while chunk := os.read(read_end, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    return b"".join(chunks)
 
 
 def _rule(

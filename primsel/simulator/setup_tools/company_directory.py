@@ -181,6 +181,27 @@ def _build_base_org(
     names: list[str], user_name: str, user_role: str, user_team: Team
 ) -> tuple[_Person, dict[Team, list[_Person]], _Person]:
     """Step A of the draw order: leaders, assistants, team managers, members and the user."""
+    ceo, coo, cfo, user = _appoint_leaders(names, user_name, user_role)
+    team_lists: dict[Team, list[_Person]] = {}
+    for team in _TEAMS:
+        manager = _Person(_take(names, user_name), team, "Manager")
+        (cfo if team == Team.Finance else coo).add_report(manager)
+        team_lists[team] = [manager]
+    _place_members(names, user_name, user_team, team_lists)
+    if user is None:
+        user = _place_user(user_name, user_role, user_team, team_lists[user_team])
+    return ceo, team_lists, user
+
+
+def _appoint_leaders(
+    names: list[str], user_name: str, user_role: str
+) -> tuple[_Person, _Person, _Person, _Person | None]:
+    """The CEO, COO and CFO (the COO and CFO reporting to the CEO), each with an assistant, and
+    the user when the user is one of them (else None).
+
+    Leaders and assistants are taken from the end of ``names``, never the user's name, which
+    stays (or is put back) first in ``names`` when the user is not a leader.
+    """
     leaders: dict[str, _Person] = {}
     user: _Person | None = None
     if user_role in LEADERSHIP_ROLES:
@@ -200,13 +221,14 @@ def _build_base_org(
         leader.assistant = _Person(names.pop(), Team.Assistants, "Assistant", manager=leader)
     if reinsert_user:
         names.insert(0, user_name)
+    return ceo, coo, cfo, user
 
-    team_lists: dict[Team, list[_Person]] = {}
-    for team in _TEAMS:
-        manager = _Person(_take(names, user_name), team, "Manager")
-        (cfo if team == Team.Finance else coo).add_report(manager)
-        team_lists[team] = [manager]
 
+def _place_members(
+    names: list[str], user_name: str, user_team: Team, team_lists: dict[Team, list[_Person]]
+) -> None:
+    """Deal the names left (all but the user's) to the teams in turn as members reporting to the
+    team's manager, the user's own team last (skipped for a leader)."""
     order = [team for team in _TEAMS if team != user_team]
     if user_team != Team.Leadership:
         order.append(user_team)
@@ -220,15 +242,18 @@ def _build_base_org(
             team_lists[team][0].add_report(member)
             team_lists[team].append(member)
 
-    if user is None:
-        user = _Person(user_name, user_team, user_role, is_user=True)
-        team_lists[user_team][0].add_report(user)
-        team_lists[user_team].append(user)
-        if user_role == "Manager":
-            report = _Person(_MANAGER_USER_REPORT_NAME, user_team, "Team Member")
-            user.add_report(report)
-            team_lists[user_team].append(report)
-    return ceo, team_lists, user
+
+def _place_user(user_name: str, user_role: str, team: Team, team_list: list[_Person]) -> _Person:
+    """The user who is not a leader, in ``team`` (whose people are ``team_list``, its manager
+    first), reporting to its manager; a user who is a manager gets a report of their own."""
+    user = _Person(user_name, team, user_role, is_user=True)
+    team_list[0].add_report(user)
+    team_list.append(user)
+    if user_role == "Manager":
+        report = _Person(_MANAGER_USER_REPORT_NAME, team, "Team Member")
+        user.add_report(report)
+        team_list.append(report)
+    return user
 
 
 def _extend_team(team_list: list[_Person], team: Team, new_names: list[str]) -> None:
