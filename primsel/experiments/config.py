@@ -7,6 +7,7 @@ file order, the last key varying fastest) over the base settings, each a checked
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import tomllib
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from primsel import registry
 from primsel import spec as specs
 from primsel.datasets.pydoc import is_pydoc_spec
 from primsel.experiments.agents import is_aspera, resolve_protocol
@@ -426,9 +428,84 @@ def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[s
             yield full, value
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and check an experiment TOML file (:func:`parse_config`); raises ConfigError for an
-    unreadable file, a TOML syntax error, or any problem of :func:`parse_config`."""
+class OverrideError(ConfigError):
+    """A ``--set KEY=VALUE`` override is malformed or names an unknown key (the message names
+    it)."""
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """The dotted key and the value of an override ``KEY=VALUE``, the value read as TOML
+    (``k=10``, ``generator.model="gpt-4o"``, ``grid.k=[5, 10]``, ``closure=true``).
+
+    Raises
+    ------
+    OverrideError : no ``=``, an empty key part, or a value that is not a TOML value.
+    """
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    parts = key.split(".")
+    if not sep or not all(part.strip() for part in parts):
+        raise OverrideError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY (k=10)")
+    try:
+        parsed = tomllib.loads(f"value = {value.strip()}")["value"]
+    except tomllib.TOMLDecodeError as exc:
+        raise OverrideError(
+            f"--set {key}: {value.strip()!r} is not a TOML value ({exc}); "
+            'strings need quotes: --set generator.model=\'"gpt-4o"\''
+        ) from None
+    return [part.strip() for part in parts], parsed
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """The parsed TOML mapping ``raw`` with each ``KEY=VALUE`` of ``overrides`` set, in order
+    (:func:`parse_override`), as if the file said ``KEY = VALUE``: ``k=10`` sets ``k``,
+    ``retriever.k1=1.2`` a parameter of the retriever (a retriever named by a string becomes
+    the table ``{type = name}``), ``grid.k=[5, 10]`` a grid list. ``raw`` is not modified.
+
+    Raises
+    ------
+    OverrideError : see :func:`parse_override`; a first key part that is not a key of an
+        experiment file (:data:`TOP_KEYS`), a dotted key below a value that is not a table
+        (naming the key), or a dotted key into ``grid`` when the file has several grids.
+    """
+    out = copy.deepcopy(dict(raw))
+    for text in overrides:
+        parts, value = parse_override(text)
+        key = ".".join(parts)
+        if parts[0] not in TOP_KEYS:
+            raise OverrideError(
+                f"--set {key}: unknown key {parts[0]!r}"
+                f"{registry.did_you_mean(parts[0], TOP_KEYS)}; expected one of "
+                f"{', '.join(TOP_KEYS)}"
+            )
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            inner = node.get(part)
+            if isinstance(inner, str) and depth == 0 and part in TABLE_KEYS:
+                inner = {"type": inner}
+            elif inner is None:
+                inner = {}
+            if not isinstance(inner, dict):
+                where = ".".join(parts[: depth + 1])
+                raise OverrideError(
+                    f"--set {key}: {where} is {specs.toml_type(inner)} {inner!r}, not a table "
+                    "to set a key in"
+                )
+            node[part] = inner
+            node = inner
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Read and check an experiment TOML file (:func:`parse_config`), with the ``KEY=VALUE``
+    ``overrides`` of ``primsel run --set`` applied first (:func:`apply_overrides`).
+
+    Raises
+    ------
+    ConfigError : an unreadable file, a TOML syntax error, or any problem of
+        :func:`parse_config`; :class:`OverrideError` for a bad override.
+    """
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -437,6 +514,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    raw = apply_overrides(raw, overrides)
     return dataclasses.replace(
         parse_config(raw, where=str(path), name=path.stem, base_dir=path.parent), path=path
     )

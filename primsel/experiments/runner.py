@@ -304,26 +304,8 @@ def run_experiment(
         _check_output(directory)
         if use_cache:
             _import_answers(config, log)
-        loaded = _load(config, data, tasks, library, log)
-        if sample is not None or task_ids is not None or fold is not None:
-            loaded = _subsets(
-                loaded,
-                sample,
-                task_ids,
-                fold,
-                int(config.base.get("seed", 0)),
-                int(config.base.get("folds", 5)),
-                log,
-            )
-        per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
+        per_dataset = _grid(config, data, tasks, library, (sample, task_ids, fold), log)
         cells = [c for _, group in per_dataset for c in group]
-        bad = [d.source for d, _ in per_dataset if not d.executable]
-        if bad and any(c.settings.generator for c in cells):
-            raise DatasetError(
-                f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
-                "(queries and gold documents, no programs to execute); remove [generator] "
-                "(and generator grid keys) to rank and score it"
-            )
         for gguf in dict.fromkeys(
             g
             for c in cells
@@ -382,6 +364,95 @@ def run_experiment(
             incomplete=incomplete,
             answers=answers,
         )
+
+
+def _grid(
+    config: ExperimentConfig,
+    data: Any,
+    tasks: Sequence[Task] | None,
+    library: Library | None,
+    subset_of: tuple[int | None, Sequence[str] | None, int | None],
+    log: TextIO,
+) -> list[tuple[Dataset, list[Cell]]]:
+    """``[(dataset, its cells)]`` of the experiment: the datasets loaded (:func:`_load`), cut to
+    ``subset_of`` (sample, task ids, fold; all None: every task), each with its cells.
+
+    Raises
+    ------
+    primsel.datasets.DatasetError : see :func:`_load`; a generator on retrieval-only data.
+    """
+    loaded = _load(config, data, tasks, library, log)
+    if any(part is not None for part in subset_of):
+        sample, task_ids, fold = subset_of
+        seed = int(config.base.get("seed", 0))
+        folds = int(config.base.get("folds", 5))
+        loaded = _subsets(loaded, sample, task_ids, fold, seed, folds, log)
+    per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
+    bad = [d.source for d, _ in per_dataset if not d.executable]
+    has_generator = any(c.settings.generator for _, group in per_dataset for c in group)
+    if bad and has_generator:
+        raise DatasetError(
+            f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
+            "(queries and gold documents, no programs to execute); remove [generator] "
+            "(and generator grid keys) to rank and score it"
+        )
+    return per_dataset
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedCell:
+    """A cell as ``primsel run --dry-run`` shows it: the ``cell``, its ``folder`` (the path it
+    is or would be written to) and its ``state``: ``"finished"`` (its results are reused),
+    ``"new"``, ``"incomplete"`` (an LLM request failed: computed again) or ``"stale"`` (the
+    source of a component changed since it ran: computed again; ``changed`` names them)."""
+
+    cell: Cell
+    folder: Path
+    state: str
+    changed: tuple[str, ...] = ()
+
+    @property
+    def reused(self) -> bool:
+        """True when the run would reuse the cell's results rather than compute them."""
+        return self.state == "finished"
+
+
+def plan_experiment(
+    config: ExperimentConfig,
+    out: str | os.PathLike[str] = "runs",
+    *,
+    data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
+    sample: int | None = None,
+    task_ids: Sequence[str] | None = None,
+    fold: int | None = None,
+    log: TextIO | None = None,
+) -> list[PlannedCell]:
+    """What :func:`run_experiment` would do with the same arguments, writing nothing: every
+    cell, in grid order, with the state that decides whether it is computed or reused.
+
+    Raises
+    ------
+    primsel.datasets.DatasetError, primsel.aspera.AsperaSourceError : as
+        :func:`run_experiment`.
+    OutputError : ``<out>/<name>`` (or a folder above it) is a file.
+    """
+    log = sys.stderr if log is None else log
+    directory = Path(out) / config.name
+    _check_output(directory)
+    per_dataset = _grid(config, data, None, None, (sample, task_ids, fold), log)
+    cells = [c for _, group in per_dataset for c in group]
+    sources = _sources(cells)
+    planned = []
+    for c in cells:
+        folder = directory / c.id
+        state, changed = "new", []
+        if is_complete(folder):
+            changed = changed_sources(folder, sources[c.id])
+            state = "stale" if changed else "finished"
+        elif has_report(folder):
+            state = "incomplete"
+        planned.append(PlannedCell(c, folder, state, tuple(changed)))
+    return planned
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:

@@ -489,3 +489,58 @@ def test_run_ends_with_the_best_cell_of_each_ranking_on_stdout(tmp_path, capsys)
         assert printed[retriever][-2] == f"{report['set_f1_macro']:.3f}"
     # best R@15 first
     assert [float(line.split()[4]) for line in out[3:5]] == sorted((float(l.split()[4]) for l in out[3:5]), reverse=True)
+
+
+def test_set_overrides_keys_of_the_file_as_the_toml_would(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('name = "small"\nretriever = "bm25"\nk = 2\n')
+    out = tmp_path / "runs"
+    args = ["run", str(cfg), "--out", str(out), "--quiet", "--no-report"]
+    overrides = ["--set", "k=3", "--set", "retriever.k1=1.2", "--set", "grid.closure=[false, true]"]
+    assert cli_main(args + overrides) == 0
+    cells = json.loads((out / "small" / "experiment.json").read_text())["cells"]
+    assert [c["settings"]["k"] for c in cells] == [3, 3]
+    assert [c["settings"]["closure"] for c in cells] == [False, True]
+    assert cells[0]["settings"]["retriever"] == {"type": "bm25", "k1": 1.2}
+    assert cfg.read_text() == 'name = "small"\nretriever = "bm25"\nk = 2\n'  # the file is as it was
+
+
+@pytest.mark.parametrize("override,named", [
+    ("retrievl.k1=1.2", "unknown key 'retrievl'"),
+    ("k=ten", "--set k: 'ten' is not a TOML value"),
+    ("k", "expected KEY=VALUE"),
+    ("k.x=1", "--set k.x: k is integer 2, not a table"),
+    ("retriever.nope=1", "nope"),
+])
+def test_a_bad_set_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, override, named):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('name = "small"\nretriever = "bm25"\nk = 2\n')
+    out = tmp_path / "runs"
+    assert cli_main(["run", str(cfg), "--out", str(out), "--quiet", "--set", override]) == 2
+    assert named in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_dry_run_lists_cells_to_compute_or_reuse_and_writes_nothing(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    out = tmp_path / "runs"
+    assert cli_main(["run", str(cfg), "--out", str(out), "--dry-run", "--set", "grid.k=[1]"]) == 0
+    assert not out.exists()
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "small: 4 cells, 4 to compute, 0 finished and reused (dry run: nothing written)"
+    assert [line.split("  ")[0] for line in printed[1::2]] == ["compute"] * 4
+    assert printed[1].endswith("  bm25 k=1") and printed[3].endswith("  bm25 k=1 +closure")
+    assert json.loads(printed[2]) == {
+        "closure": False, "folds": 5, "generator": None, "k": 1, "retriever": "bm25", "seed": 0,
+    }
+    # after a run of the k = 1 cells, the dry run of the whole grid reuses them
+    assert cli_main(["run", str(cfg), "--out", str(out), "--quiet", "--set", "grid.k=[1]"]) == 0
+    before = snapshot(out)
+    capsys.readouterr()
+    assert cli_main(["run", str(cfg), "--out", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("small: 8 cells, 4 to compute, 4 finished and reused")
+    states = [line.split("  ")[0] for line in printed[1::2]]
+    assert states == ["reuse", "reuse", "compute", "compute"] * 2
+    assert snapshot(out) == before
