@@ -48,6 +48,7 @@ CONFIG_FILE = "config.json"  #: A cell's settings and provenance, :class:`Config
 REPORT_FILE = "report.json"  #: A cell's means, :class:`ReportFile`, written last.
 TASKS_FILE = "tasks.jsonl"  #: A cell's task rows, a :class:`TaskRow` per line.
 RANKING_FILE = "run.trec"  #: A cell's ranking (TREC run format).
+QRELS_FILE = "qrels.trec"  #: The gold primitives of a cell's tasks (TREC qrels format).
 FAILURES_FILE = "failures.jsonl"  #: A cell's diagnoses of the tasks that did not pass.
 MARKDOWN_FILE = "report.md"  #: The experiment's report.
 COLOURS_FILE = "colours.json"  #: Each cell's colour in the figures.

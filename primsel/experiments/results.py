@@ -5,6 +5,7 @@
     experiment.json            the experiment as run (ManifestFile)
     <cell id>/config.json      what the cell ran, with what (ConfigFile)
     <cell id>/run.trec         its ranking, TREC run format
+    <cell id>/qrels.trec       the gold primitives of its tasks, TREC qrels format
     <cell id>/tasks.jsonl      one TaskRow per task
     <cell id>/failures.jsonl   with a generator, the diagnosis of every task that did not pass
     <cell id>/report.json      its means and what the report reads (ReportFile), written last
@@ -40,6 +41,7 @@ from primsel.experiments.records import (
     EXPERIMENT_FILE,
     FAILURES_FILE,
     MARKDOWN_FILE,
+    QRELS_FILE,
     RANKING_FILE,
     REPORT_FILE,
     TASKS_FILE,
@@ -52,7 +54,7 @@ from primsel.experiments.records import (
     TaskRow,
 )
 from primsel.files import JsonlError, dumps_json, dumps_jsonl, read_jsonl, write_atomic
-from primsel.retrieval.trec import format_run, read_run
+from primsel.retrieval.trec import format_qrels, format_run, read_run
 from primsel.types import Run
 
 
@@ -210,7 +212,8 @@ def write_cell_files(
     rows: Sequence[TaskRow],
     failures: Sequence[Mapping[str, Any]] | None = None,
 ) -> None:
-    """Write a cell's files: config.json, run.trec (``tag`` its run name), tasks.jsonl,
+    """Write a cell's files: config.json, run.trec (``tag`` its run name), qrels.trec (the gold
+    primitives of ``rows``: with run.trec, what trec_eval or ranx score), tasks.jsonl,
     failures.jsonl (when ``failures`` is not None) and report.json last, so that a cell killed while
     writing is not finished. An earlier report.json is removed first. OSError when a file cannot be
     written."""
@@ -218,6 +221,8 @@ def write_cell_files(
     (cell_directory / REPORT_FILE).unlink(missing_ok=True)
     write_atomic(cell_directory / CONFIG_FILE, dumps_json(config.to_json()))
     write_atomic(cell_directory / RANKING_FILE, format_run(ranking, tag))
+    gold = {row.task_id: row.gold for row in rows}
+    write_atomic(cell_directory / QRELS_FILE, format_qrels(gold))
     write_atomic(cell_directory / TASKS_FILE, dumps_jsonl(row.to_json() for row in rows))
     if failures is not None:
         write_atomic(cell_directory / FAILURES_FILE, dumps_jsonl(failures))

@@ -544,3 +544,21 @@ def test_dry_run_lists_cells_to_compute_or_reuse_and_writes_nothing(tmp_path, ca
     states = [line.split("  ")[0] for line in printed[1::2]]
     assert states == ["reuse", "reuse", "compute", "compute"] * 2
     assert snapshot(out) == before
+
+
+def test_ranx_on_a_cells_run_and_qrels_gives_its_report(tmp_path):
+    # bm25 ties on the built-in tasks; qrels.trec and run.trec are written so that ranx ranks
+    # the ties as primsel does and finds the cell's own figures
+    import ranx
+
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('name = "small"\nretriever = "bm25"\nk = 15\n')
+    out = tmp_path / "runs"
+    assert cli_main(["run", str(cfg), "--out", str(out), "--quiet", "--no-report"]) == 0
+    (cell,) = [p for p in (out / "small").iterdir() if p.is_dir()]
+    report = json.loads((cell / "report.json").read_text())
+    assert report["tie_aware_recall@15"] != report["recall@15"]  # there are ties to break
+    metrics = ["recall@5", "recall@15", "ndcg@10", "mrr"]
+    qrels = ranx.Qrels.from_file(str(cell / "qrels.trec"), kind="trec")
+    by_ranx = ranx.evaluate(qrels, ranx.Run.from_file(str(cell / "run.trec"), kind="trec"), metrics)
+    assert by_ranx == pytest.approx({m: report[m] for m in metrics}, abs=1e-12)
