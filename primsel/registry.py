@@ -6,7 +6,8 @@ instance. A specification is
 * a registered name: ``"bm25"``;
 * an importable class: ``"my_package.my_module:MyRetriever"`` (nothing to register);
 * a table: ``{"type": "hybrid", "members": ["bm25", "dense"], "method": "rrf"}``; every key other
-  than ``type`` is passed to the constructor. Nested member specifications are built by the
+  than ``type`` and the :data:`META_KEYS` (``label``, ``version``) is passed to the
+  constructor. Nested member specifications are built by the
   class itself (``build`` is public for that).
 
 Built-in classes are registered when first needed: a package of built-in components may name
@@ -26,6 +27,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 KINDS = ("retriever", "generator", "selector")
+#: Keys of a component table that name the component rather than configure it: ``label`` (how
+#: tables, figures and messages name it) and ``version`` (which version of its code; part of a
+#: cell's id). They are never passed to the constructor.
+META_KEYS = ("label", "version")
 _BUILTIN_PACKAGES = {"retriever": "primsel.retrieval", "generator": "primsel.generation",
                      "selector": "primsel.retrieval"}
 _REGISTRY: dict[str, dict[str, type]] = {kind: {} for kind in KINDS}
@@ -203,7 +208,7 @@ def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: A
         if "type" not in spec:
             raise ValueError(f"{kind} table {dict(spec)!r} has no 'type' key")
         name = spec["type"]
-        params = {k: v for k, v in spec.items() if k != "type"}
+        params = {k: v for k, v in spec.items() if k != "type" and k not in META_KEYS}
     else:
         raise TypeError(f"{kind} specification must be a name or a table, got {type(spec).__name__}")
     cls = resolve(name, kind)

@@ -21,7 +21,13 @@ from primsel import spec as specs
 from primsel.datasets.pydoc import is_pydoc_spec
 from primsel.experiments.agents import is_aspera, resolve_protocol
 from primsel.experiments.dataset import LIBRARIES
-from primsel.experiments.labels import baseline_label, cell_label, pair_key, varied_keys
+from primsel.experiments.labels import (
+    baseline_label,
+    cell_label,
+    folder_name,
+    pair_key,
+    varied_keys,
+)
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
 from primsel.files import digest
 
@@ -65,11 +71,19 @@ class ConfigError(ValueError):
 class Cell:
     """One configuration of an experiment grid: ``id`` (:func:`cell_id` of ``settings``), the
     checked ``settings`` (``settings.to_json()`` is what ``config.json`` holds), a short readable
-    ``label`` (:func:`cell_label`)."""
+    ``label`` (:func:`cell_label`) and ``folder``, the name of its directory
+    (:func:`primsel.experiments.labels.folder_name`: ``<label-slug>-<id>`` when a component has a
+    ``label``, else the id; "": the id)."""
 
     id: str
     settings: CellSettings
     label: str
+    folder: str = ""
+
+    @property
+    def directory_name(self) -> str:
+        """The name of the cell's directory in the experiment directory."""
+        return self.folder or self.id
 
 
 @dataclass(frozen=True)
@@ -116,10 +130,11 @@ class ExperimentConfig:
 
 def cell_id(settings: CellSettings | Mapping[str, Any]) -> str:
     """Stable id of a cell's settings: the first 12 hex characters of the sha256 of the canonical
-    JSON of :meth:`CellSettings.to_json` (or of the mapping given)."""
-    return digest(settings.to_json() if isinstance(settings, CellSettings) else settings)[
-        :CELL_ID_LENGTH
-    ]
+    JSON of :meth:`CellSettings.to_json` (or of the mapping given) without the components'
+    labels (:func:`primsel.spec.without_labels`): a label names a component, it does not change
+    what is computed, so relabelling a finished cell reuses it."""
+    data = settings.to_json() if isinstance(settings, CellSettings) else settings
+    return digest(specs.without_labels(data))[:CELL_ID_LENGTH]
 
 
 def _fail(where: str, key: str, problem: str) -> ConfigError:
@@ -549,7 +564,8 @@ def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> lis
     varied = varied_keys(
         jsons, list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
     )
-    return [
-        Cell(id=cid, settings=s, label=cell_label(d, varied))
-        for (cid, s), d in zip(resolved.items(), jsons)
-    ]
+    cells = []
+    for (cid, s), d in zip(resolved.items(), jsons):
+        label = cell_label(d, varied)
+        cells.append(Cell(id=cid, settings=s, label=label, folder=folder_name(cid, label, d)))
+    return cells

@@ -247,7 +247,7 @@ class LoadedCell:
 
     Parameters
     ----------
-    id : the cell id (its directory's name).
+    id : the cell id (its directory's name, or its end: ``<label-slug>-<id>``).
     label : its readable label.
     settings : its resolved settings, as JSON data.
     directory : its directory.
@@ -328,8 +328,8 @@ def _loaded_cell(
 
 
 def load_cell(directory: Path) -> LoadedCell:
-    """A lone cell directory as a :class:`LoadedCell`: its id the directory's name, its label and
-    settings from its config.json.
+    """A lone cell directory as a :class:`LoadedCell`: its id, label and settings from its
+    config.json (the id: the directory's name when config.json has none).
 
     Raises
     ------
@@ -337,7 +337,7 @@ def load_cell(directory: Path) -> LoadedCell:
     """
     config = read_config(directory) or ConfigFile(id=directory.name)
     label = directory.name if config.label is None else config.label
-    return _loaded_cell(directory, directory.name, label, config.settings)
+    return _loaded_cell(directory, config.id or directory.name, label, config.settings)
 
 
 def is_cell_directory(directory: Path) -> bool:
@@ -353,7 +353,8 @@ def _manifest_of_cell_folders(directory: Path) -> ManifestFile:
         if (sub / CONFIG_FILE).is_file():
             config = read_config(sub) or ConfigFile(id=sub.name)
             label = sub.name if config.label is None else config.label
-            entries.append(ManifestCell(id=sub.name, label=label, settings=config.settings))
+            entry = ManifestCell(id=config.id, label=label, settings=config.settings, folder=sub.name)
+            entries.append(entry)
     return ManifestFile(
         cells=tuple(sorted(entries, key=lambda entry: entry.label)), name=directory.name
     )
@@ -396,7 +397,8 @@ def load_experiment(directory: str | os.PathLike[str]) -> LoadedExperiment:
     cells = []
     for entry in manifest.cells:
         label = entry.id if entry.label is None else entry.label
-        cells.append(_loaded_cell(directory / entry.id, entry.id, label, entry.settings))
+        folder = directory / entry.directory_name
+        cells.append(_loaded_cell(folder, entry.id, label, entry.settings))
     fingerprints = {dataset.get("fingerprint") for dataset in manifest.datasets}
     if not fingerprints:
         fingerprints = {manifest.data.get("fingerprint")}
@@ -409,7 +411,7 @@ def load_experiment(directory: str | os.PathLike[str]) -> LoadedExperiment:
         baseline=manifest.baseline,
         data=manifest.data,
         pair_on=manifest.pair_on,
-        other_data=_other_data(directory, {c.id for c in cells}, fingerprints),
+        other_data=_other_data(directory, {c.directory.name for c in cells}, fingerprints),
         datasets=manifest.datasets,
     )
 

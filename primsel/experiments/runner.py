@@ -234,7 +234,13 @@ def _manifest(
         for grid in config.grids
     )
     entries = tuple(
-        ManifestCell(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells
+        ManifestCell(
+            id=c.id,
+            label=c.label,
+            settings=c.settings.to_json(),
+            folder=None if c.directory_name == c.id else c.directory_name,
+        )
+        for c in cells
     )
     common = {
         "name": config.name,
@@ -305,6 +311,7 @@ def run_experiment(
         if use_cache:
             _import_answers(config, log)
         per_dataset = _grid(config, data, tasks, library, (sample, task_ids, fold), log)
+        per_dataset = [(d, _in_folders(directory, group)) for d, group in per_dataset]
         cells = [c for _, group in per_dataset for c in group]
         for gguf in dict.fromkeys(
             g
@@ -440,11 +447,11 @@ def plan_experiment(
     directory = Path(out) / config.name
     _check_output(directory)
     per_dataset = _grid(config, data, None, None, (sample, task_ids, fold), log)
-    cells = [c for _, group in per_dataset for c in group]
+    cells = [c for _, group in per_dataset for c in _in_folders(directory, group)]
     sources = _sources(cells)
     planned = []
     for c in cells:
-        folder = directory / c.id
+        folder = directory / c.directory_name
         state, changed = "new", []
         if is_complete(folder):
             changed = changed_sources(folder, sources[c.id])
@@ -453,6 +460,20 @@ def plan_experiment(
             state = "incomplete"
         planned.append(PlannedCell(c, folder, state, tuple(changed)))
     return planned
+
+
+def _in_folders(directory: Path, cells: Sequence[Cell]) -> list[Cell]:
+    """The cells, each with the folder it already has in ``directory`` when there is one (its
+    bare id, from before labels, or ``<slug>-<id>`` under another label: a label changes
+    nothing computed, so a relabelled cell is reused), else its own :attr:`Cell.folder`."""
+    existing: dict[str, str] = {}
+    if directory.is_dir():
+        for path in sorted(p for p in directory.iterdir() if p.is_dir()):
+            cell_id = path.name.rsplit("-", 1)[-1]
+            existing.setdefault(cell_id, path.name)
+            if path.name == cell_id:
+                existing[cell_id] = path.name  # the bare id wins
+    return [dataclasses.replace(c, folder=existing.get(c.id, c.directory_name)) for c in cells]
 
 
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
@@ -476,9 +497,9 @@ def _finished(
 ) -> list[str]:
     """The ids of the finished cells whose components' sources are unchanged (said on ``log``)."""
     changed = {
-        c.id: changed_sources(directory / c.id, sources[c.id])
+        c.id: changed_sources(directory / c.directory_name, sources[c.id])
         for c in cells
-        if is_complete(directory / c.id)
+        if is_complete(directory / c.directory_name)
     }
     done = [cid for cid, names in changed.items() if not names]
     stale = {cid: names for cid, names in changed.items() if names}
@@ -494,7 +515,9 @@ def _finished(
             f"{', '.join(names)} changed since they ran",
             file=log,
         )
-    redo = [c.id for c in cells if c.id not in changed and has_report(directory / c.id)]
+    redo = [
+        c.id for c in cells if c.id not in changed and has_report(directory / c.directory_name)
+    ]
     if redo:
         print(
             f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
@@ -599,7 +622,11 @@ def _run_serial(
                 lines="none",
             ) as task_bar:
                 report = run_cell(
-                    cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id]
+                    cell,
+                    ctx,
+                    directory / cell.directory_name,
+                    task_bar,
+                    sources=sources[cell.id],
                 )
             cell_bar.update(1)
             finished(cell, report)
