@@ -23,6 +23,9 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import os
+import sys
+from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -141,11 +144,29 @@ def _check_component_class(obj: Any, name: str, kind: str) -> type:
     return obj
 
 
+def add_plugin_directory(path: str | os.PathLike[str]) -> None:
+    """Let ``"module:Class"`` specifications name modules of the directory ``path`` (that of an
+    experiment file): it is put on ``sys.path`` after the current directory and the
+    ``PYTHONPATH`` entries, which therefore win over it, and before the installed packages. A
+    directory already there is left where it is."""
+    folder = str(Path(path).resolve())
+    if folder in sys.path:
+        return
+    entries = ["", *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    first = {os.path.realpath(entry or ".") for entry in entries}
+    index = 0
+    while index < len(sys.path) and os.path.realpath(sys.path[index] or ".") in first:
+        index += 1
+    sys.path.insert(index, folder)
+    importlib.invalidate_caches()
+
+
 def resolve(name: str, kind: str = "retriever") -> type:
     """The class for a registered name or a ``"package.module:Class"`` path.
 
     A ``"module:Class"`` path is imported as Python would import ``module`` (``sys.path``; the
-    ``primsel`` command puts the current directory first).
+    ``primsel`` command puts the current directory first, and an experiment file adds its own
+    directory, :func:`add_plugin_directory`).
 
     Raises
     ------

@@ -46,6 +46,8 @@ GENERATOR_KEYS = (
 #: parameters): ``label`` (shown instead of the generated name; not part of a cell's id) and
 #: ``version`` (the version of the component's code: part of a cell's id).
 META_KEYS = registry.META_KEYS
+#: The ``version`` that stands for the digest of the component's source (:func:`with_versions`).
+SOURCE_VERSION = "source"
 
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -123,14 +125,40 @@ def label(spec: Any) -> str:
     spec = canonical(spec)
     if not isinstance(spec, Mapping):
         return str(spec)
+    version = f"@{spec['version']}" if isinstance(spec.get("version"), str) else ""
     if isinstance(spec.get("label"), str) and spec["label"]:
-        return spec["label"]
-    params = {k: v for k, v in spec.items() if k not in ("type", "label")}
+        return spec["label"] + version
+    params = {k: v for k, v in spec.items() if k not in ("type", *META_KEYS)}
+    if not params:
+        return f"{spec.get('type', '?')}{version}"
     parts = []
     if "members" in params:
         parts.append(short(params.pop("members")))
     parts.extend(f"{k}={short(v)}" for k, v in sorted(params.items()))
-    return f"{spec.get('type', '?')}({', '.join(parts)})"
+    return f"{spec.get('type', '?')}({', '.join(parts)}){version}"
+
+
+def with_versions(spec: Any, kind: str = "retriever") -> Any:
+    """``spec`` with every ``version = "source"`` (:data:`SOURCE_VERSION`, at any depth)
+    replaced by the first 8 hex characters of the digest of the source of the class that table
+    names (:func:`sources`): a version that changes whenever the code does, so a cell computed
+    with the edited code gets a new id (and folder) beside the old one instead of replacing it.
+
+    Raises
+    ------
+    SpecError : the class cannot be resolved, or has no source file to take a digest of.
+    """
+    if isinstance(spec, (list, tuple)):
+        return [with_versions(item, kind) for item in spec]
+    if not isinstance(spec, Mapping):
+        return spec
+    out = {key: with_versions(value, kind) for key, value in spec.items()}
+    if out.get("version") == SOURCE_VERSION and isinstance(out.get("type"), str):
+        digest = sources(out["type"], kind).get(out["type"], "?")
+        if digest == "?":
+            raise SpecError("version", f"no source to take a version from for {out['type']!r}")
+        out["version"] = digest[:8]
+    return out
 
 
 def without_labels(value: Any) -> Any:

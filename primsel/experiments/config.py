@@ -245,7 +245,8 @@ def parse_config(
 ) -> ExperimentConfig:
     """The experiment a parsed TOML mapping ``raw`` declares, its grid expanded into checked cell
     settings; ``where`` names the source in errors, ``name`` is the default name (None:
-    "experiment"), ``base_dir`` the directory relative paths are resolved against.
+    "experiment"), ``base_dir`` the directory relative paths are resolved against and where
+    ``"module:Class"`` modules are also looked for (:func:`primsel.registry.add_plugin_directory`).
 
     Raises
     ------
@@ -254,6 +255,8 @@ def parse_config(
         (naming ``where`` and the key).
     """
     exp_name = _check_top(raw, where, name or "experiment")
+    if base_dir is not None:  # plug-in modules next to the file
+        registry.add_plugin_directory(base_dir)
     base: dict[str, Any] = {**DEFAULTS, **{key: raw[key] for key in CELL_KEYS if key in raw}}
     grid_raw = raw.get("grid", {})
     if isinstance(grid_raw, Mapping):

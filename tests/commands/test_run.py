@@ -562,3 +562,48 @@ def test_ranx_on_a_cells_run_and_qrels_gives_its_report(tmp_path):
     qrels = ranx.Qrels.from_file(str(cell / "qrels.trec"), kind="trec")
     by_ranx = ranx.evaluate(qrels, ranx.Run.from_file(str(cell / "run.trec"), kind="trec"), metrics)
     assert by_ranx == pytest.approx({m: report[m] for m in metrics}, abs=1e-12)
+
+
+def _run_plug_in(cfg: Path, cwd: Path, out: Path) -> subprocess.CompletedProcess:
+    """``primsel run`` in a fresh process from ``cwd``, without the archive or PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PRIMSEL_ASPER_BENCH", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # primsel itself, not the plug-in
+    cmd = [sys.executable, "-m", "primsel.cli", "run", str(cfg), "--out", str(out), "--quiet"]
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_a_plug_in_module_is_found_next_to_the_experiment_file(tmp_path):
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "exp" / "plug_next.py").write_text(PLUGIN % "work_calendar.add_event")
+    cfg = tmp_path / "exp" / "plug.toml"
+    cfg.write_text('name = "plug"\nretriever = "plug_next:Keyword"\nk = 1\n')
+    done = _run_plug_in(cfg, tmp_path / "elsewhere", tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    (trec,) = (tmp_path / "runs" / "plug").glob("*/run.trec")
+    assert trec.read_text().split()[2] == "work_calendar.add_event"
+
+
+@pytest.mark.parametrize("versions", [("1", "2"), ("source", "source")])
+def test_two_versions_of_a_plug_in_sit_side_by_side_in_one_run_folder(tmp_path, versions):
+    (tmp_path / "plug_ver.py").write_text(PLUGIN % "work_calendar.add_event")
+    cfg = tmp_path / "plug.toml"
+    spec = '{type = "plug_ver:Keyword", label = "kw", version = "%s"}'
+    labels = []
+    for version, first in zip(versions, ["work_calendar.add_event", "time_utils.now_"]):
+        (tmp_path / "plug_ver.py").write_text(PLUGIN % first)
+        cfg.write_text(f'name = "plug"\nretriever = {spec % version}\nk = 1\n')
+        done = _run_plug_in(cfg, tmp_path, tmp_path / "runs")
+        assert done.returncode == 0, done.stderr
+        assert "recomputing" not in done.stderr  # the first version's cell is left as it was
+        (cell,) = json.loads((tmp_path / "runs" / "plug" / "experiment.json").read_text())["cells"]
+        labels.append(cell["label"])
+    folders = sorted((tmp_path / "runs" / "plug").glob("kw-*"))
+    assert len(folders) == 2
+    firsts = {json.loads((f / "config.json").read_text())["label"]: (f / "run.trec").read_text().split()[2]
+              for f in folders}
+    assert firsts == {labels[0]: "work_calendar.add_event", labels[1]: "time_utils.now_"}
+    if versions == ("1", "2"):
+        assert labels == ["kw@1 k=1", "kw@2 k=1"]
+    else:  # the first 8 hex characters of the source digest
+        assert labels[0] != labels[1] and all(len(label.split("@")[1]) == len("12345678 k=1") for label in labels)
