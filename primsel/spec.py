@@ -5,8 +5,9 @@ A specification names a retriever (or generator) class and its parameters:
 * a registered name: ``"bm25"``;
 * an importable class: ``"my_package.my_module:MyRetriever"``;
 * a table: ``{"type": "hybrid", "members": ["bm25", "dense"], "method": "rrf"}``; every key
-  other than ``type``, ``label`` and ``version`` (:data:`META_KEYS`) is a constructor parameter. A table may nest specifications under any
-  key (a hybrid's ``members``, a composite's ``stages`` or ``base``): :func:`walk` finds them.
+  other than ``type``, ``label`` and ``version`` (:data:`META_KEYS`) is a constructor
+  parameter. A table may nest specifications under any key (a hybrid's ``members``, a
+  composite's ``stages`` or ``base``): :func:`walk` finds them.
 
 :func:`primsel.registry.build` turns a specification into an instance. This module holds what
 is done with a specification without building it: its canonical form (:func:`canonical`, so
@@ -507,8 +508,10 @@ def _check_parameters(spec: Spec, kind: str) -> None:
                                         f"{registry.did_you_mean(unknown[0], accepted)}; accepted: "
                                         f"{', '.join(sorted(accepted))}")
     hints = parameter_types(cls)
-    for param, value in spec.items():
-        if param != "type" and param not in META_KEYS and param in hints and fits(value, hints[param]) is False:
+    parameters = {k: v for k, v in spec.items() if k != "type" and k not in META_KEYS}
+    checked = {param: value for param, value in parameters.items() if param in hints}
+    for param, value in checked.items():
+        if fits(value, hints[param]) is False:
             raise SpecError(param, f"{kind} {name!r} expects {_hint_text(hints[param])}, "
                                    f"got {toml_type(value)} {value!r}")
 

@@ -132,7 +132,9 @@ def check_output_path(path: str, option: str = "--out") -> None:
         if target.is_dir():
             raise UsageError(f"{option} {path}: is a directory; give a file name")
         if not parent.exists():
-            raise UsageError(f"{option} {path}: directory {parent} does not exist (create it first)")
+            raise UsageError(
+                f"{option} {path}: directory {parent} does not exist (create it first)"
+            )
         if not parent.is_dir():
             raise UsageError(f"{option} {path}: {parent} is not a directory")
         existed = target.exists()

@@ -353,8 +353,9 @@ def _manifest_of_cell_folders(directory: Path) -> ManifestFile:
         if (sub / CONFIG_FILE).is_file():
             config = read_config(sub) or ConfigFile(id=sub.name)
             label = sub.name if config.label is None else config.label
-            entry = ManifestCell(id=config.id, label=label, settings=config.settings, folder=sub.name)
-            entries.append(entry)
+            entries.append(
+                ManifestCell(id=config.id, label=label, settings=config.settings, folder=sub.name)
+            )
     return ManifestFile(
         cells=tuple(sorted(entries, key=lambda entry: entry.label)), name=directory.name
     )
