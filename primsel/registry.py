@@ -6,7 +6,8 @@ instance. A specification is
 * a registered name: ``"bm25"``;
 * an importable class: ``"my_package.my_module:MyRetriever"`` (nothing to register);
 * a table: ``{"type": "hybrid", "members": ["bm25", "dense"], "method": "rrf"}``; every key other
-  than ``type`` is passed to the constructor. Nested member specifications are built by the
+  than ``type`` and the :data:`META_KEYS` (``label``, ``version``) is passed to the
+  constructor. Nested member specifications are built by the
   class itself (``build`` is public for that).
 
 Built-in classes are registered when first needed: a package of built-in components may name
@@ -22,10 +23,17 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import os
+import sys
+from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 KINDS = ("retriever", "generator", "selector")
+#: Keys of a component table that name the component rather than configure it: ``label`` (how
+#: tables, figures and messages name it) and ``version`` (which version of its code; part of a
+#: cell's id). They are never passed to the constructor.
+META_KEYS = ("label", "version")
 _BUILTIN_PACKAGES = {"retriever": "primsel.retrieval", "generator": "primsel.generation",
                      "selector": "primsel.retrieval"}
 _REGISTRY: dict[str, dict[str, type]] = {kind: {} for kind in KINDS}
@@ -136,11 +144,29 @@ def _check_component_class(obj: Any, name: str, kind: str) -> type:
     return obj
 
 
+def add_plugin_directory(path: str | os.PathLike[str]) -> None:
+    """Let ``"module:Class"`` specifications name modules of the directory ``path`` (that of an
+    experiment file): it is put on ``sys.path`` after the current directory and the
+    ``PYTHONPATH`` entries, which therefore win over it, and before the installed packages. A
+    directory already there is left where it is."""
+    folder = str(Path(path).resolve())
+    if folder in sys.path:
+        return
+    entries = ["", *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    first = {os.path.realpath(entry or ".") for entry in entries}
+    index = 0
+    while index < len(sys.path) and os.path.realpath(sys.path[index] or ".") in first:
+        index += 1
+    sys.path.insert(index, folder)
+    importlib.invalidate_caches()
+
+
 def resolve(name: str, kind: str = "retriever") -> type:
     """The class for a registered name or a ``"package.module:Class"`` path.
 
     A ``"module:Class"`` path is imported as Python would import ``module`` (``sys.path``; the
-    ``primsel`` command puts the current directory first).
+    ``primsel`` command puts the current directory first, and an experiment file adds its own
+    directory, :func:`add_plugin_directory`).
 
     Raises
     ------
@@ -203,7 +229,7 @@ def build(spec: str | Mapping[str, Any], kind: str = "retriever", **overrides: A
         if "type" not in spec:
             raise ValueError(f"{kind} table {dict(spec)!r} has no 'type' key")
         name = spec["type"]
-        params = {k: v for k, v in spec.items() if k != "type"}
+        params = {k: v for k, v in spec.items() if k != "type" and k not in META_KEYS}
     else:
         raise TypeError(f"{kind} specification must be a name or a table, got {type(spec).__name__}")
     cls = resolve(name, kind)

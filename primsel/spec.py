@@ -5,8 +5,9 @@ A specification names a retriever (or generator) class and its parameters:
 * a registered name: ``"bm25"``;
 * an importable class: ``"my_package.my_module:MyRetriever"``;
 * a table: ``{"type": "hybrid", "members": ["bm25", "dense"], "method": "rrf"}``; every key
-  other than ``type`` is a constructor parameter. A table may nest specifications under any
-  key (a hybrid's ``members``, a composite's ``stages`` or ``base``): :func:`walk` finds them.
+  other than ``type``, ``label`` and ``version`` (:data:`META_KEYS`) is a constructor
+  parameter. A table may nest specifications under any key (a hybrid's ``members``, a
+  composite's ``stages`` or ``base``): :func:`walk` finds them.
 
 :func:`primsel.registry.build` turns a specification into an instance. This module holds what
 is done with a specification without building it: its canonical form (:func:`canonical`, so
@@ -41,6 +42,13 @@ GENERATOR_KEYS = (
     "max_tokens", "concurrency", "examples", "template", "programs", "cache_namespace", "extraction",
     "reflect_template",
 )
+
+#: Keys of a table that name its component rather than configure it (never constructor
+#: parameters): ``label`` (shown instead of the generated name; not part of a cell's id) and
+#: ``version`` (the version of the component's code: part of a cell's id).
+META_KEYS = registry.META_KEYS
+#: The ``version`` that stands for the digest of the component's source (:func:`with_versions`).
+SOURCE_VERSION = "source"
 
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -107,21 +115,86 @@ def short(value: Any) -> str:
 
 
 def label(spec: Any) -> str:
-    """Readable label of a specification.
+    """Readable label of a specification: its ``label`` when the table gives one, else built
+    from its type and parameters.
 
     ``"bm25"`` -> ``bm25``; ``{type = "hybrid", members = ["bm25", "dense"]}`` ->
     ``hybrid(bm25+dense)``; other parameters follow as ``key=value``:
-    ``hybrid(bm25+dense, method=wsum, weights=0.3+0.7)``.
+    ``hybrid(bm25+dense, method=wsum, weights=0.3+0.7)``; a nested specification by its own
+    label; ``{type = "hybrid", label = "fused", ...}`` -> ``fused``.
     """
     spec = canonical(spec)
     if not isinstance(spec, Mapping):
         return str(spec)
-    params = {k: v for k, v in spec.items() if k != "type"}
+    version = f"@{spec['version']}" if isinstance(spec.get("version"), str) else ""
+    if isinstance(spec.get("label"), str) and spec["label"]:
+        return spec["label"] + version
+    params = {k: v for k, v in spec.items() if k not in ("type", *META_KEYS)}
+    if not params:
+        return f"{spec.get('type', '?')}{version}"
     parts = []
     if "members" in params:
         parts.append(short(params.pop("members")))
     parts.extend(f"{k}={short(v)}" for k, v in sorted(params.items()))
-    return f"{spec.get('type', '?')}({', '.join(parts)})"
+    return f"{spec.get('type', '?')}({', '.join(parts)}){version}"
+
+
+def with_versions(spec: Any, kind: str = "retriever") -> Any:
+    """``spec`` with every ``version = "source"`` (:data:`SOURCE_VERSION`, at any depth)
+    replaced by the first 8 hex characters of the digest of the source of the class that table
+    names (:func:`sources`): a version that changes whenever the code does, so a cell computed
+    with the edited code gets a new id (and folder) beside the old one instead of replacing it.
+
+    Raises
+    ------
+    SpecError : the class cannot be resolved, or has no source file to take a digest of.
+    """
+    if isinstance(spec, (list, tuple)):
+        return [with_versions(item, kind) for item in spec]
+    if not isinstance(spec, Mapping):
+        return spec
+    out = {key: with_versions(value, kind) for key, value in spec.items()}
+    if out.get("version") == SOURCE_VERSION and isinstance(out.get("type"), str):
+        digest = sources(out["type"], kind).get(out["type"], "?")
+        if digest == "?":
+            raise SpecError("version", f"no source to take a version from for {out['type']!r}")
+        out["version"] = digest[:8]
+    return out
+
+
+def without_labels(value: Any) -> Any:
+    """``value`` (a specification, or settings holding specifications at any depth) with the
+    ``label`` of every component table removed: what is computed, which a label does not
+    change (cell ids and retrieval keys are digests of it)."""
+    if isinstance(value, Mapping):
+        drop = "label" if isinstance(value.get("type"), str) else None
+        return {k: without_labels(v) for k, v in value.items() if k != drop}
+    if isinstance(value, (list, tuple)):
+        return [without_labels(v) for v in value]
+    return value
+
+
+def labelled(value: Any) -> bool:
+    """True when a specification, or settings holding specifications, gives a component a
+    ``label`` at any depth."""
+    return without_labels(value) != canonical_data(value)
+
+
+def canonical_data(value: Any) -> Any:
+    """``value`` with tuples as lists (as :func:`without_labels` returns them)."""
+    if isinstance(value, Mapping):
+        return {k: canonical_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical_data(v) for v in value]
+    return value
+
+
+def slug(text: str, width: int = 40) -> str:
+    """``text`` as a folder name: lower case, each run of characters other than letters, digits,
+    ``.`` and ``_`` a ``-``, at most ``width`` characters, no ``-`` or ``.`` at either end
+    (``"Keyword v2 k=15"`` -> ``"keyword-v2-k-15"``; "" when nothing is left)."""
+    text = re.sub(r"[^a-z0-9._]+", "-", text.lower())
+    return text[:width].strip("-.")
 
 
 def tag(spec: Any) -> str:
@@ -175,7 +248,7 @@ def walk(spec: Any, kind: str = "retriever") -> Iterator[tuple[str, Spec]]:
         yield "", spec
     if isinstance(spec, Mapping):
         for key, value in spec.items():
-            if key != "type":
+            if key != "type" and key not in META_KEYS:
                 yield from _nested(str(key), value, kind)
 
 
@@ -421,18 +494,24 @@ def _check_parameters(spec: Spec, kind: str) -> None:
         raise SpecError("", str(exc)) from None
     if not isinstance(spec, Mapping):
         return
+    for key in META_KEYS:
+        if key in spec and not (isinstance(spec[key], str) and spec[key].strip()):
+            raise SpecError(key, f"must be a non-empty string, got {toml_type(spec[key])} "
+                                 f"{spec[key]!r}")
     accepted = accepted_parameters(cls)
     if accepted is None and kind == "generator":
         accepted = set(GENERATOR_KEYS)
     if accepted is not None:
-        unknown = sorted(set(spec) - {"type"} - accepted)
+        unknown = sorted(set(spec) - {"type", *META_KEYS} - accepted)
         if unknown:
             raise SpecError(unknown[0], f"unknown {kind} parameter for {name!r}"
                                         f"{registry.did_you_mean(unknown[0], accepted)}; accepted: "
                                         f"{', '.join(sorted(accepted))}")
     hints = parameter_types(cls)
-    for param, value in spec.items():
-        if param != "type" and param in hints and fits(value, hints[param]) is False:
+    parameters = {k: v for k, v in spec.items() if k != "type" and k not in META_KEYS}
+    checked = {param: value for param, value in parameters.items() if param in hints}
+    for param, value in checked.items():
+        if fits(value, hints[param]) is False:
             raise SpecError(param, f"{kind} {name!r} expects {_hint_text(hints[param])}, "
                                    f"got {toml_type(value)} {value!r}")
 

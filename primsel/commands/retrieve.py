@@ -98,6 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="write the TREC run here (its directory must exist)",
     )
+    parser.add_argument(
+        "--qrels-out",
+        metavar="QRELS.trec",
+        default=None,
+        help="write the tasks' gold primitives here as TREC qrels (its directory must exist): "
+        "with the run of --out, trec_eval or ranx give the recall@k, nDCG@k and MRR printed",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     parser.add_argument(
         "--json",
@@ -107,8 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_output_path(path: str) -> None:
-    """Fail early when ``path`` cannot be written, leaving nothing behind.
+def check_output_path(path: str, option: str = "--out") -> None:
+    """Fail early when ``path`` (given by ``option``, which messages name) cannot be written,
+    leaving nothing behind.
 
     The parent directory must exist (it is not created); an existing file is opened for
     appending (not changed) to probe it, a new one is created and removed again.
@@ -122,18 +130,20 @@ def check_output_path(path: str) -> None:
     parent = target.parent
     try:
         if target.is_dir():
-            raise UsageError(f"--out {path}: is a directory; give a file name")
+            raise UsageError(f"{option} {path}: is a directory; give a file name")
         if not parent.exists():
-            raise UsageError(f"--out {path}: directory {parent} does not exist (create it first)")
+            raise UsageError(
+                f"{option} {path}: directory {parent} does not exist (create it first)"
+            )
         if not parent.is_dir():
-            raise UsageError(f"--out {path}: {parent} is not a directory")
+            raise UsageError(f"{option} {path}: {parent} is not a directory")
         existed = target.exists()
         with open(target, "a", encoding="utf-8"):
             pass
         if not existed:
             target.unlink()
     except OSError as exc:  # e.g. a name too long, no permission, a read-only file system
-        raise UsageError(f"--out {path}: cannot write: {exc.strerror or exc}") from exc
+        raise UsageError(f"{option} {path}: cannot write: {exc.strerror or exc}") from exc
 
 
 def _retriever(text: str | None, seed: int) -> tuple[Any, Any]:
@@ -182,6 +192,8 @@ def _settings(args: argparse.Namespace) -> tuple[Any, Any, Any]:
             raise UsageError(f"--{key} {exc.problem}") from None
     if args.out:
         check_output_path(args.out)
+    if args.qrels_out:
+        check_output_path(args.qrels_out, "--qrels-out")
     spec, probe = _retriever(args.retriever, args.seed)
     selector = _selector(args.selector)
     try:
@@ -213,9 +225,11 @@ def main(args: argparse.Namespace) -> int:
         datasets = load_datasets(args.data, library_name=args.library)
     except (DatasetError, AsperaSourceError) as exc:
         raise UsageError(str(exc)) from exc
-    if args.out and len(datasets) > 1:
+    outputs = (("--out", args.out), ("--qrels-out", args.qrels_out))
+    written = [flag for flag, path in outputs if path]
+    if written and len(datasets) > 1:
         raise UsageError(
-            f"--out: {args.data} holds {len(datasets)} datasets "
+            f"{written[0]}: {args.data} holds {len(datasets)} datasets "
             f"({', '.join(d.source for d in datasets)}); give one of them to write its run"
         )
     results = []
@@ -329,7 +343,7 @@ def _retrieve_one(
     ``--json`` nothing is printed on stdout here."""
     from primsel.experiments.cell import compute_cell
     from primsel.retrieval.store import RetrievalStore
-    from primsel.retrieval.trec import write_run
+    from primsel.retrieval.trec import write_qrels, write_run
     from primsel.types import LearnsFromTasks
 
     library, tasks = dataset.library, dataset.tasks
@@ -357,12 +371,18 @@ def _retrieve_one(
     if report.run.llm_answers:
         answers = (int(report.run.llm_answers), int(report.run.llm_answers_cached or 0))
         report_answers({specs.label(spec): answers}, {}, sys.stderr, command="primsel retrieve")
-    if args.out:
+    gold = {row.task_id: row.gold for row in computed.rows}
+    for option, path, write in (
+        ("--out", args.out, lambda: write_run(computed.run, args.out, tag)),
+        ("--qrels-out", args.qrels_out, lambda: write_qrels(gold, args.qrels_out)),
+    ):
+        if not path:
+            continue
         try:
-            write_run(computed.run, args.out, tag)
+            write()
         except OSError as exc:  # checked before ranking, but the file system may have changed
-            raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from exc
-        print(f"wrote {args.out}", file=sys.stderr)
+            raise UsageError(f"{option} {path}: cannot write: {exc.strerror or exc}") from exc
+        print(f"wrote {path}", file=sys.stderr)
 
     added = sum(len(s.added_by_closure) for s in computed.selections.values())
     result = dataset_result(

@@ -15,6 +15,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "config", metavar="CONFIG.toml", help="experiment declaration (see experiments/*.toml)"
     )
     parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a key of the file, as the TOML would (repeatable): KEY dotted as in the file, "
+        "VALUE in TOML syntax, e.g. --set k=10 --set retriever.k1=1.2 "
+        "--set 'generator.model=\"gpt-4o\"' --set 'grid.k=[5, 10]'",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every cell the run would compute or reuse (state, id, label, settings) "
+        "and exit without writing anything",
+    )
+    parser.add_argument(
         "--out",
         default="runs",
         metavar="DIR",
@@ -168,11 +184,13 @@ def main(args: argparse.Namespace) -> int:
     task_ids = _task_ids(args)
     finished: list[str] = []
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, args.overrides)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     directory = Path(args.out) / config.name
     try:
+        if args.dry_run:
+            return _dry_run(args, config, task_ids)
         result = run_experiment(
             config,
             args.out,
@@ -207,6 +225,44 @@ def main(args: argparse.Namespace) -> int:
         )
         return 130
     return _finish(args, result)
+
+
+#: How ``--dry-run`` names a cell's state (:class:`primsel.experiments.runner.PlannedCell`).
+DRY_RUN_STATES = {
+    "new": "compute",
+    "finished": "reuse",
+    "incomplete": "compute (incomplete: an LLM request failed)",
+    "stale": "compute (source changed: {changed})",
+}
+
+
+def _dry_run(args: argparse.Namespace, config: Any, task_ids: list[str] | None) -> int:
+    """``primsel run --dry-run``: print on stdout every cell of ``config`` with what the run
+    would do with it (compute or reuse), its folder, label and settings; write nothing. Errors
+    as a run's (raised for :func:`main` to turn into exit statuses)."""
+    import json
+
+    from primsel.experiments.runner import plan_experiment
+
+    planned = plan_experiment(
+        config,
+        args.out,
+        data=args.data,
+        sample=args.sample,
+        task_ids=task_ids,
+        fold=args.fold,
+    )
+    reused = sum(1 for p in planned if p.reused)
+    print(
+        f"{config.name}: {len(planned)} cells, {len(planned) - reused} to compute, "
+        f"{reused} finished and reused (dry run: nothing written)"
+    )
+    for p in planned:
+        state = DRY_RUN_STATES[p.state].format(changed=", ".join(p.changed))
+        settings = {k: v for k, v in p.cell.settings.to_json().items() if k != "dataset"}
+        print(f"{state}  {p.folder}  {p.cell.label}")
+        print(f"    {json.dumps(settings, sort_keys=True)}")
+    return 0
 
 
 def _finish(args: argparse.Namespace, result: Any) -> int:

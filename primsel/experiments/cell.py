@@ -21,6 +21,7 @@ file               what                                                         
 =================  ==============================================================  ====================
 config.json        the settings, the data, the library, source digests, versions    ConfigFile
 run.trec           the ranking                                                       (TREC run)
+qrels.trec         the gold primitives of the tasks                                  (TREC qrels)
 tasks.jsonl        a row per task: selection, gold, per-task metrics, the program    TaskRow
 failures.jsonl     with a generator, the diagnosis of each task that did not pass    (attribution)
 report.json        the means, written last: a cell without it is not finished       ReportFile

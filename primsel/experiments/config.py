@@ -7,6 +7,7 @@ file order, the last key varying fastest) over the base settings, each a checked
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import tomllib
@@ -15,11 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from primsel import registry
 from primsel import spec as specs
 from primsel.datasets.pydoc import is_pydoc_spec
 from primsel.experiments.agents import is_aspera, resolve_protocol
 from primsel.experiments.dataset import LIBRARIES
-from primsel.experiments.labels import baseline_label, cell_label, pair_key, varied_keys
+from primsel.experiments.labels import (
+    baseline_label,
+    cell_label,
+    folder_name,
+    pair_key,
+    varied_keys,
+)
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
 from primsel.files import digest
 
@@ -63,11 +71,19 @@ class ConfigError(ValueError):
 class Cell:
     """One configuration of an experiment grid: ``id`` (:func:`cell_id` of ``settings``), the
     checked ``settings`` (``settings.to_json()`` is what ``config.json`` holds), a short readable
-    ``label`` (:func:`cell_label`)."""
+    ``label`` (:func:`cell_label`) and ``folder``, the name of its directory
+    (:func:`primsel.experiments.labels.folder_name`: ``<label-slug>-<id>`` when a component has a
+    ``label``, else the id; "": the id)."""
 
     id: str
     settings: CellSettings
     label: str
+    folder: str = ""
+
+    @property
+    def directory_name(self) -> str:
+        """The name of the cell's directory in the experiment directory."""
+        return self.folder or self.id
 
 
 @dataclass(frozen=True)
@@ -114,10 +130,11 @@ class ExperimentConfig:
 
 def cell_id(settings: CellSettings | Mapping[str, Any]) -> str:
     """Stable id of a cell's settings: the first 12 hex characters of the sha256 of the canonical
-    JSON of :meth:`CellSettings.to_json` (or of the mapping given)."""
-    return digest(settings.to_json() if isinstance(settings, CellSettings) else settings)[
-        :CELL_ID_LENGTH
-    ]
+    JSON of :meth:`CellSettings.to_json` (or of the mapping given) without the components'
+    labels (:func:`primsel.spec.without_labels`): a label names a component, it does not change
+    what is computed, so relabelling a finished cell reuses it."""
+    data = settings.to_json() if isinstance(settings, CellSettings) else settings
+    return digest(specs.without_labels(data))[:CELL_ID_LENGTH]
 
 
 def _fail(where: str, key: str, problem: str) -> ConfigError:
@@ -228,7 +245,8 @@ def parse_config(
 ) -> ExperimentConfig:
     """The experiment a parsed TOML mapping ``raw`` declares, its grid expanded into checked cell
     settings; ``where`` names the source in errors, ``name`` is the default name (None:
-    "experiment"), ``base_dir`` the directory relative paths are resolved against.
+    "experiment"), ``base_dir`` the directory relative paths are resolved against and where
+    ``"module:Class"`` modules are also looked for (:func:`primsel.registry.add_plugin_directory`).
 
     Raises
     ------
@@ -237,6 +255,8 @@ def parse_config(
         (naming ``where`` and the key).
     """
     exp_name = _check_top(raw, where, name or "experiment")
+    if base_dir is not None:  # plug-in modules next to the file
+        registry.add_plugin_directory(base_dir)
     base: dict[str, Any] = {**DEFAULTS, **{key: raw[key] for key in CELL_KEYS if key in raw}}
     grid_raw = raw.get("grid", {})
     if isinstance(grid_raw, Mapping):
@@ -426,9 +446,84 @@ def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[s
             yield full, value
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and check an experiment TOML file (:func:`parse_config`); raises ConfigError for an
-    unreadable file, a TOML syntax error, or any problem of :func:`parse_config`."""
+class OverrideError(ConfigError):
+    """A ``--set KEY=VALUE`` override is malformed or names an unknown key (the message names
+    it)."""
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """The dotted key and the value of an override ``KEY=VALUE``, the value read as TOML
+    (``k=10``, ``generator.model="gpt-4o"``, ``grid.k=[5, 10]``, ``closure=true``).
+
+    Raises
+    ------
+    OverrideError : no ``=``, an empty key part, or a value that is not a TOML value.
+    """
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    parts = key.split(".")
+    if not sep or not all(part.strip() for part in parts):
+        raise OverrideError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY (k=10)")
+    try:
+        parsed = tomllib.loads(f"value = {value.strip()}")["value"]
+    except tomllib.TOMLDecodeError as exc:
+        raise OverrideError(
+            f"--set {key}: {value.strip()!r} is not a TOML value ({exc}); "
+            'strings need quotes: --set generator.model=\'"gpt-4o"\''
+        ) from None
+    return [part.strip() for part in parts], parsed
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """The parsed TOML mapping ``raw`` with each ``KEY=VALUE`` of ``overrides`` set, in order
+    (:func:`parse_override`), as if the file said ``KEY = VALUE``: ``k=10`` sets ``k``,
+    ``retriever.k1=1.2`` a parameter of the retriever (a retriever named by a string becomes
+    the table ``{type = name}``), ``grid.k=[5, 10]`` a grid list. ``raw`` is not modified.
+
+    Raises
+    ------
+    OverrideError : see :func:`parse_override`; a first key part that is not a key of an
+        experiment file (:data:`TOP_KEYS`), a dotted key below a value that is not a table
+        (naming the key), or a dotted key into ``grid`` when the file has several grids.
+    """
+    out = copy.deepcopy(dict(raw))
+    for text in overrides:
+        parts, value = parse_override(text)
+        key = ".".join(parts)
+        if parts[0] not in TOP_KEYS:
+            raise OverrideError(
+                f"--set {key}: unknown key {parts[0]!r}"
+                f"{registry.did_you_mean(parts[0], TOP_KEYS)}; expected one of "
+                f"{', '.join(TOP_KEYS)}"
+            )
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            inner = node.get(part)
+            if isinstance(inner, str) and depth == 0 and part in TABLE_KEYS:
+                inner = {"type": inner}
+            elif inner is None:
+                inner = {}
+            if not isinstance(inner, dict):
+                where = ".".join(parts[: depth + 1])
+                raise OverrideError(
+                    f"--set {key}: {where} is {specs.toml_type(inner)} {inner!r}, not a table "
+                    "to set a key in"
+                )
+            node[part] = inner
+            node = inner
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Read and check an experiment TOML file (:func:`parse_config`), with the ``KEY=VALUE``
+    ``overrides`` of ``primsel run --set`` applied first (:func:`apply_overrides`).
+
+    Raises
+    ------
+    ConfigError : an unreadable file, a TOML syntax error, or any problem of
+        :func:`parse_config`; :class:`OverrideError` for a bad override.
+    """
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -437,6 +532,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    raw = apply_overrides(raw, overrides)
     return dataclasses.replace(
         parse_config(raw, where=str(path), name=path.stem, base_dir=path.parent), path=path
     )
@@ -471,7 +567,8 @@ def expand(config: ExperimentConfig, dataset: str = "", data: Any = None) -> lis
     varied = varied_keys(
         jsons, list(dict.fromkeys(k for grid in config.grids for k in grid if k != "data"))
     )
-    return [
-        Cell(id=cid, settings=s, label=cell_label(d, varied))
-        for (cid, s), d in zip(resolved.items(), jsons)
-    ]
+    cells = []
+    for (cid, s), d in zip(resolved.items(), jsons):
+        label = cell_label(d, varied)
+        cells.append(Cell(id=cid, settings=s, label=label, folder=folder_name(cid, label, d)))
+    return cells

@@ -31,11 +31,24 @@ def get_dotted(settings: Mapping[str, Any], key: str) -> Any:
     return value
 
 
+def folder_name(cell_id: str, label: str, settings: Mapping[str, Any]) -> str:
+    """The directory name of a cell: ``<label-slug>-<id>`` (:func:`primsel.spec.slug` of its
+    ``label``) when a component of its ``settings`` has a ``label``, else the bare id (as every
+    cell folder was named before labels)."""
+    if not specs.labelled(settings):
+        return cell_id
+    text = specs.slug(label)
+    return f"{text}-{cell_id}" if text else cell_id
+
+
 def generator_label(gen: Mapping[str, Any] | str | None) -> str:
-    """``type`` and, when given, ``model`` of a generator table (``openai:gpt-4o``); "" if None."""
+    """The generator's ``label`` when its table gives one, else ``type`` and, when given,
+    ``model`` (``openai:gpt-4o``); "" if None."""
     if not gen:
         return ""
     gen = dict(gen) if isinstance(gen, Mapping) else {"type": gen}
+    if isinstance(gen.get("label"), str) and gen["label"]:
+        return gen["label"]
     return f"{gen.get('type')}:{gen['model']}" if gen.get("model") else str(gen.get("type"))
 
 

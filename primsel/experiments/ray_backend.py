@@ -114,7 +114,7 @@ def run_cells(
                     report = write_cell(
                         cell,
                         contexts[cell.id],
-                        directory / cell.id,
+                        directory / cell.directory_name,
                         computed,
                         seconds,
                         cell_sources,

@@ -48,6 +48,7 @@ CONFIG_FILE = "config.json"  #: A cell's settings and provenance, :class:`Config
 REPORT_FILE = "report.json"  #: A cell's means, :class:`ReportFile`, written last.
 TASKS_FILE = "tasks.jsonl"  #: A cell's task rows, a :class:`TaskRow` per line.
 RANKING_FILE = "run.trec"  #: A cell's ranking (TREC run format).
+QRELS_FILE = "qrels.trec"  #: The gold primitives of a cell's tasks (TREC qrels format).
 FAILURES_FILE = "failures.jsonl"  #: A cell's diagnoses of the tasks that did not pass.
 MARKDOWN_FILE = "report.md"  #: The experiment's report.
 COLOURS_FILE = "colours.json"  #: Each cell's colour in the figures.
@@ -733,16 +734,27 @@ class ConfigFile:
 @dataclass(frozen=True)
 class ManifestCell:
     """A cell as ``experiment.json`` lists it: its ``id`` (required), ``label`` (None: the id),
-    resolved ``settings`` and ``extra``, keys this version does not know."""
+    resolved ``settings``, ``folder`` (the name of its directory; None: the id, as every cell
+    folder was named before components had labels; written only when it is not the id) and
+    ``extra``, keys this version does not know."""
 
     id: str
     label: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    folder: str | None = None
+
+    @property
+    def directory_name(self) -> str:
+        """The name of the cell's directory in the experiment directory."""
+        return self.id if self.folder is None else self.folder
 
     def to_json(self) -> dict[str, Any]:
         """The entry as experiment.json's ``cells`` holds it."""
-        return {"id": self.id, "label": self.label, "settings": dict(self.settings), **self.extra}
+        out = {"id": self.id, "label": self.label, "settings": dict(self.settings)}
+        if self.folder is not None and self.folder != self.id:
+            out["folder"] = self.folder
+        return {**out, **self.extra}
 
     @classmethod
     def from_json(cls, data: Any, source: str = EXPERIMENT_FILE) -> ManifestCell:
@@ -760,15 +772,25 @@ class ManifestCell:
                 f"{source}: the cell id {cell_id!r} is not the name of a cell folder (letters, "
                 "digits, '_', '.' and '-', starting with a letter or digit, at most 128)"
             )
-        extra = {
-            key: value for key, value in data.items() if key not in ("id", "label", "settings")
-        }
+        known = ("id", "label", "settings", "folder")
+        extra = {key: value for key, value in data.items() if key not in known}
+        folder = data.get("folder")
+        if folder is not None and not _is_folder_name(folder):
+            raise RunFileError(f"{source}: cell {cell_id!r}: 'folder' {folder!r} is not a name")
         return cls(
             id=data["id"],
             label=data.get("label"),
             settings=_table(data, "settings", source),
             extra=extra,
+            folder=folder,
         )
+
+
+def _is_folder_name(value: Any) -> bool:
+    """True for a directory name of one part (no separator, not ``.`` or ``..``)."""
+    if not isinstance(value, str) or value in ("", ".", ".."):
+        return False
+    return "/" not in value and "\\" not in value
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@
     experiment.json            the experiment as run (ManifestFile)
     <cell id>/config.json      what the cell ran, with what (ConfigFile)
     <cell id>/run.trec         its ranking, TREC run format
+    <cell id>/qrels.trec       the gold primitives of its tasks, TREC qrels format
     <cell id>/tasks.jsonl      one TaskRow per task
     <cell id>/failures.jsonl   with a generator, the diagnosis of every task that did not pass
     <cell id>/report.json      its means and what the report reads (ReportFile), written last
@@ -40,6 +41,7 @@ from primsel.experiments.records import (
     EXPERIMENT_FILE,
     FAILURES_FILE,
     MARKDOWN_FILE,
+    QRELS_FILE,
     RANKING_FILE,
     REPORT_FILE,
     TASKS_FILE,
@@ -52,7 +54,7 @@ from primsel.experiments.records import (
     TaskRow,
 )
 from primsel.files import JsonlError, dumps_json, dumps_jsonl, read_jsonl, write_atomic
-from primsel.retrieval.trec import format_run, read_run
+from primsel.retrieval.trec import format_qrels, format_run, read_run
 from primsel.types import Run
 
 
@@ -210,7 +212,8 @@ def write_cell_files(
     rows: Sequence[TaskRow],
     failures: Sequence[Mapping[str, Any]] | None = None,
 ) -> None:
-    """Write a cell's files: config.json, run.trec (``tag`` its run name), tasks.jsonl,
+    """Write a cell's files: config.json, run.trec (``tag`` its run name), qrels.trec (the gold
+    primitives of ``rows``: with run.trec, what trec_eval or ranx score), tasks.jsonl,
     failures.jsonl (when ``failures`` is not None) and report.json last, so that a cell killed while
     writing is not finished. An earlier report.json is removed first. OSError when a file cannot be
     written."""
@@ -218,6 +221,8 @@ def write_cell_files(
     (cell_directory / REPORT_FILE).unlink(missing_ok=True)
     write_atomic(cell_directory / CONFIG_FILE, dumps_json(config.to_json()))
     write_atomic(cell_directory / RANKING_FILE, format_run(ranking, tag))
+    gold = {row.task_id: row.gold for row in rows}
+    write_atomic(cell_directory / QRELS_FILE, format_qrels(gold))
     write_atomic(cell_directory / TASKS_FILE, dumps_jsonl(row.to_json() for row in rows))
     if failures is not None:
         write_atomic(cell_directory / FAILURES_FILE, dumps_jsonl(failures))
@@ -242,7 +247,7 @@ class LoadedCell:
 
     Parameters
     ----------
-    id : the cell id (its directory's name).
+    id : the cell id (its directory's name, or its end: ``<label-slug>-<id>``).
     label : its readable label.
     settings : its resolved settings, as JSON data.
     directory : its directory.
@@ -323,8 +328,8 @@ def _loaded_cell(
 
 
 def load_cell(directory: Path) -> LoadedCell:
-    """A lone cell directory as a :class:`LoadedCell`: its id the directory's name, its label and
-    settings from its config.json.
+    """A lone cell directory as a :class:`LoadedCell`: its id, label and settings from its
+    config.json (the id: the directory's name when config.json has none).
 
     Raises
     ------
@@ -332,7 +337,7 @@ def load_cell(directory: Path) -> LoadedCell:
     """
     config = read_config(directory) or ConfigFile(id=directory.name)
     label = directory.name if config.label is None else config.label
-    return _loaded_cell(directory, directory.name, label, config.settings)
+    return _loaded_cell(directory, config.id or directory.name, label, config.settings)
 
 
 def is_cell_directory(directory: Path) -> bool:
@@ -348,7 +353,9 @@ def _manifest_of_cell_folders(directory: Path) -> ManifestFile:
         if (sub / CONFIG_FILE).is_file():
             config = read_config(sub) or ConfigFile(id=sub.name)
             label = sub.name if config.label is None else config.label
-            entries.append(ManifestCell(id=sub.name, label=label, settings=config.settings))
+            entries.append(
+                ManifestCell(id=config.id, label=label, settings=config.settings, folder=sub.name)
+            )
     return ManifestFile(
         cells=tuple(sorted(entries, key=lambda entry: entry.label)), name=directory.name
     )
@@ -391,7 +398,8 @@ def load_experiment(directory: str | os.PathLike[str]) -> LoadedExperiment:
     cells = []
     for entry in manifest.cells:
         label = entry.id if entry.label is None else entry.label
-        cells.append(_loaded_cell(directory / entry.id, entry.id, label, entry.settings))
+        folder = directory / entry.directory_name
+        cells.append(_loaded_cell(folder, entry.id, label, entry.settings))
     fingerprints = {dataset.get("fingerprint") for dataset in manifest.datasets}
     if not fingerprints:
         fingerprints = {manifest.data.get("fingerprint")}
@@ -404,7 +412,7 @@ def load_experiment(directory: str | os.PathLike[str]) -> LoadedExperiment:
         baseline=manifest.baseline,
         data=manifest.data,
         pair_on=manifest.pair_on,
-        other_data=_other_data(directory, {c.id for c in cells}, fingerprints),
+        other_data=_other_data(directory, {c.directory.name for c in cells}, fingerprints),
         datasets=manifest.datasets,
     )
 

@@ -234,7 +234,13 @@ def _manifest(
         for grid in config.grids
     )
     entries = tuple(
-        ManifestCell(id=c.id, label=c.label, settings=c.settings.to_json()) for c in cells
+        ManifestCell(
+            id=c.id,
+            label=c.label,
+            settings=c.settings.to_json(),
+            folder=None if c.directory_name == c.id else c.directory_name,
+        )
+        for c in cells
     )
     common = {
         "name": config.name,
@@ -304,26 +310,9 @@ def run_experiment(
         _check_output(directory)
         if use_cache:
             _import_answers(config, log)
-        loaded = _load(config, data, tasks, library, log)
-        if sample is not None or task_ids is not None or fold is not None:
-            loaded = _subsets(
-                loaded,
-                sample,
-                task_ids,
-                fold,
-                int(config.base.get("seed", 0)),
-                int(config.base.get("folds", 5)),
-                log,
-            )
-        per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
+        per_dataset = _grid(config, data, tasks, library, (sample, task_ids, fold), log)
+        per_dataset = [(d, _in_folders(directory, group)) for d, group in per_dataset]
         cells = [c for _, group in per_dataset for c in group]
-        bad = [d.source for d, _ in per_dataset if not d.executable]
-        if bad and any(c.settings.generator for c in cells):
-            raise DatasetError(
-                f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
-                "(queries and gold documents, no programs to execute); remove [generator] "
-                "(and generator grid keys) to rank and score it"
-            )
         for gguf in dict.fromkeys(
             g
             for c in cells
@@ -384,6 +373,109 @@ def run_experiment(
         )
 
 
+def _grid(
+    config: ExperimentConfig,
+    data: Any,
+    tasks: Sequence[Task] | None,
+    library: Library | None,
+    subset_of: tuple[int | None, Sequence[str] | None, int | None],
+    log: TextIO,
+) -> list[tuple[Dataset, list[Cell]]]:
+    """``[(dataset, its cells)]`` of the experiment: the datasets loaded (:func:`_load`), cut to
+    ``subset_of`` (sample, task ids, fold; all None: every task), each with its cells.
+
+    Raises
+    ------
+    primsel.datasets.DatasetError : see :func:`_load`; a generator on retrieval-only data.
+    """
+    loaded = _load(config, data, tasks, library, log)
+    if any(part is not None for part in subset_of):
+        sample, task_ids, fold = subset_of
+        seed = int(config.base.get("seed", 0))
+        folds = int(config.base.get("folds", 5))
+        loaded = _subsets(loaded, sample, task_ids, fold, seed, folds, log)
+    per_dataset = [(d, expand(config, dataset=d.fingerprint, data=path)) for path, d in loaded]
+    bad = [d.source for d, _ in per_dataset if not d.executable]
+    has_generator = any(c.settings.generator for _, group in per_dataset for c in group)
+    if bad and has_generator:
+        raise DatasetError(
+            f"the experiment has a generator, but {', '.join(bad)} is retrieval-only data "
+            "(queries and gold documents, no programs to execute); remove [generator] "
+            "(and generator grid keys) to rank and score it"
+        )
+    return per_dataset
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedCell:
+    """A cell as ``primsel run --dry-run`` shows it: the ``cell``, its ``folder`` (the path it
+    is or would be written to) and its ``state``: ``"finished"`` (its results are reused),
+    ``"new"``, ``"incomplete"`` (an LLM request failed: computed again) or ``"stale"`` (the
+    source of a component changed since it ran: computed again; ``changed`` names them)."""
+
+    cell: Cell
+    folder: Path
+    state: str
+    changed: tuple[str, ...] = ()
+
+    @property
+    def reused(self) -> bool:
+        """True when the run would reuse the cell's results rather than compute them."""
+        return self.state == "finished"
+
+
+def plan_experiment(
+    config: ExperimentConfig,
+    out: str | os.PathLike[str] = "runs",
+    *,
+    data: str | os.PathLike[str] | tuple[str | os.PathLike[str], ...] | None = None,
+    sample: int | None = None,
+    task_ids: Sequence[str] | None = None,
+    fold: int | None = None,
+    log: TextIO | None = None,
+) -> list[PlannedCell]:
+    """What :func:`run_experiment` would do with the same arguments, writing nothing: every
+    cell, in grid order, with the state that decides whether it is computed or reused.
+
+    Raises
+    ------
+    primsel.datasets.DatasetError, primsel.aspera.AsperaSourceError : as
+        :func:`run_experiment`.
+    OutputError : ``<out>/<name>`` (or a folder above it) is a file.
+    """
+    log = sys.stderr if log is None else log
+    directory = Path(out) / config.name
+    _check_output(directory)
+    per_dataset = _grid(config, data, None, None, (sample, task_ids, fold), log)
+    cells = [c for _, group in per_dataset for c in _in_folders(directory, group)]
+    sources = _sources(cells)
+    planned = []
+    for c in cells:
+        folder = directory / c.directory_name
+        state, changed = "new", []
+        if is_complete(folder):
+            changed = changed_sources(folder, sources[c.id])
+            state = "stale" if changed else "finished"
+        elif has_report(folder):
+            state = "incomplete"
+        planned.append(PlannedCell(c, folder, state, tuple(changed)))
+    return planned
+
+
+def _in_folders(directory: Path, cells: Sequence[Cell]) -> list[Cell]:
+    """The cells, each with the folder it already has in ``directory`` when there is one (its
+    bare id, from before labels, or ``<slug>-<id>`` under another label: a label changes
+    nothing computed, so a relabelled cell is reused), else its own :attr:`Cell.folder`."""
+    existing: dict[str, str] = {}
+    if directory.is_dir():
+        for path in sorted(p for p in directory.iterdir() if p.is_dir()):
+            cell_id = path.name.rsplit("-", 1)[-1]
+            existing.setdefault(cell_id, path.name)
+            if path.name == cell_id:
+                existing[cell_id] = path.name  # the bare id wins
+    return [dataclasses.replace(c, folder=existing.get(c.id, c.directory_name)) for c in cells]
+
+
 def _sources(cells: Sequence[Cell]) -> dict[str, dict[str, dict[str, str]]]:
     """Cell id -> its components' source digests, computed once per retriever and generator."""
     by_components: dict[str, dict[str, dict[str, str]]] = {}
@@ -405,9 +497,9 @@ def _finished(
 ) -> list[str]:
     """The ids of the finished cells whose components' sources are unchanged (said on ``log``)."""
     changed = {
-        c.id: changed_sources(directory / c.id, sources[c.id])
+        c.id: changed_sources(directory / c.directory_name, sources[c.id])
         for c in cells
-        if is_complete(directory / c.id)
+        if is_complete(directory / c.directory_name)
     }
     done = [cid for cid, names in changed.items() if not names]
     stale = {cid: names for cid, names in changed.items() if names}
@@ -423,7 +515,9 @@ def _finished(
             f"{', '.join(names)} changed since they ran",
             file=log,
         )
-    redo = [c.id for c in cells if c.id not in changed and has_report(directory / c.id)]
+    redo = [
+        c.id for c in cells if c.id not in changed and has_report(directory / c.directory_name)
+    ]
     if redo:
         print(
             f"primsel run: recomputing {len(redo)} incomplete cells (LLM requests that failed); "
@@ -528,7 +622,11 @@ def _run_serial(
                 lines="none",
             ) as task_bar:
                 report = run_cell(
-                    cell, ctx, directory / cell.id, task_bar, sources=sources[cell.id]
+                    cell,
+                    ctx,
+                    directory / cell.directory_name,
+                    task_bar,
+                    sources=sources[cell.id],
                 )
             cell_bar.update(1)
             finished(cell, report)

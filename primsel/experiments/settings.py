@@ -203,6 +203,7 @@ class CellSettings:
         for key in [key for key in COMPONENT_KEYS if getattr(self, key) is not None]:
             try:
                 specs.check(getattr(self, key), key)
+                put(key, specs.with_versions(getattr(self, key), key))
             except specs.SpecError as exc:
                 raise SettingError(".".join(k for k in (key, exc.key) if k), exc.problem) from None
         if self.reflection.rounds > 1 and not isinstance(

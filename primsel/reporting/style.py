@@ -257,8 +257,10 @@ def ranks_nothing(cell: LoadedCell) -> bool:
 
 
 def is_default(cell: LoadedCell) -> bool:
-    """True for a cell of the recommended default retriever (any k, closure or selector)."""
-    return cell.retriever == specs.label(DEFAULT_RETRIEVER)
+    """True for a cell of the recommended default retriever (any k, closure or selector, under
+    any label)."""
+    retriever = specs.without_labels(cell.settings.get("retriever"))
+    return specs.label(retriever) == specs.label(DEFAULT_RETRIEVER)
 
 
 class Palette:

@@ -34,8 +34,9 @@ from primsel.types import LearnsFromTasks, Run, ranking
 def retrieval_key(dataset: str | None, retriever: Any, folds: int, seed: int, depth: int | None) -> str:
     """The one name of a retrieval (cells with the same key rank every task the same way): the
     sha256 hex digest (:func:`primsel.files.digest`) of the dataset's fingerprint, the retriever's
-    specification, the folds and seed of the cross-validation and the depth kept (None: all)."""
-    return digest([dataset, retriever, folds, seed, depth])
+    specification (without its labels, :func:`primsel.spec.without_labels`: they change no
+    ranking), the folds and seed of the cross-validation and the depth kept (None: all)."""
+    return digest([dataset, specs.without_labels(retriever), folds, seed, depth])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -489,3 +489,121 @@ def test_run_ends_with_the_best_cell_of_each_ranking_on_stdout(tmp_path, capsys)
         assert printed[retriever][-2] == f"{report['set_f1_macro']:.3f}"
     # best R@15 first
     assert [float(line.split()[4]) for line in out[3:5]] == sorted((float(l.split()[4]) for l in out[3:5]), reverse=True)
+
+
+def test_set_overrides_keys_of_the_file_as_the_toml_would(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('name = "small"\nretriever = "bm25"\nk = 2\n')
+    out = tmp_path / "runs"
+    args = ["run", str(cfg), "--out", str(out), "--quiet", "--no-report"]
+    overrides = ["--set", "k=3", "--set", "retriever.k1=1.2", "--set", "grid.closure=[false, true]"]
+    assert cli_main(args + overrides) == 0
+    cells = json.loads((out / "small" / "experiment.json").read_text())["cells"]
+    assert [c["settings"]["k"] for c in cells] == [3, 3]
+    assert [c["settings"]["closure"] for c in cells] == [False, True]
+    assert cells[0]["settings"]["retriever"] == {"type": "bm25", "k1": 1.2}
+    assert cfg.read_text() == 'name = "small"\nretriever = "bm25"\nk = 2\n'  # the file is as it was
+
+
+@pytest.mark.parametrize("override,named", [
+    ("retrievl.k1=1.2", "unknown key 'retrievl'"),
+    ("k=ten", "--set k: 'ten' is not a TOML value"),
+    ("k", "expected KEY=VALUE"),
+    ("k.x=1", "--set k.x: k is integer 2, not a table"),
+    ("retriever.nope=1", "nope"),
+])
+def test_a_bad_set_exits_2_naming_the_key_and_writes_nothing(tmp_path, capsys, override, named):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('name = "small"\nretriever = "bm25"\nk = 2\n')
+    out = tmp_path / "runs"
+    assert cli_main(["run", str(cfg), "--out", str(out), "--quiet", "--set", override]) == 2
+    assert named in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_dry_run_lists_cells_to_compute_or_reuse_and_writes_nothing(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    out = tmp_path / "runs"
+    assert cli_main(["run", str(cfg), "--out", str(out), "--dry-run", "--set", "grid.k=[1]"]) == 0
+    assert not out.exists()
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "small: 4 cells, 4 to compute, 0 finished and reused (dry run: nothing written)"
+    assert [line.split("  ")[0] for line in printed[1::2]] == ["compute"] * 4
+    assert printed[1].endswith("  bm25 k=1") and printed[3].endswith("  bm25 k=1 +closure")
+    assert json.loads(printed[2]) == {
+        "closure": False, "folds": 5, "generator": None, "k": 1, "retriever": "bm25", "seed": 0,
+    }
+    # after a run of the k = 1 cells, the dry run of the whole grid reuses them
+    assert cli_main(["run", str(cfg), "--out", str(out), "--quiet", "--set", "grid.k=[1]"]) == 0
+    before = snapshot(out)
+    capsys.readouterr()
+    assert cli_main(["run", str(cfg), "--out", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("small: 8 cells, 4 to compute, 4 finished and reused")
+    states = [line.split("  ")[0] for line in printed[1::2]]
+    assert states == ["reuse", "reuse", "compute", "compute"] * 2
+    assert snapshot(out) == before
+
+
+def test_ranx_on_a_cells_run_and_qrels_gives_its_report(tmp_path):
+    # bm25 ties on the built-in tasks; qrels.trec and run.trec are written so that ranx ranks
+    # the ties as primsel does and finds the cell's own figures
+    import ranx
+
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('name = "small"\nretriever = "bm25"\nk = 15\n')
+    out = tmp_path / "runs"
+    assert cli_main(["run", str(cfg), "--out", str(out), "--quiet", "--no-report"]) == 0
+    (cell,) = [p for p in (out / "small").iterdir() if p.is_dir()]
+    report = json.loads((cell / "report.json").read_text())
+    assert report["tie_aware_recall@15"] != report["recall@15"]  # there are ties to break
+    metrics = ["recall@5", "recall@15", "ndcg@10", "mrr"]
+    qrels = ranx.Qrels.from_file(str(cell / "qrels.trec"), kind="trec")
+    by_ranx = ranx.evaluate(qrels, ranx.Run.from_file(str(cell / "run.trec"), kind="trec"), metrics)
+    assert by_ranx == pytest.approx({m: report[m] for m in metrics}, abs=1e-12)
+
+
+def _run_plug_in(cfg: Path, cwd: Path, out: Path) -> subprocess.CompletedProcess:
+    """``primsel run`` in a fresh process from ``cwd``, without the archive or PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PRIMSEL_ASPER_BENCH", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # primsel itself, not the plug-in
+    cmd = [sys.executable, "-m", "primsel.cli", "run", str(cfg), "--out", str(out), "--quiet"]
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_a_plug_in_module_is_found_next_to_the_experiment_file(tmp_path):
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "exp" / "plug_next.py").write_text(PLUGIN % "work_calendar.add_event")
+    cfg = tmp_path / "exp" / "plug.toml"
+    cfg.write_text('name = "plug"\nretriever = "plug_next:Keyword"\nk = 1\n')
+    done = _run_plug_in(cfg, tmp_path / "elsewhere", tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    (trec,) = (tmp_path / "runs" / "plug").glob("*/run.trec")
+    assert trec.read_text().split()[2] == "work_calendar.add_event"
+
+
+@pytest.mark.parametrize("versions", [("1", "2"), ("source", "source")])
+def test_two_versions_of_a_plug_in_sit_side_by_side_in_one_run_folder(tmp_path, versions):
+    (tmp_path / "plug_ver.py").write_text(PLUGIN % "work_calendar.add_event")
+    cfg = tmp_path / "plug.toml"
+    spec = '{type = "plug_ver:Keyword", label = "kw", version = "%s"}'
+    labels = []
+    for version, first in zip(versions, ["work_calendar.add_event", "time_utils.now_"]):
+        (tmp_path / "plug_ver.py").write_text(PLUGIN % first)
+        cfg.write_text(f'name = "plug"\nretriever = {spec % version}\nk = 1\n')
+        done = _run_plug_in(cfg, tmp_path, tmp_path / "runs")
+        assert done.returncode == 0, done.stderr
+        assert "recomputing" not in done.stderr  # the first version's cell is left as it was
+        (cell,) = json.loads((tmp_path / "runs" / "plug" / "experiment.json").read_text())["cells"]
+        labels.append(cell["label"])
+    folders = sorted((tmp_path / "runs" / "plug").glob("kw-*"))
+    assert len(folders) == 2
+    firsts = {json.loads((f / "config.json").read_text())["label"]: (f / "run.trec").read_text().split()[2]
+              for f in folders}
+    assert firsts == {labels[0]: "work_calendar.add_event", labels[1]: "time_utils.now_"}
+    if versions == ("1", "2"):
+        assert labels == ["kw@1 k=1", "kw@2 k=1"]
+    else:  # the first 8 hex characters of the source digest
+        assert labels[0] != labels[1] and all(len(label.split("@")[1]) == len("12345678 k=1") for label in labels)

@@ -101,7 +101,9 @@ def test_cell_outputs_and_metrics(tmp_path):
     result = run(config({"k": [1], "closure": [False, True]}, retriever="test_fixed"), tmp_path)
     plain, closed = result.cells
     d = tmp_path / "exp" / closed.id
-    assert sorted(p.name for p in d.iterdir()) == ["config.json", "report.json", "run.trec", "tasks.jsonl"]
+    assert sorted(p.name for p in d.iterdir()) == [
+        "config.json", "qrels.trec", "report.json", "run.trec", "tasks.jsonl",
+    ]
     r = json.loads((d / "report.json").read_text())
     # top-1 is f for both tasks; closure adds A (f depends on A).
     # task 1: gold {f, A}, selection {f, A}: P 1, R 1; task 2: gold {g}: P 0, R 0.
@@ -602,7 +604,9 @@ def test_the_ray_backend_ranks_the_whole_dataset_for_a_sample(tmp_path, monkeypa
     for name in ("run.trec", "tasks.jsonl", "config.json"):
         assert (tmp_path / "ray" / "exp" / cell / name).read_bytes() == (tmp_path / "serial" / "exp" / cell / name).read_bytes()
     # the prior learns from the other fold's gold: over the whole dataset, task 2 is ranked by task
-    # 1's gold {m.f, m.A} (scores 1) and task 1 by task 2's {m.g}
+    # 1's gold {m.f, m.A} (scores 1, the tie written one float apart) and task 1 by task 2's {m.g}
     lines = [line.split() for line in (tmp_path / "ray" / "exp" / cell / "run.trec").read_text().splitlines()]
     assert [(q, p, s) for q, _, p, _, s, _ in lines][:1] == [("1", "m.g", "1")]
-    assert [(p, s) for q, _, p, _, s, _ in lines if q == "2"][:2] == [("m.A", "1"), ("m.f", "1")]
+    assert [(p, s) for q, _, p, _, s, _ in lines if q == "2"][:2] == [
+        ("m.A", "1"), ("m.f", "0.9999999999999999"),
+    ]

@@ -7,9 +7,70 @@ import pytest
 from primsel.retrieval.trec import format_run, read_run, write_run
 
 
-def test_format_ranks_by_score_then_id():
+def test_format_ranks_by_score_then_id_with_scores_strictly_decreasing():
     text = format_run({"1": {"b": 0.5, "a": 0.5, "c": 1.0}}, "bm25")
-    assert text == "1 Q0 c 1 1 bm25\n1 Q0 a 2 0.5 bm25\n1 Q0 b 3 0.5 bm25\n"
+    # the tie of a and b, ranked by id, is written one float apart so no tool re-orders it
+    assert text == "1 Q0 c 1 1 bm25\n1 Q0 a 2 0.5 bm25\n1 Q0 b 3 0.49999999999999994 bm25\n"
+    assert read_run_text(text) == {"1": {"c": 1.0, "a": 0.5, "b": 0.49999999999999994}}
+
+
+def read_run_text(text, tmp=None):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "run.trec"
+        path.write_text(text)
+        return read_run(path)
+
+
+def test_written_scores_are_strictly_decreasing_and_change_only_ties():
+    from primsel.retrieval.trec import written_scores
+
+    below_half = 0.49999999999999994  # the float just below 0.5
+    assert written_scores([1.0, 0.5, 0.5, 0.5, 0.0]) == [
+        1.0, 0.5, below_half, 0.4999999999999999, 0.0,
+    ]
+    # a tie squeezed against the next score pushes it down too: the order is kept
+    assert written_scores([1.0, 1.0, 0.9999999999999999, 0.0]) == [
+        1.0, 0.9999999999999999, 0.9999999999999998, 0.0,
+    ]
+    assert written_scores([0.0, 0.0]) == [0.0, -5e-324]
+    assert written_scores([]) == []
+
+
+def test_ranx_scores_a_tied_run_as_primsel_does(tmp_path):
+    # Before the scores were made strictly decreasing, ranx broke ties its own way: on q4 below
+    # (65 primitives tied at 0, as a retriever without signal gives) it ranked the gold "d00"
+    # 34th where primsel ranks it first by id: MRR 0.029 for that task instead of 1.
+    import ranx
+
+    from primsel.eval.metrics import evaluate
+    from primsel.retrieval.trec import read_qrels, write_qrels
+
+    run = {
+        "q1": {"a": 0.5, "b": 0.5, "c": 0.0},
+        "q2": {"x": 1.0, "y": 0.0, "z": 0.0, "w": 0.0},
+        "q3": {"m": 0.0, "n": 0.0, "o": 0.0},
+        "q4": {f"d{i:02d}": 0.0 for i in range(65)},
+    }
+    gold = {"q1": ["a"], "q2": ["y", "z"], "q3": ["o"], "q4": ["d00"]}
+    write_run(run, tmp_path / "run.trec", "t")
+    write_qrels(gold, tmp_path / "qrels.trec")
+    assert (tmp_path / "qrels.trec").read_text().splitlines()[:3] == [
+        "q1 0 a 1", "q2 0 y 1", "q2 0 z 1",
+    ]
+    assert read_qrels(tmp_path / "qrels.trec") == gold
+    metrics = ["recall@1", "recall@2", "recall@3", "ndcg@2", "ndcg@3", "mrr"]
+    primsel = evaluate(run, gold, metrics)
+    # by hand: q1 ranks a, b, c; q2 x, w, y, z (ties by id); q3 m, n, o; q4 d00 first
+    assert primsel["recall@1"] == pytest.approx(2 / 4)
+    assert primsel["recall@3"] == pytest.approx((1 + 0.5 + 1 + 1) / 4)
+    assert primsel["mrr"] == pytest.approx((1 + 1 / 3 + 1 / 3 + 1) / 4)
+    qrels = ranx.Qrels.from_file(str(tmp_path / "qrels.trec"), kind="trec")
+    ranx_run = ranx.Run.from_file(str(tmp_path / "run.trec"), kind="trec")
+    by_ranx = ranx.evaluate(qrels, ranx_run, metrics)
+    assert by_ranx == pytest.approx(primsel, abs=1e-12)
 
 
 def test_round_trip(tmp_path):
