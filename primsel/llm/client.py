@@ -172,6 +172,22 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
         raise
 
 
+@dataclass(frozen=True)
+class _Failed:
+    """An attempt that failed in a way worth trying again.
+
+    Attributes
+    ----------
+    reason : what went wrong, for the log and the final error.
+    retry_after : seconds the answer's ``Retry-After`` asks to wait, or None (back off).
+    connection_failed : the attempt could not connect (every attempt failing so is fatal).
+    """
+
+    reason: str
+    retry_after: float | None = None
+    connection_failed: bool = False
+
+
 #: Tokens by which the prompt and answer of a cut answer cached without its window may miss the
 #: window and still count as having filled it (servers stop within a token or two of it).
 WINDOW_SLACK = 8
@@ -381,86 +397,175 @@ class ChatClient:
         return completion
 
     async def _send(self, messages: list[dict[str, str]], start: float) -> Completion:
-        import openai
+        """Send one request, trying again after each transient failure up to ``max_retries`` times.
 
+        Parameters
+        ----------
+        messages : the cleaned messages of the request.
+        start : ``time.perf_counter()`` when the call began (the completion's ``seconds``).
+
+        Returns
+        -------
+        Completion : the first answer with choices (``key`` not set).
+
+        Raises
+        ------
+        LLMError, PromptTooLongError : rejected, or every attempt failed.
+        LLMFatalError, QuotaExceededError, EndpointUnreachableError : the run must stop.
+        """
         client = self._openai()
         body = self._body(messages)
-        timeout = self.endpoint.timeout_s
         retries = 0
         connection_failures = 0
         while True:
-            retry_after: float | None = None
-            async with self._slots:
-                # checked with the slot held and nothing awaited before the request starts: once
-                # a fatal answer has been handled, nothing more is sent
-                if self._fatal is not None:
-                    raise self._fatal
-                with self._counters.lock:
-                    self._counters.requests += 1
-                try:
-                    async with asyncio.timeout(timeout):  # the whole attempt, not each read
-                        # the SDK's documented custom-request call: the body is sent as built here
-                        # and the JSON answer comes back as plain data, skipping the per-request
-                        # parameter transformation and response models of chat.completions.create
-                        response = await client.post("/chat/completions", cast_to=object, body=body,
-                                                     options={"timeout": timeout})
-                except TimeoutError:
-                    reason = f"timeout: no complete answer within the deadline of {timeout:g} s"
-                except openai.APIStatusError as exc:
-                    status = exc.status_code
-                    if status == 429 and is_quota_error(exc):
-                        self._fail_fatal(QuotaExceededError(
-                            f"the endpoint reports insufficient quota (429 insufficient_quota) for model "
-                            f"{self.endpoint.model!r}: add credit or use another key; stopping the run"
-                        ))
-                    if status in FATAL_STATUSES:
-                        self._fail_fatal(LLMFatalError(
-                            f"the endpoint answered {status} for model {self.endpoint.model!r} at "
-                            f"{self.base_url or 'the OpenAI default URL'}: {short_error(exc)}; stopping the run"
-                        ))
-                    if status in CONTEXT_STATUSES and is_context_error(exc):
-                        with self._counters.lock:
-                            self._counters.errors += 1
-                        raise PromptTooLongError(f"the prompt is longer than the model's context: {short_error(exc)}")
-                    if status not in RETRY_STATUSES:
-                        self._fail(f"rejected with HTTP {status}: {short_error(exc)}")
-                    reason = f"HTTP {status}"
-                    retry_after = parse_retry_after(getattr(exc.response, "headers", None))
-                except openai.APITimeoutError:
-                    reason = f"timeout after {timeout:g} s"
-                except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
-                    reason = f"connection error: {error_with_cause(exc)}"
-                    connection_failures += 1
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 with a broken body
-                    reason = f"malformed answer: {malformed_body(exc)}"
-                else:
-                    if not isinstance(response, Mapping):
-                        reason = f"malformed answer: the body is not a JSON object ({preview(response)})"
-                    else:
-                        completion = read_completion(response, time.perf_counter() - start, retries)
-                        if completion is None:
-                            self._fail("the endpoint answered without choices")
-                        return completion
+            outcome = await self._attempt(client, body, start, retries)
+            if isinstance(outcome, Completion):
+                return outcome
+            connection_failures += int(outcome.connection_failed)
             if retries >= self.endpoint.max_retries:
-                if connection_failures == retries + 1:
-                    self._fail_fatal(EndpointUnreachableError(
-                        f"cannot connect to the LLM endpoint at {self.url} ({retries + 1} attempts; last: "
-                        f"{reason}): is the server running, and is base_url / OPENAI_BASE_URL right?"
-                    ))
-                self._fail(f"gave up after {retries + 1} attempts; last: {reason}")
-            if retry_after is not None:
-                delay = min(retry_after, self.max_retry_after_s)
-            else:
-                delay = min(self.endpoint.backoff_s * (2**retries), self.max_backoff_s) * self._jitter.uniform(0.8, 1.0)
-            log.warning("LLM request failed (%s); retry %d/%d in %.2f s", reason, retries + 1,
-                        self.endpoint.max_retries, delay)
+                self._give_up(outcome.reason, retries + 1, connection_failures)
+            await self._wait_to_retry(outcome, retries)
             retries += 1
+
+    async def _attempt(
+        self, client: Any, body: dict[str, Any], start: float, retries: int
+    ) -> Completion | _Failed:
+        """Send the request once, in a concurrency slot and within the deadline of ``timeout_s``.
+
+        Parameters
+        ----------
+        client : the ``openai.AsyncOpenAI`` client.
+        body : the JSON body of the request (:meth:`_body`).
+        start : ``time.perf_counter()`` when the call began.
+        retries : attempts made before this one (recorded in the completion).
+
+        Returns
+        -------
+        Completion | _Failed : the answer, or why this attempt failed in a way worth retrying.
+
+        Raises
+        ------
+        LLMFatalError : a fatal answer was handled before (nothing more is sent), or this one is.
+        LLMError : an answer that every attempt would repeat (see :meth:`_status_failure`), or
+            an answer without choices.
+        """
+        import openai
+
+        timeout = self.endpoint.timeout_s
+        async with self._slots:
+            # checked with the slot held and nothing awaited before the request starts: once
+            # a fatal answer has been handled, nothing more is sent
+            if self._fatal is not None:
+                raise self._fatal
             with self._counters.lock:
-                self._counters.retries += 1
-            if self._sleep is not None:
-                self._sleep(delay)
+                self._counters.requests += 1
+            try:
+                async with asyncio.timeout(timeout):  # the whole attempt, not each read
+                    # the SDK's documented custom-request call: the body is sent as built here
+                    # and the JSON answer comes back as plain data, skipping the per-request
+                    # parameter transformation and response models of chat.completions.create
+                    response = await client.post("/chat/completions", cast_to=object, body=body,
+                                                 options={"timeout": timeout})
+            except TimeoutError:
+                return _Failed(f"timeout: no complete answer within the deadline of {timeout:g} s")
+            except openai.APIStatusError as exc:
+                return self._status_failure(exc)
+            except openai.APITimeoutError:
+                return _Failed(f"timeout after {timeout:g} s")
+            except openai.APIConnectionError as exc:  # after APITimeoutError, its subclass
+                return _Failed(f"connection error: {error_with_cause(exc)}", connection_failed=True)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 with a broken body
+                return _Failed(f"malformed answer: {malformed_body(exc)}")
             else:
-                await asyncio.sleep(delay)
+                return self._read_answer(response, start, retries)
+
+    def _status_failure(self, exc: Any) -> _Failed:
+        """Sort an HTTP error answer (an ``openai.APIStatusError``): raise, or say why to retry.
+
+        Returns
+        -------
+        _Failed : a status in :data:`RETRY_STATUSES`, with the wait its ``Retry-After`` asks for.
+
+        Raises
+        ------
+        QuotaExceededError : a 429 that says ``insufficient_quota``.
+        LLMFatalError : a status in :data:`FATAL_STATUSES`.
+        PromptTooLongError : the prompt does not fit the model's context.
+        LLMError : any other status that is not retried.
+        """
+        status = exc.status_code
+        if status == 429 and is_quota_error(exc):
+            self._fail_fatal(QuotaExceededError(
+                f"the endpoint reports insufficient quota (429 insufficient_quota) for model "
+                f"{self.endpoint.model!r}: add credit or use another key; stopping the run"
+            ))
+        if status in FATAL_STATUSES:
+            self._fail_fatal(LLMFatalError(
+                f"the endpoint answered {status} for model {self.endpoint.model!r} at "
+                f"{self.base_url or 'the OpenAI default URL'}: {short_error(exc)}; stopping the run"
+            ))
+        if status in CONTEXT_STATUSES and is_context_error(exc):
+            with self._counters.lock:
+                self._counters.errors += 1
+            raise PromptTooLongError(
+                f"the prompt is longer than the model's context: {short_error(exc)}")
+        if status not in RETRY_STATUSES:
+            self._fail(f"rejected with HTTP {status}: {short_error(exc)}")
+        retry_after = parse_retry_after(getattr(exc.response, "headers", None))
+        return _Failed(f"HTTP {status}", retry_after=retry_after)
+
+    def _read_answer(self, response: object, start: float, retries: int) -> Completion | _Failed:
+        """The completion in a successful answer's decoded body.
+
+        Returns
+        -------
+        Completion | _Failed : the completion, or a malformed answer (not a JSON object) to retry.
+
+        Raises
+        ------
+        LLMError : the answer has no choices.
+        """
+        if not isinstance(response, Mapping):
+            return _Failed(f"malformed answer: the body is not a JSON object ({preview(response)})")
+        completion = read_completion(response, time.perf_counter() - start, retries)
+        if completion is None:
+            self._fail("the endpoint answered without choices")
+        return completion
+
+    def _give_up(self, reason: str, attempts: int, connection_failures: int) -> NoReturn:
+        """End a request whose every allowed attempt failed; ``reason`` is the last failure's.
+
+        Raises
+        ------
+        EndpointUnreachableError : every attempt failed to connect.
+        LLMError : otherwise.
+        """
+        if connection_failures == attempts:
+            self._fail_fatal(EndpointUnreachableError(
+                f"cannot connect to the LLM endpoint at {self.url} ({attempts} attempts; last: "
+                f"{reason}): is the server running, and is base_url / OPENAI_BASE_URL right?"
+            ))
+        self._fail(f"gave up after {attempts} attempts; last: {reason}")
+
+    def _retry_delay(self, failure: _Failed, retries: int) -> float:
+        """Seconds to wait before retry number ``retries`` (from 0): the answer's ``Retry-After``
+        capped at ``max_retry_after_s``, else the jittered exponential backoff."""
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.max_retry_after_s)
+        backoff = min(self.endpoint.backoff_s * (2**retries), self.max_backoff_s)
+        return backoff * self._jitter.uniform(0.8, 1.0)
+
+    async def _wait_to_retry(self, failure: _Failed, retries: int) -> None:
+        """Log the failure, count the retry and wait its delay (:meth:`_retry_delay`)."""
+        delay = self._retry_delay(failure, retries)
+        log.warning("LLM request failed (%s); retry %d/%d in %.2f s", failure.reason, retries + 1,
+                    self.endpoint.max_retries, delay)
+        with self._counters.lock:
+            self._counters.retries += 1
+        if self._sleep is not None:
+            self._sleep(delay)
+        else:
+            await asyncio.sleep(delay)
 
     def cut_by_context(self, finish_reason: str | None, completion_tokens: int) -> bool:
         """Whether an answer was cut because the context was full: finish reason ``length``

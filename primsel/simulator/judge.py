@@ -157,9 +157,10 @@ class _JudgeTimeout(BaseException):
     """The judge's own time limit passed (raised by the SIGALRM handler of :class:`Clock`)."""
 
 
-#: Most steps one search of a text by RE2 may take in the judge (:data:`matching.search_guard`):
-#: about a third of a second of RE2's slowest matcher on a loaded machine, a thousand times what
-#: a search of a room name among room names of a hundred characters takes.
+#: Most steps one search of a text by RE2, or one fuzzy match (in RE2's steps), may take in the
+#: judge (:data:`matching.search_guard`): about a third of a second of RE2's slowest matcher on
+#: a loaded machine, a thousand times what a search of a room name among room names of a hundred
+#: characters takes.
 MAX_SEARCH_STEPS = 10_000_000
 
 
@@ -200,12 +201,17 @@ class Clock:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
 
-    def bound_search(self, steps: int) -> None:
-        """Refuse a search by RE2 that may take more than :data:`MAX_SEARCH_STEPS` steps.
+    def bound_search(self, steps: int, what: str = "a regular-expression search") -> None:
+        """Refuse a search in C that may take more than :data:`MAX_SEARCH_STEPS` steps.
 
         Such a search would run in C, where the judge's timer cannot fire, for longer than the
         judge may wait: it ends the judge's time now, as the timer would have (the program's
         time, once the program was called: ``timeout`` / ``CheckTimeout``).
+
+        Parameters
+        ----------
+        steps : the most steps the search may take (RE2's, or their equivalent in time).
+        what : the search, for the message (e.g. ``"a fuzzy name match"``).
 
         Raises
         ------
@@ -214,7 +220,7 @@ class Clock:
         if steps <= MAX_SEARCH_STEPS:
             return
         self.expired = True
-        self.reason = (f"needed a regular-expression search of up to {steps:,} steps in C (past the judge's "
+        self.reason = (f"needed {what} of up to {steps:,} steps in C (past the judge's "
                        f"bound of {MAX_SEARCH_STEPS:,}), where the judge's timer cannot stop it")
         raise _JudgeTimeout()
 

@@ -13,18 +13,26 @@ from rapidfuzz import fuzz, process, utils
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # an invalid room name is no news for stderr
 
-#: Called before RE2 searches one text, with the most steps the search may take: the compiled
-#: pattern's size times the text's length, the bound of RE2's slowest matcher (its NFA, which it
-#: falls back to when a pattern's automaton outgrows its memory budget: ``"a" * 3000 + "b"`` in
-#: a text of 100,000 characters is 300 million steps in C). It may raise to refuse the search.
-#: None (the default, and in a program process, where the time is the program's): no bound. The
-#: judge sets it while it runs a task (``primsel.simulator.judge.Clock``): RE2's work is in C,
-#: where the judge's timer cannot fire.
-search_guard: Callable[[int], None] | None = None
+#: Called before a search in C starts, with the most steps it may take and what it is (for
+#: messages). RE2 searching one text: the compiled pattern's size times the text's length, the
+#: bound of RE2's slowest matcher (its NFA, which it falls back to when a pattern's automaton
+#: outgrows its memory budget: ``"a" * 3000 + "b"`` in a text of 100,000 characters is 300
+#: million steps in C). A fuzzy match (:func:`fuzzy_match`): its character pairs in RE2's steps
+#: (:data:`FUZZY_PAIRS_PER_STEP`). It may raise to refuse the search. None (the default, and in
+#: a program process, where the time is the program's): no bound. The judge sets it while it
+#: runs a task (``primsel.simulator.judge.Clock``): the work is in C, where the judge's timer
+#: cannot fire.
+search_guard: Callable[[int, str], None] | None = None
 
 #: Minimum WRatio score (0-100) for a fuzzy match, and the most matches returned.
 FUZZY_CUTOFF = 90
 FUZZY_LIMIT = 50
+
+#: Character pairs (query length times value length) rapidfuzz's WRatio compares in the time
+#: RE2's slowest matcher takes one step: 370 to 770 measured on a loaded machine (0.04 to 0.08 ns
+#: a pair, 29 ns a step), rounded down. WRatio is quadratic in C: two names of 300,000
+#: characters take seconds.
+FUZZY_PAIRS_PER_STEP = 300
 
 
 def fuzzy_match(query: str, values: Sequence[str | None]) -> list[int]:
@@ -33,10 +41,17 @@ def fuzzy_match(query: str, values: Sequence[str | None]) -> list[int]:
     Scores with rapidfuzz's WRatio after rapidfuzz's default normalisation (lower-case,
     non-alphanumerics to spaces, trimmed). Keeps scores >= 90, at most 50 matches, sorted by
     descending score with ties in ``values`` order. ``None`` values and an empty query never match.
+    The whole match runs in C: its worst case, the query's length times the values' total length
+    in character pairs, is offered to :data:`search_guard` first, in RE2's steps, when one is set
+    (whatever it raises ends the call).
     """
     if not query:
         return []
     candidates = {i: v for i, v in enumerate(values) if v is not None}
+    guard = search_guard
+    if guard is not None:
+        pairs = len(query) * sum(len(value) for value in candidates.values())
+        guard(pairs // FUZZY_PAIRS_PER_STEP, "a fuzzy name match")
     hits = process.extract(
         query,
         candidates,
@@ -72,7 +87,7 @@ def regex_first_match(pattern: str, values: Sequence[str]) -> int | None:
         if value is None:
             continue
         if guard is not None:
-            guard(compiled.programsize * max(len(value), 1))
+            guard(compiled.programsize * max(len(value), 1), "a regular-expression search")
         if compiled.search(value) is not None:
             return index
     return None

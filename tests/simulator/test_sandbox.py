@@ -1129,3 +1129,23 @@ def test_the_judge_refuses_a_regex_search_that_would_run_long_in_c():
         assert time.monotonic() - started < 0.5
         assert clock.expired and "300,500,000 steps" in clock.reason
     assert matching.search_guard is None  # a program process (and the caller) search unbounded
+
+
+def test_the_judge_refuses_a_fuzzy_match_that_would_run_long_in_c():
+    from primsel.simulator import judge, matching
+
+    long_name = "ab" * 50_000
+    names = ["Alice Smith", None, long_name]
+    with judge.Clock(5.0, 5.0) as clock:
+        # 5 x (11 + 100,000) character pairs: 1,666 steps, far below the bound
+        assert matching.fuzzy_match("alice", names) == [0]
+        # 29,996 x 100,011 pairs: 9,999,766 steps at 300 pairs a step, just below the bound
+        assert matching.fuzzy_match("b" * 29_996, names) == []
+        started = time.monotonic()
+        with pytest.raises(judge._JudgeTimeout):
+            # 100,000 x 100,011 character pairs: seconds of rapidfuzz's WRatio in C
+            matching.fuzzy_match(long_name, names)
+        assert time.monotonic() - started < 0.5
+        assert clock.expired
+        assert "a fuzzy name match of up to 33,337,000 steps" in clock.reason
+    assert matching.search_guard is None

@@ -3288,6 +3288,50 @@ def test_r5_room_names_that_make_re2_quadratic_are_the_program_s_time():
     assert (result.status, result.raised_by) == ("timeout", "program"), (spent, result)
 
 
+#: A task of our own: the evaluation program runs the program, then looks up by name each person
+#: of the directory it left (the judge matches names fuzzily, rapidfuzz's WRatio in C).
+NAMES_TASK = Task(
+    id="names",
+    query="Hey, [Assistant], test.",
+    program="def reference():\n    return None\n",
+    setup_programs=("def setup():\n    return None\n",),
+    evaluation_programs=(textwrap.dedent('''\
+        def evaluate_names(query, executable, setup_function):
+            setup_function()
+            executable()
+            for employee in get_all_employees():
+                find_employee(employee.name)
+        '''),),
+    scenario={"apps": ["exceptions", "time_utils", "company_directory"], "simulation_tools": [],
+              "evaluation_tools": ["exceptions::SolutionError"]},
+)
+
+#: Ten people named by 300,000 random letters each: one look-up scores a name against all ten,
+#: 20 to 40 s of WRatio in C (quadratic in the names' length), where the judge's timer does not
+#: fire (the caller's grace ended it as WorkerDied, a fault outside the program).
+QUADRATIC_NAMES = textwrap.dedent('''\
+    def people():
+        import random, string
+        from aspera.simulation.execution_context import get_current_context
+        table = get_current_context().tables["EMPLOYEES"]
+        for index in range(10):
+            name = "".join(random.Random(index).choices(string.ascii_lowercase, k=300000))
+            table.append({"employee_id": "e%d" % index, "name": name})
+    ''')
+
+
+def test_r5_names_that_make_fuzzy_matching_quadratic_are_the_program_s_time():
+    with Sandbox(workers=1, timeout=10.0, judge_timeout=3.0) as box:
+        started = time.monotonic()
+        result = box.execute(NAMES_TASK, QUADRATIC_NAMES)
+        spent = time.monotonic() - started
+    assert result.error_type not in OUTSIDE, (spent, result)
+    assert (result.status, result.raised_by) == ("timeout", "program"), (spent, result)
+    assert "fuzzy name match" in result.message, result
+    # the judge's limit and the program's time, not seconds of C past them
+    assert spent < 10.0 + 3.0, (spent, result)
+
+
 # --- across tasks --------------------------------------------------------------------------------
 
 #: Queues real-time signals to itself (blocked, so they stay pending) until the kernel refuses,
