@@ -21,7 +21,7 @@ from primsel.experiments.agents import is_aspera, resolve_protocol
 from primsel.experiments.dataset import LIBRARIES
 from primsel.experiments.labels import baseline_label, cell_label, pair_key, varied_keys
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
-from primsel.files import digest
+from primsel.files import NotUtf8Error, digest, read_utf8
 
 #: Keys that define a cell (and can be varied by the grid).
 CELL_KEYS = (
@@ -428,11 +428,13 @@ def _flatten_grid(grid: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[s
 
 def load_config(path: str | Path) -> ExperimentConfig:
     """Read and check an experiment TOML file (:func:`parse_config`); raises ConfigError for an
-    unreadable file, a TOML syntax error, or any problem of :func:`parse_config`."""
+    unreadable file, one that is not UTF-8 (the message names the byte offset), a TOML syntax
+    error, or any problem of :func:`parse_config`."""
     path = Path(path)
     try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
+        raw = tomllib.loads(read_utf8(path))
+    except NotUtf8Error as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
