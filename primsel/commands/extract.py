@@ -10,7 +10,8 @@ lines are skipped. Output: one line per input line, in input order, to ``--out``
 (:class:`primsel.generation.extract.Extraction`), so the output is the input of ``primsel
 verify --programs`` as it is (which does not run a ``truncated`` row). The summary line is
 ``extracted N/M``: N answers gave a program (status ``ok`` and, in ``aspera`` mode, no parser
-failure) out of M; it goes to stderr when the rows go to stdout, to stdout with ``--out``. A line that is not a JSON object with the fields above is reported on stderr
+failure) out of M; it goes to stderr when the rows go to stdout, to stdout with ``--out``. A
+line that is not a JSON object with the fields above is reported on stderr
 (file, line and, for bad JSON, column) and left out; the other lines still get their rows.
 Exit 0; 1 when some lines were left out; 2 on an input that cannot be read or an unwritable
 ``--out``.
