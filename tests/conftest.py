@@ -17,9 +17,11 @@ SLOW_BY_NEED = ("dense", "local", "asper")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` every test marked with one of :data:`SLOW_BY_NEED`."""
+    """Mark ``slow`` every test marked with one of :data:`SLOW_BY_NEED` or using the archive (the
+    ``asper_path`` fixture)."""
     for item in items:
-        if any(item.get_closest_marker(name) for name in SLOW_BY_NEED):
+        needs_archive = "asper_path" in getattr(item, "fixturenames", ())
+        if needs_archive or any(item.get_closest_marker(name) for name in SLOW_BY_NEED):
             item.add_marker(pytest.mark.slow)
 
 

@@ -37,3 +37,8 @@ def test_model_tests_are_slow_and_fast_tests_are_not():
     assert dense and collected("tests/retrieval/test_dense.py", "-m", "dense and not slow") == []
     assert collected("tests/test_spec.py", "-m", "slow") == []
     assert collected("tests/aspera/test_protocol_parity.py", "-m", "not slow") == []
+
+
+def test_a_test_on_the_archive_is_slow_without_a_marker_of_its_own():
+    fast = collected("tests/eval/test_feedback.py", "-m", "not slow")
+    assert fast and not [t for t in fast if t.endswith("_on_asper_bench")]
