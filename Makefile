@@ -9,7 +9,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: run test install install-local bench clean
+.PHONY: run test test-fast install install-local bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
+
+# The tests without the slow ones (marker `slow`: end-to-end runs, model tests, the archive's).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/verify_speed.py

@@ -217,6 +217,49 @@ def dumps_jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(to_json(r), ensure_ascii=False) + "\n" for r in rows)
 
 
+class NotUtf8Error(UnicodeDecodeError):
+    """A file that is not UTF-8 text; its text names the file, the byte offset and the line.
+
+    A :class:`UnicodeDecodeError`, so code that catches that catches this too. Its text is
+    ``"<path>: not UTF-8 text: <reason> at byte <offset> (line <line>)"``.
+
+    Attributes
+    ----------
+    path : the file.
+    start : the byte offset of the first byte that is not UTF-8, from the start of the file (0
+        for the first byte).
+    line : the line that byte is on (1 for the first line).
+    reason : the decoder's words (``"invalid start byte"``).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], data: bytes, error: UnicodeDecodeError) -> None:
+        super().__init__(error.encoding, data, error.start, error.end, error.reason)
+        self.path = path
+        self.line = data.count(b"\n", 0, error.start) + 1
+
+    def __str__(self) -> str:
+        return f"{self.path}: not UTF-8 text: {self.reason} at byte {self.start} (line {self.line})"
+
+
+def read_utf8(path: str | os.PathLike[str]) -> str:
+    """The text of a UTF-8 file (a byte order mark is kept, as ``open(encoding="utf-8")`` keeps it).
+
+    Unlike a text-mode read, which decodes in chunks, the offset of a bad byte is counted from
+    the start of the file.
+
+    Raises
+    ------
+    OSError : the file cannot be read.
+    NotUtf8Error : the file is not UTF-8 text (the message names the file, the byte offset and
+        the line).
+    """
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUtf8Error(path, data, exc) from None
+
+
 class JsonlError(ValueError):
     """A line of a JSON Lines file that is not valid JSON.
 
@@ -260,22 +303,24 @@ def read_jsonl(path: str | os.PathLike[str], *, text: str | None = None,
     Raises
     ------
     OSError : the file cannot be read.
-    UnicodeDecodeError : the file is not UTF-8 text.
+    NotUtf8Error : the file is not UTF-8 text (a :class:`UnicodeDecodeError` naming the file
+        and the byte offset).
     JsonlError : (without ``on_error``) a line is not JSON; the message names the file and
         the line.
     """
-    with contextlib.ExitStack() as stack:
-        lines = io.StringIO(text) if text is not None else stack.enter_context(open(path, encoding="utf-8"))
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                error = JsonlError(path, number, exc.colno, exc.msg, str(exc))
-            else:
-                yield number, value
-                continue
-            if on_error is None:
-                raise error
-            on_error(error)
+    if text is None:
+        text = read_utf8(path)
+    lines = io.StringIO(text, newline=None)
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            error = JsonlError(path, number, exc.colno, exc.msg, str(exc))
+        else:
+            yield number, value
+            continue
+        if on_error is None:
+            raise error
+        on_error(error)

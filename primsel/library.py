@@ -341,7 +341,7 @@ def free_global_names(program: str) -> set[str]:
     return names - bound
 
 
-def gold_primitives(program: str, library: Mapping[str, Primitive]) -> frozenset[str]:
+def gold_primitives(program: str | Task, library: Mapping[str, Primitive]) -> frozenset[str]:
     """Ids of the library primitives a program uses: its gold set.
 
     The rule: take the program's free global names (:func:`free_global_names`: names loaded
@@ -355,7 +355,8 @@ def gold_primitives(program: str, library: Mapping[str, Primitive]) -> frozenset
 
     Parameters
     ----------
-    program : Python source (an AEP: one top-level function).
+    program : Python source (an AEP: one top-level function), or a task, whose reference
+        program is read.
     library : the library (names must be unique, as in :class:`Library`).
 
     Returns
@@ -365,7 +366,12 @@ def gold_primitives(program: str, library: Mapping[str, Primitive]) -> frozenset
     Raises
     ------
     SyntaxError : the program does not parse.
+    TypeError : ``program`` is neither text nor a task.
     """
+    if isinstance(program, Task):
+        program = program.program
+    if not isinstance(program, str):
+        raise TypeError(f"gold_primitives takes a program's source or a Task, got {type(program).__name__}")
     by_name = {p.name: p.id for p in library.values()}
     names = free_global_names(program) - _BUILTINS - NOT_GOLD
     return frozenset(by_name[n] for n in names if n in by_name)

@@ -11,6 +11,19 @@ import pytest
 
 from primsel import registry
 
+#: Markers whose tests are slow by what they need: a neural model, the local model's server, or
+#: the whole Asper-Bench archive end to end. They are marked ``slow`` too (``make test-fast``).
+SLOW_BY_NEED = ("dense", "local", "asper")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` every test marked with one of :data:`SLOW_BY_NEED` or using the archive (the
+    ``asper_path`` fixture)."""
+    for item in items:
+        needs_archive = "asper_path" in getattr(item, "fixturenames", ())
+        if needs_archive or any(item.get_closest_marker(name) for name in SLOW_BY_NEED):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def asper_path() -> Path:

@@ -12,7 +12,7 @@ The layers, bottom up (docs/architecture.md, "Layers"):
 5. ``experiments``: settings, config, cells, reflection, runner, results;
 6. views: what reads run folders or shows tasks: ``reporting``, ``explore``, ``tasks``;
 7. the command line: ``commands`` (the dispatcher and every subcommand), ``cli`` and
-   ``__main__`` (its entry points) and ``testing``.
+   ``__main__`` (its entry points), ``testing``, and ``api`` (the same work as functions).
 
 A folder tells its layer: no module is exempt. Loading a module by name counts as importing it:
 a call of ``importlib.import_module`` (or ``import_module``, ``__import__``) whose first
@@ -53,7 +53,7 @@ LAYERS = (
     ("primsel.eval",),
     ("primsel.experiments",),
     ("primsel.reporting", "primsel.explore", "primsel.tasks"),
-    ("primsel.commands", "primsel.cli", "primsel.__main__", "primsel.testing"),
+    ("primsel.commands", "primsel.cli", "primsel.__main__", "primsel.testing", "primsel.api"),
 )
 NAMES = ("core", "data and services", "stages", "evaluation", "experiments", "views", "command line")
 TOP = len(LAYERS) - 1

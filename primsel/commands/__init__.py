@@ -6,8 +6,10 @@ options, messages and exit statuses; the work is done by the library functions i
 the subcommands share (:class:`~primsel.commands.common.UsageError`, the JSONL input reader,
 the ``--out`` stream) is in :mod:`primsel.commands.common`. The modules import the packages that
 do the work inside ``main``, so that building the parser (``primsel --help``) stays quick.
-Progress goes to stderr, results to stdout or files. Bad arguments exit with status 2, an
-interrupt (Ctrl-C) with status 130.
+Progress goes to stderr, results to stdout or files (a summary line goes to stderr when stdout
+carries the results). Bad arguments exit with status 2, an interrupt (Ctrl-C) with status 130 and
+a closed stdout (``primsel tasks --json | head``) quietly with status 141, the shell's 128 + SIGPIPE,
+as ``cat`` ends.
 
 As ``python -m`` does, the command puts the current directory first on ``sys.path``, so
 ``"module:Class"`` specifications name modules in the directory it is run from. Log messages of
@@ -23,6 +25,7 @@ import gc
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -78,6 +81,9 @@ SUBCOMMANDS = {
     ),
 }
 
+
+#: The status of a command whose stdout was closed by its reader: the shell's 128 + SIGPIPE.
+BROKEN_PIPE_STATUS = 128 + signal.SIGPIPE
 
 VERBOSE_HELP = "more messages on stderr: -v for INFO (e.g. model loading), -vv for DEBUG"
 
@@ -159,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     Returns
     -------
     the subcommand's status; 2 on a :class:`UsageError` (message on stderr), 130 when
-    interrupted (Ctrl-C: one line on stderr, no traceback).
+    interrupted (Ctrl-C: one line on stderr, no traceback), :data:`BROKEN_PIPE_STATUS` when the
+    reader of stdout closed it (``| head``: nothing on stderr, no traceback).
     """
     command = "primsel"
     try:
@@ -174,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         with log_to_stderr(args.verbose):
             try:
                 status = int(module.main(args) or 0)
+                sys.stdout.flush()  # a closed pipe shows here rather than at the interpreter's exit
             except UsageError as exc:
                 print(f"{command}: error: {exc}", file=sys.stderr)
                 return 2
+    except BrokenPipeError:
+        _discard_stdout()
+        return BROKEN_PIPE_STATUS
     except KeyboardInterrupt:
         newline = "\n" if sys.stderr.isatty() else ""  # after the terminal's "^C"
         print(f"{newline}{command}: interrupted", file=sys.stderr)
@@ -184,6 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     if status == 130:
         _end_quickly()
     return status
+
+
+def _discard_stdout() -> None:
+    """Point stdout's file descriptor at the null device, so that the interpreter's last flush of
+    what is still buffered for a closed pipe writes nowhere instead of printing an error."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced by an object with no descriptor
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, descriptor)
+    os.close(null)
 
 
 def _end_quickly() -> None:
@@ -195,6 +218,7 @@ def _end_quickly() -> None:
 
 
 __all__ = [
+    "BROKEN_PIPE_STATUS",
     "SUBCOMMANDS",
     "UsageError",
     "build_parser",

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
-from primsel.files import JsonlError, read_jsonl
+from primsel.files import JsonlError, NotUtf8Error, read_jsonl, read_utf8
 
 
 class UsageError(Exception):
@@ -38,15 +38,17 @@ def read_jsonl_objects(
 
     Raises
     ------
-    UsageError : the file cannot be read (or is not UTF-8), or (without ``bad``) a line is not
-        valid JSON or not a JSON object; the message names the file, the line and the column.
+    UsageError : the file cannot be read, or is not UTF-8 (the message names the file and the
+        byte offset of the first bad byte), or (without ``bad``) a line is not valid JSON or not
+        a JSON object; the message names the file, the line and the column.
     """
+    named = f"{what} {path}" if what else path
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        named = f"{what} {path}" if what else path
-        raise UsageError(f"cannot read {named}: {getattr(exc, 'strerror', None) or exc}") from exc
+        text = read_utf8(path)
+    except NotUtf8Error as exc:
+        raise UsageError(f"{what + ' ' if what else ''}{exc}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {named}: {exc.strerror or exc}") from exc
 
     def report(problem: str) -> None:
         """Raise ``problem`` as a UsageError, or keep it in ``bad`` when given."""
@@ -82,6 +84,15 @@ def output_stream(stack: contextlib.ExitStack, path: str | None) -> TextIO:
         return stack.enter_context(open(path, "w", encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write --out {path}: {exc.strerror or exc}") from exc
+
+
+def summary_stream(out_path: str | None) -> TextIO:
+    """Where a command's summary line goes: stdout when ``--out`` took the data (``out_path``
+    set), else stderr, so that stdout holds the data alone (``primsel extract a.jsonl > p.jsonl``
+    leaves a file of rows)."""
+    if out_path:
+        return sys.stdout
+    return sys.stderr
 
 
 def report_answers(

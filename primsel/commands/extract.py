@@ -8,9 +8,10 @@ lines are skipped. Output: one line per input line, in input order, to ``--out``
 ``{"id", "task_id" (the id as a string), "status" (ok|truncated|no_program), "program",
 "entry_point", "dropped_lines", "parse_failure", "async_entry"}``
 (:class:`primsel.generation.extract.Extraction`), so the output is the input of ``primsel
-verify --programs`` as it is (which does not run a ``truncated`` row). The last stdout line is
+verify --programs`` as it is (which does not run a ``truncated`` row). The summary line is
 ``extracted N/M``: N answers gave a program (status ``ok`` and, in ``aspera`` mode, no parser
-failure) out of M. A line that is not a JSON object with the fields above is reported on stderr
+failure) out of M; it goes to stderr when the rows go to stdout, to stdout with ``--out``. A
+line that is not a JSON object with the fields above is reported on stderr
 (file, line and, for bad JSON, column) and left out; the other lines still get their rows.
 Exit 0; 1 when some lines were left out; 2 on an input that cannot be read or an unwritable
 ``--out``.
@@ -28,7 +29,7 @@ import sys
 from contextlib import ExitStack
 from typing import Any
 
-from primsel.commands.common import UsageError, output_stream, read_jsonl_objects
+from primsel.commands.common import UsageError, output_stream, read_jsonl_objects, summary_stream
 
 #: Keys of an output row, in order.
 ROW_KEYS = (
@@ -137,6 +138,7 @@ def main(args: argparse.Namespace) -> int:
             out.write(json.dumps(row(ident, found)) + "\n")
     print(
         f"extracted {extracted}/{len(answers)}"
-        + (f" ({len(bad)} bad lines left out)" if bad else "")
+        + (f" ({len(bad)} bad lines left out)" if bad else ""),
+        file=summary_stream(args.out),
     )
     return 1 if bad else 0

@@ -405,10 +405,11 @@ def _rank(args: argparse.Namespace, spec: Any, store: Any, fits: int) -> Any:
     per stage when stderr is a file); None, said on stderr, when an LLM selector's endpoint refuses
     or cannot be reached."""
     from primsel.llm.client import EndpointUnreachableError, LLMFatalError
-    from primsel.progress import progress_bar
+    from primsel.progress import progress_bar, show_progress
     from primsel.retrieval.encoders import EncoderLoadError
 
-    with progress_bar(
+    shown = None if args.quiet else sys.stderr  # also the epochs, texts embedded and LLM requests
+    with show_progress(shown), progress_bar(
         total=fits,
         desc="fitting",
         unit="fold" if fits > 1 else "fit",

@@ -11,7 +11,8 @@ did not pass also gets ``divergence_line``, ``expected_call``, ``actual_call`` (
 execution first departs from the task's reference program run on the same initial state:
 :func:`primsel.eval.localise.localise`) and ``category`` (its diagnosis,
 :func:`primsel.eval.attribution.attribute`); those rows are written once every program has run. The
-last stdout line is ``passed N/M, strict K/M``; progress goes to stderr. The output of ``primsel
+summary line is ``passed N/M, strict K/M``, on stderr when the rows go to stdout, on stdout with
+``--out``; progress goes to stderr. The output of ``primsel
 extract`` is a ``--programs`` file as it is: a row whose ``status`` is ``truncated`` (the answer was
 cut off) is not run and gets ``error`` / ``TruncatedAnswer``. A line that is not a JSON object with
 a ``task_id`` and a ``program`` is reported on stderr (file, line and, for bad JSON, column) and
@@ -30,7 +31,7 @@ import sys
 import time
 from contextlib import ExitStack
 
-from primsel.commands.common import UsageError, output_stream, read_jsonl_objects
+from primsel.commands.common import UsageError, output_stream, read_jsonl_objects, summary_stream
 from primsel.simulator.verify import ROW_KEYS, TRUNCATED, verdict_rows
 
 __all__ = ["ROW_KEYS", "add_arguments", "main", "read_programs", "run"]
@@ -136,7 +137,8 @@ def _verify(args: argparse.Namespace) -> int:
             out.write(json.dumps(row) + "\n")
             out.flush()
             progress.update(done, passed)
-    print(f"passed {passed}/{total}, strict {strict}/{total}" + (f" ({len(bad)} bad lines left out)" if bad else ""))
+    left_out = f" ({len(bad)} bad lines left out)" if bad else ""
+    print(f"passed {passed}/{total}, strict {strict}/{total}{left_out}", file=summary_stream(args.out))
     return 1 if bad else 0
 
 

@@ -114,7 +114,8 @@ def resolve_dataset(path: str | os.PathLike[str] | None = None, origin: str = "-
 
 
 def load_tasks(path: str | os.PathLike[str] | None = None) -> list[Task]:
-    """Tasks of the dataset chosen by :func:`resolve_dataset`, sorted by id.
+    """Tasks of the dataset chosen by :func:`resolve_dataset`, sorted by id, their ``gold`` empty
+    (a dataset knows no library: :func:`primsel.api.load_tasks` gives them with gold filled).
 
     Loaded tasks are cached in-process per file (path, modification time and size), so calling
     this repeatedly is cheap. The returned list is a new list every call.

@@ -325,7 +325,11 @@ def per_task(
     gold = gold_sets(qrels)
     empty = [t for t, g in gold.items() if not g]
     if empty:
-        raise ValueError(f"ranking metrics are undefined for tasks without gold primitives: {empty[:10]}")
+        raise ValueError(
+            f"ranking metrics are undefined for tasks without gold primitives: {empty[:10]} (tasks "
+            "read by primsel.datasets.load_tasks have none yet: primsel.api.load_tasks fills them, "
+            "as primsel.library.with_gold does)"
+        )
     out: dict[str, dict[str, float]] = {}
     for task_id, g in gold.items():
         if ties == "id":

@@ -29,7 +29,7 @@ from primsel.experiments.labels import (
     varied_keys,
 )
 from primsel.experiments.settings import DEFAULTS, CellSettings, SettingError, check_setting
-from primsel.files import digest
+from primsel.files import NotUtf8Error, digest, read_utf8
 
 #: Keys that define a cell (and can be varied by the grid).
 CELL_KEYS = (
@@ -521,13 +521,15 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentCo
 
     Raises
     ------
-    ConfigError : an unreadable file, a TOML syntax error, or any problem of
+    ConfigError : an unreadable file, one that is not UTF-8 (the message names the byte
+        offset), a TOML syntax error, or any problem of
         :func:`parse_config`; :class:`OverrideError` for a bad override.
     """
     path = Path(path)
     try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
+        raw = tomllib.loads(read_utf8(path))
+    except NotUtf8Error as exc:
+        raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

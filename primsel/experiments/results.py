@@ -53,7 +53,15 @@ from primsel.experiments.records import (
     RunFileError,
     TaskRow,
 )
-from primsel.files import JsonlError, dumps_json, dumps_jsonl, read_jsonl, write_atomic
+from primsel.files import (
+    JsonlError,
+    NotUtf8Error,
+    dumps_json,
+    dumps_jsonl,
+    read_jsonl,
+    read_utf8,
+    write_atomic,
+)
 from primsel.retrieval.trec import format_qrels, format_run, read_run
 from primsel.types import Run
 
@@ -70,12 +78,14 @@ def _read_object(path: Path) -> dict[str, Any] | None:
     RunFileError : it is not JSON (or not UTF-8), or not an object.
     """
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(read_utf8(path))
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ReportError(f"{path}: unreadable: {exc}") from None
-    except ValueError as exc:  # invalid JSON or UTF-8
+    except NotUtf8Error as exc:
+        raise RunFileError(str(exc)) from None
+    except ValueError as exc:  # invalid JSON
         raise RunFileError(f"{path}: unreadable: {exc}") from None
     if not isinstance(value, dict):
         raise RunFileError(f"{path}: unreadable: not a JSON object")
@@ -135,7 +145,8 @@ def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskR
     Raises
     ------
     ReportError : no tasks.jsonl (without ``missing_ok``), or it cannot be read.
-    RunFileError : a line that is not JSON or not a task row (file and line named).
+    RunFileError : a line that is not JSON or not a task row (file and line named), or a file
+        that is not UTF-8 (file and byte offset named).
     """
     path = cell_directory / TASKS_FILE
     try:
@@ -147,6 +158,8 @@ def read_task_rows(cell_directory: Path, missing_ok: bool = False) -> list[TaskR
         raise ReportError(f"{path}: missing") from None
     except OSError as exc:
         raise ReportError(f"{path}: unreadable: {exc.strerror or exc}") from None
+    except NotUtf8Error as exc:
+        raise RunFileError(str(exc)) from None
 
 
 def read_ranking(cell_directory: Path) -> Run:

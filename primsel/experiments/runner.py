@@ -23,7 +23,7 @@ from primsel.datasets import DatasetError
 from primsel.experiments.cell import RunContext, run_cell
 from primsel.experiments.config import Cell, ExperimentConfig, expand, generator_spec
 from primsel.experiments.dataset import Dataset, load_datasets, make_dataset, named_library, subset
-from primsel.progress import progress_bar
+from primsel.progress import progress_bar, show_progress
 from primsel.experiments.ray_backend import run_cells
 from primsel.experiments.records import ManifestCell, ManifestFile, ReportError, ReportFile
 from primsel.experiments.results import has_report, is_complete, read_config, write_manifest
@@ -596,8 +596,10 @@ def _run_serial(
     sources: Mapping[str, Mapping[str, Any]],
 ) -> None:
     """Compute and write the cells one after the other, in grid order (arguments as
-    :func:`run_cells`)."""
-    with progress_bar(
+    :func:`run_cells`); with ``progress``, the epochs, texts embedded and LLM requests of a
+    cell show their progress too (:func:`primsel.progress.activity`)."""
+    shown = log if progress else None
+    with show_progress(shown), progress_bar(
         total=total,
         initial=initial,
         desc=name,

@@ -92,6 +92,7 @@ from primsel.llm.completion import (
     short_error,
 )
 from primsel.llm.endpoint import Endpoint, takes_endpoint
+from primsel.progress import activity
 
 __all__ = [
     "ChatClient",
@@ -256,6 +257,7 @@ class ChatClient:
         #: tests: called with each backoff delay instead of waiting it
         self._sleep: Callable[[float], object] | None = None
         self._jitter = random.Random()  # private: never disturbs the global random state
+        self._progress: RequestProgress | None = None  # the answers of complete_many, counted
 
     # -- public -------------------------------------------------------------------------------
     @property
@@ -318,10 +320,15 @@ class ChatClient:
         if not requests:
             return []
         cleaned = [_clean(m) for m in requests]
-        if not self.prefix_ordered:
-            return _run(self._answer_many(cleaned))
-        order = prefix_order(cleaned)
-        answers = _run(self._answer_many([cleaned[i] for i in order]))
+        with activity(total=len(cleaned), desc="LLM requests", unit="request") as bar:
+            self._progress = RequestProgress(bar)
+            try:
+                if not self.prefix_ordered:
+                    return _run(self._answer_many(cleaned))
+                order = prefix_order(cleaned)
+                answers = _run(self._answer_many([cleaned[i] for i in order]))
+            finally:
+                self._progress = None
         out: list[Completion | LLMError] = [None] * len(cleaned)  # type: ignore[list-item]
         for i, answer in zip(order, answers):
             out[i] = answer
@@ -359,9 +366,12 @@ class ChatClient:
 
     async def _answer_or_error(self, messages: list[dict[str, str]]) -> Completion | LLMError:
         try:
-            return await self._answer(messages)
+            answer: Completion | LLMError = await self._answer(messages)
         except LLMError as exc:
-            return exc
+            answer = exc
+        if self._progress is not None:
+            self._progress.answered(answer)
+        return answer
 
     async def _answer(self, messages: list[dict[str, str]]) -> Completion:
         start = time.perf_counter()
@@ -687,6 +697,27 @@ class ChatClient:
             write_atomic(path, json.dumps(entry), durable=False)
         except OSError as exc:
             log.warning("could not write the LLM cache entry %s: %s", path, exc)
+
+
+class RequestProgress:
+    """Counts the answers of one :meth:`ChatClient.complete_many` on its :func:`activity` bar and
+    shows the rate of generation: the completion tokens of the answers the endpoint computed (not
+    those from the cache) per second since the batch began."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.start = time.perf_counter()
+        self.tokens = 0
+
+    def answered(self, answer: Completion | LLMError) -> None:
+        """Count one answer (or error)."""
+        computed = isinstance(answer, Completion) and not answer.cached
+        if computed:
+            self.tokens += answer.completion_tokens
+        seconds = time.perf_counter() - self.start
+        if self.tokens and seconds > 0:
+            self.bar.set_postfix_str(f"{self.tokens / seconds:.1f} tok/s", refresh=False)
+        self.bar.update(1)
 
 
 def prefix_order(prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[int]:

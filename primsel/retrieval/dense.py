@@ -29,6 +29,15 @@ INDEXES = ("flat", "hnsw", "ivf")
 UNRETURNED_SCORE = -1.0
 
 
+def _faiss() -> Any:
+    """The faiss module, or an ImportError that says which extra installs it."""
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ImportError("the dense retrievers need faiss: pip install 'primsel[dense]'") from exc
+    return faiss
+
+
 def build_index(vectors: np.ndarray, index: str = "flat", hnsw_m: int = 32, nlist: int | None = None,
                 seed: int = 0) -> Any:
     """A FAISS inner-product index over ``vectors``.
@@ -46,7 +55,7 @@ def build_index(vectors: np.ndarray, index: str = "flat", hnsw_m: int = 32, nlis
     ------
     ValueError : unknown index type.
     """
-    import faiss
+    faiss = _faiss()
 
     n, dim = vectors.shape
     if index == "flat":
@@ -80,7 +89,7 @@ def cosine_search(doc_vectors: Any, query_vectors: Any) -> np.ndarray:
     ``(n_queries, n_docs) float32``: column j is document j (FAISS's ranked answer is scattered
     back; ``k`` is clamped to the index size, so no ``-1`` id can occur).
     """
-    import faiss
+    faiss = _faiss()
 
     docs = l2_normalise(doc_vectors)
     queries = l2_normalise(query_vectors)

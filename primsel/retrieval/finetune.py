@@ -46,6 +46,7 @@ import numpy as np
 
 from primsel.checks import check_choice, check_flag, check_number, check_text
 from primsel.files import cache_dir, digest, encodable_text, write_atomic
+from primsel.progress import counted
 from primsel.registry import register
 from primsel.retrieval.base import BaseRetriever
 from primsel.retrieval.encoders import (
@@ -384,7 +385,7 @@ class FinetunedRetriever(BaseRetriever):
             pairs = [(i, j) for i in range(len(queries)) for j in np.flatnonzero(gold[i])]
         y = torch.tensor(gold)
         net.train()
-        for _ in range(self.epochs):
+        for _ in counted(range(self.epochs), desc="fine-tuning", unit="epoch"):
             if self.loss == "mnrl":
                 for batch in pair_batches(pairs, self.batch_size, rng):
                     q_idx = [pairs[b][0] for b in batch]

@@ -34,6 +34,9 @@ from primsel.types import Task
 from tests.aspera import scripted
 from tests.aspera.conftest import extract_plans, given_names, library_names, write_plans
 
+#: ASPERA's agents rendered in a subprocess and whole experiments against the fake server: end to end.
+pytestmark = pytest.mark.slow
+
 MODEL = "gpt-4o-2024-05-13"
 #: ASPERA's request body: its keys in the order openai-python sends them (ASPERA_PROTOCOL.md, section 2).
 BODY_KEYS = ["messages", "model", "max_tokens", "n", "seed", "stop", "temperature"]

@@ -56,6 +56,7 @@ def test_module_class_specs_resolve_from_the_current_directory(tmp_path, monkeyp
     assert sys.path[0] == str(tmp_path)
 
 
+@pytest.mark.slow
 def test_installed_command_finds_modules_in_the_current_directory(tmp_path):
     script = Path(sys.executable).parent / "primsel"
     if not script.is_file():

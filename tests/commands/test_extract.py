@@ -16,7 +16,7 @@ def write(path, *records):
     return path
 
 
-def test_rows_follow_the_input_and_the_last_line_counts_programs(tmp_path, capsys):
+def test_rows_follow_the_input_and_the_summary_on_stderr_counts_programs(tmp_path, capsys):
     answers = write(tmp_path / "a.jsonl",
                     {"id": "b", "answer": f"```python\n{F}```\nprint(plan())", "finish_reason": "stop"},
                     "",
@@ -24,9 +24,9 @@ def test_rows_follow_the_input_and_the_last_line_counts_programs(tmp_path, capsy
                     {"id": "c", "answer": f"```python\n{F}", "finish_reason": "length"},
                     {"id": "d", "answer": f"```python\n{F}\nplan()\n```"})
     assert cli_main(["extract", str(answers)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "extracted 2/4"
-    rows = [json.loads(line) for line in lines[:-1]]
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == "extracted 2/4"
+    rows = [json.loads(line) for line in captured.out.splitlines()]   # stdout holds the rows alone
     assert [r["id"] for r in rows] == ["b", 7, "c", "d"]
     assert [r["status"] for r in rows] == ["ok", "no_program", "truncated", "ok"]
     assert list(rows[0]) == ["id", "task_id", "status", "program", "entry_point", "dropped_lines", "parse_failure",
@@ -69,9 +69,8 @@ def test_a_bad_line_is_named_and_left_out_and_the_good_lines_get_their_rows(tmp_
     assert cli_main(["extract", str(answers)]) == 1
     captured = capsys.readouterr()
     assert f"primsel extract: {answers} {problem}" in captured.err and "line left out" in captured.err
-    lines = captured.out.splitlines()
-    assert lines[-1] == "extracted 1/2 (1 bad lines left out)"
-    assert [json.loads(x)["task_id"] for x in lines[:-1]] == ["0", "2"]
+    assert captured.err.splitlines()[-1] == "extracted 1/2 (1 bad lines left out)"
+    assert [json.loads(x)["task_id"] for x in captured.out.splitlines()] == ["0", "2"]
 
 
 def test_missing_input_and_bad_mode_exit_2(tmp_path, capsys):
@@ -89,12 +88,12 @@ def test_without_entry_the_function_the_answer_calls_is_the_entry_point(tmp_path
                     {"id": "2", "answer": f"```python\n{tail}```"},
                     {"id": "3", "answer": "```python\ndef helper():\n    return 1\n\n\ndef main():\n    return 2\n```"})
     assert cli_main(["extract", str(answers)]) == 0
-    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()[:-1]]
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     # the answer calls main(): main is the entry point (the first def, helper, was picked before)
     assert [r["entry_point"] for r in rows] == ["main", "main", "helper"]
     assert rows[0]["dropped_lines"] == ["print(main())"]
     assert cli_main(["extract", "--entry", "helper", str(answers)]) == 0   # a requested name wins
-    assert [json.loads(x)["entry_point"] for x in capsys.readouterr().out.splitlines()[:-1]] == ["helper"] * 3
+    assert [json.loads(x)["entry_point"] for x in capsys.readouterr().out.splitlines()] == ["helper"] * 3
 
 
 def test_extract_output_pipes_into_verify(tmp_path, capsys, monkeypatch):
@@ -116,8 +115,27 @@ def test_extract_output_pipes_into_verify(tmp_path, capsys, monkeypatch):
     assert rows[0]["entry_point"] == name          # the function the answer calls, not helper
     capsys.readouterr()
     assert cli_main(["verify", "--programs", str(extracted), "--timeout", "60"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "passed 1/3, strict 1/3"
-    verdicts = [json.loads(x) for x in lines[:-1]]
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == "passed 1/3, strict 1/3"
+    verdicts = [json.loads(x) for x in captured.out.splitlines()]
     assert [(v["task_id"], v["status"], v["error_type"]) for v in verdicts] == [
         (first.id, "pass", None), (second.id, "error", "TruncatedAnswer"), (third.id, "no_program", None)]
+
+
+def test_the_rows_redirected_to_a_file_are_a_programs_file_as_they_are(tmp_path, capsys):
+    # `primsel extract a.jsonl > p.jsonl`: the summary must not end up in the file as a last line
+    answers = write(tmp_path / "a.jsonl", {"id": "1", "answer": F}, {"id": "2", "answer": "no code"})
+    assert cli_main(["extract", str(answers)]) == 0
+    captured = capsys.readouterr()
+    assert [json.loads(x)["task_id"] for x in captured.out.splitlines()] == ["1", "2"]
+    assert captured.err == "extracted 1/2\n"
+
+
+def test_an_input_that_is_not_utf8_exits_2_naming_the_file_and_the_byte(tmp_path, capsys):
+    answers = tmp_path / "a.jsonl"
+    answers.write_bytes(b'{"id": "1", "answer": "x"}\n{"id": "2", "answer": "caf\xe9"}\n')
+    assert cli_main(["extract", str(answers)]) == 2
+    # line 2 starts at byte 27; '{"id": "2", "answer": "caf' before the 0xe9 is 26 bytes: 27 + 26
+    assert capsys.readouterr().err == (
+        f"primsel extract: error: {answers}: not UTF-8 text: invalid continuation byte at byte 53 "
+        "(line 2)\n")

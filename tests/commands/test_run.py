@@ -32,6 +32,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_run_writes_cells_and_report_on_builtin_tasks(tmp_path, capsys):
     cfg = tmp_path / "small.toml"
     cfg.write_text(SMALL)
@@ -102,6 +103,7 @@ class Killer(BaseRetriever):
 '''
 
 
+@pytest.mark.slow
 def test_killed_process_resumes_without_recomputing(tmp_path):
     (tmp_path / "killer_mod.py").write_text(textwrap.dedent(KILLER))
     marker = tmp_path / "marker"
@@ -218,6 +220,7 @@ def test_fatal_llm_errors_stop_the_run_and_keep_finished_cells(tmp_path, capsys,
     assert not (exp / "report.md").exists()
 
 
+@pytest.mark.slow
 def test_replay_programs_are_found_next_to_the_experiment_file(tmp_path, monkeypatch):
     from primsel.datasets import load_builtin_tasks
 
@@ -243,6 +246,7 @@ def _closed_port_url() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["generator", "retriever"])
 def test_an_unreachable_endpoint_stops_the_run_and_the_fixed_endpoint_resumes_it(tmp_path, capsys, monkeypatch, stage):
     from primsel.testing.fake_server import FakeOpenAIServer
@@ -272,6 +276,7 @@ def test_an_unreachable_endpoint_stops_the_run_and_the_fixed_endpoint_resumes_it
     assert json.loads((exp / second["id"] / "report.json").read_text())["complete"] is True
 
 
+@pytest.mark.slow
 def test_llm_errors_leave_the_cell_incomplete_until_a_run_gets_every_answer(tmp_path, capsys, monkeypatch):
     from primsel.testing.fake_server import FakeOpenAIServer, Reply
 
@@ -411,6 +416,7 @@ class Keyword(BaseRetriever):
 '''
 
 
+@pytest.mark.slow
 def test_editing_a_plug_in_retriever_invalidates_its_cached_rankings(tmp_path):
     (tmp_path / "plug_mod_cli.py").write_text(PLUGIN % "work_calendar.add_event")
     cfg = tmp_path / "plug.toml"
@@ -431,6 +437,7 @@ def test_editing_a_plug_in_retriever_invalidates_its_cached_rankings(tmp_path):
     assert first_ranked("b") == {"time_utils.now_"}
 
 
+@pytest.mark.slow
 def test_answers_from_the_cache_are_counted_and_a_cell_that_contacted_no_endpoint_is_warned_about(
         tmp_path, capsys, monkeypatch):
     from primsel.datasets import load_builtin_tasks

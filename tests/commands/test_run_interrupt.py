@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from primsel.cli import main as cli_main
 from primsel.testing.fake_server import FakeOpenAIServer, Reply
 
@@ -53,6 +55,7 @@ def _cached_answers(cache: Path) -> list[str]:
     return sorted(json.loads(p.read_text())["response"]["text"] for p in (cache / "llm").rglob("*.json"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_with_four_requests_in_flight_exits_130_at_once_and_keeps_the_answers_received(tmp_path, monkeypatch):
     cfg = tmp_path / "slow.toml"
     cfg.write_text(CONFIG)

@@ -61,9 +61,9 @@ def test_programs_file_rows_in_input_order(no_archive, tmp_path, capsys):
         ],
     )
     assert verify.run(["--programs", programs, "--timeout", "5"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "passed 1/5, strict 1/5"
-    rows = [json.loads(line) for line in lines[:-1]]
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == "passed 1/5, strict 1/5"
+    rows = [json.loads(line) for line in captured.out.splitlines()]
     assert [(r["task_id"], r["status"], r["error_type"]) for r in rows] == [
         (builtin[1].id, "fail", "AssertionError"),
         ("no-such-task", "error", "UnknownTask"),
@@ -95,9 +95,9 @@ def test_a_bad_programs_line_is_named_and_left_out_and_the_others_run(no_archive
     assert verify.run(["--programs", str(path), "--timeout", "60"]) == 1
     captured = capsys.readouterr()
     assert f"primsel verify: {path} {message}" in captured.err and "line left out" in captured.err
+    assert captured.err.splitlines()[-1] == "passed 1/1, strict 1/1 (1 bad lines left out)"
     lines = captured.out.splitlines()
-    assert lines[-1] == "passed 1/1, strict 1/1 (1 bad lines left out)"
-    assert [(json.loads(x)["task_id"], json.loads(x)["status"]) for x in lines[:-1]] == [(task.id, "pass")]
+    assert [(json.loads(x)["task_id"], json.loads(x)["status"]) for x in lines] == [(task.id, "pass")]
 
 
 def test_bad_arguments_exit_2(no_archive, tmp_path, capsys):
@@ -126,7 +126,7 @@ def test_too_many_workers_are_capped_with_a_note(no_archive, tmp_path, capsys):
     programs = write_jsonl(tmp_path / "one.jsonl", [{"task_id": builtin.id, "program": builtin.program}])
     assert verify.run(["--programs", programs, "--workers", "1000"]) == 0  # one job: one worker starts
     captured = capsys.readouterr()
-    assert captured.out.splitlines()[-1] == "passed 1/1, strict 1/1"
+    assert captured.err.splitlines()[-1] == "passed 1/1, strict 1/1"
     cpus = os.cpu_count() or 1
     assert f"--workers 1000 capped at {4 * cpus} (4 per CPU)" in captured.err
 
@@ -146,7 +146,7 @@ def test_rows_are_valid_utf8_json_with_lone_surrogates(no_archive, tmp_path, cap
     )
     assert verify.run(["--programs", str(programs)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = [json.loads(line) for line in lines[:-1]]
+    rows = [json.loads(line) for line in lines]
     for row in rows:
         json.dumps(row, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
     assert [(r["status"], r["error_type"]) for r in rows] == [
@@ -208,7 +208,9 @@ def test_dispatch_through_the_primsel_command(no_archive, tmp_path, capsys):
     assert cli.main(["verify", "--programs", str(tmp_path / "missing.jsonl")]) == 2
     assert cli.main(["verify", "--workers", "1"]) == 0
     n = len(load_builtin_tasks())
-    assert capsys.readouterr().out.splitlines()[-1] == f"passed {n}/{n}, strict {n}/{n}"
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == f"passed {n}/{n}, strict {n}/{n}"
+    assert [json.loads(line)["status"] for line in captured.out.splitlines()] == ["pass"] * n
 
 
 @pytest.mark.asper

@@ -253,6 +253,7 @@ def check_no_leaks(tasks: list[Task], faults: int = 5, workers: int = 2) -> tupl
     return failed, naive_leaks, by_task
 
 
+@pytest.mark.slow
 def test_feedback_holds_nothing_of_the_evaluation_or_reference_program_on_the_builtin_tasks():
     failed, naive_leaks, by_task = check_no_leaks(with_gold(load_builtin_tasks(), LIBRARY))
     # 136 programs failed here, 92 of them on an exception the evaluation program raised; the

@@ -79,6 +79,7 @@ def test_inputs_are_not_mutated():
     assert run == {"q": {"a": 1.0}} and qrels == {"q": {"a": 1}, "r": {"b": 1}}
 
 
+@pytest.mark.slow
 def test_parity_with_ranx_on_random_runs():
     ranx = pytest.importorskip("ranx")
     rng = random.Random(0)

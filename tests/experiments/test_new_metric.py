@@ -82,6 +82,7 @@ def test_the_toy_metric_by_hand(toyhits):
     assert "toyhits@k" in str(pytest.raises(ValueError, parse_metric, "bogus@1").value)
 
 
+@pytest.mark.slow
 def test_a_metric_listed_in_an_experiment_is_recorded_everywhere_and_gets_a_column(toyhits, tmp_path):
     cfg = parse_config({"name": "exp", "folds": 2, "retriever": "test_tied", "k": 1, "metrics": ["toyhits@2"]},
                        where="exp.toml")

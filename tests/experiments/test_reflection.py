@@ -55,6 +55,7 @@ def cell_files(result, i: int = 0):
     return json.loads((cell / "report.json").read_text()), {r["task_id"]: r for r in rows}
 
 
+@pytest.mark.slow
 def test_success_by_round_and_requests_counted_at_the_server(tmp_path, monkeypatch):
     expected = wrong_statuses(TASKS)
     failed = sum(status != "pass" for status in expected.values())
@@ -190,6 +191,7 @@ def test_reselect_ranks_again_with_the_query_and_the_error(tmp_path, monkeypatch
     assert changed > 0
 
 
+@pytest.mark.slow
 def test_the_report_has_success_by_round_with_the_gain_of_each_round(tmp_path, monkeypatch):
     from primsel.eval.significance import compare
     from primsel.reporting import write_report
@@ -232,6 +234,7 @@ def test_a_generator_that_cannot_revise_is_refused_with_rounds(tmp_path, generat
     parse_config({**raw, "generator": {**generator, "rounds": 1}}, base_dir=tmp_path)  # one round: fine
 
 
+@pytest.mark.slow
 def test_reflection_toml_runs_end_to_end_against_the_scripted_endpoint(tmp_path, monkeypatch):
     from primsel.reporting import write_report
 

@@ -116,6 +116,7 @@ TOOL_CORPORA = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "subset"), TOOL_CORPORA[:3])
 def test_bm25_on_tool_corpora_matches_an_independent_rank_bm25_computation(tmp_path, name, subset):
     folder = shared(subset.split("/")[0]) / subset.split("/")[1]
@@ -140,6 +141,7 @@ def _report_row(report: str, dataset: str, retriever: str) -> dict[str, str]:
     raise AssertionError(f"no {retriever} row for {dataset}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "subset"), TOOL_CORPORA)
 def test_the_committed_tool_corpora_report_has_the_bm25_figures_of_rank_bm25(name, subset):
     """The BM25 figures of experiments/tool_corpora.md (3 decimals) against rank-bm25 over the

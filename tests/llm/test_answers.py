@@ -44,9 +44,9 @@ def test_answers_round_trip_through_a_file_into_an_empty_cache(tmp_path, monkeyp
 
 @pytest.mark.parametrize("content, problem", [
     (b"not gzip", "not a gzip-compressed JSON Lines file"),
-    (gzip.compress(b'{"digest": "abc", "answer": {"text": "t"}}\n'), ":1: expected a 64-character hex 'digest'"),
-    (gzip.compress(b'\n{"digest": "' + b"a" * 64 + b'", "answer": {}}\n'), ":2: expected an 'answer' object"),
-    (gzip.compress(b"[1,\n"), ":1: not JSON"),
+    (gzip.compress(b'{"digest": "abc", "answer": {"text": "t"}}\n', mtime=0), ":1: expected a 64-character hex 'digest'"),
+    (gzip.compress(b'\n{"digest": "' + b"a" * 64 + b'", "answer": {}}\n', mtime=0), ":2: expected an 'answer' object"),
+    (gzip.compress(b"[1,\n", mtime=0), ":1: not JSON"),
 ])
 def test_a_malformed_file_is_refused_naming_the_line_and_writes_nothing(tmp_path, content, problem):
     path = tmp_path / "bad.answers.jsonl.gz"
