@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from primsel.files import cache_dir, write_atomic
+from primsel.files import JsonlError, cache_dir, read_jsonl, write_atomic
 
 __all__ = ["ANSWERS_SUFFIX", "AnswersError", "answer_path", "export_answers", "import_answers"]
 
@@ -106,20 +106,19 @@ def _cached(digest: str) -> dict[str, Any] | None:
     return response if isinstance(response, dict) else None
 
 
+def _not_json(error: JsonlError) -> None:
+    """Raise the :class:`AnswersError` of a line of an answers file that is not JSON."""
+    raise AnswersError(f"{error.path}:{error.line}: not JSON ({error.reason})")
+
+
 def _read(path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
-            lines = fh.readlines()
+            text = fh.read()
     except (gzip.BadGzipFile, EOFError, UnicodeDecodeError) as exc:
         raise AnswersError(f"{path}: not a gzip-compressed JSON Lines file of answers ({exc})") from None
     out = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AnswersError(f"{path}:{number}: not JSON ({exc.msg})") from None
+    for number, row in read_jsonl(path, text=text, on_error=_not_json):
         digest = row.get("digest") if isinstance(row, dict) else None
         answer = row.get("answer") if isinstance(row, dict) else None
         if not (isinstance(digest, str) and len(digest) == 64 and set(digest) <= _DIGEST_CHARS):
