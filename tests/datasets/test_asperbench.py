@@ -189,9 +189,10 @@ def test_parsed_shards_are_cached_by_content(tmp_path, monkeypatch):
     def no_parsing(text, where):
         raise AssertionError(f"{where} parsed again")
 
+    parse = asperbench._parsed
     monkeypatch.setattr(asperbench, "_parsed", no_parsing)
     assert load_asper_bench(path, sha256=None) == parsed  # from the cache, the same tasks
-    monkeypatch.undo()
+    monkeypatch.setattr(asperbench, "_parsed", parse)
     entry.write_text("[[\"plans/q1.nt\"", encoding="utf-8")  # cut off: parsed again
     assert load_asper_bench(path, sha256=None) == parsed
     other = tmp_path / "b.tgz"
