@@ -67,6 +67,15 @@ def scoped_registry():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_session_cache(tmp_path_factory):
+    """Fixtures wider than one test (a module's tasks read from the archive) get a cache
+    directory of their own too: nothing of the tests is written to the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PRIMSEL_CACHE_DIR", str(tmp_path_factory.mktemp("session-cache")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own primsel cache directory (nothing is read from or written to the user's)."""

@@ -88,8 +88,17 @@ BROKEN_PIPE_STATUS = 128 + signal.SIGPIPE
 VERBOSE_HELP = "more messages on stderr: -v for INFO (e.g. model loading), -vv for DEBUG"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every subcommand attached."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand attached.
+
+    Parameters
+    ----------
+    command : a subcommand name: only its module is imported and only its options attached
+        (the other subcommands are listed, without options), so that running one subcommand
+        does not import what the others need to build their options (``retrieve`` lists the
+        registered retrievers, ``local`` reads the local model's defaults). None or an unknown
+        name: every subcommand's options.
+    """
     parser = argparse.ArgumentParser(
         prog="primsel",
         description="Primitive selection for program-writing assistants (ASPERA / Asper-Bench).",
@@ -100,7 +109,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text, example) in SUBCOMMANDS.items():
-        module = importlib.import_module(module_name)
         sub = subparsers.add_parser(
             name,
             help=help_text,
@@ -108,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=f"example:\n  {example}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.add_arguments(sub)
+        if command is None or command not in SUBCOMMANDS or command == name:
+            importlib.import_module(module_name).add_arguments(sub)
         # also accepted after the subcommand; SUPPRESS keeps a top-level -v when it is absent here
         sub.add_argument(
             "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP
@@ -159,6 +168,15 @@ def _cwd_first_on_path() -> None:
         sys.path.insert(0, cwd)
 
 
+def _command_named(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the top-level options
+    take no value); None when there is none."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the subcommand; returns the exit status.
 
@@ -171,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "primsel"
     try:
         _cwd_first_on_path()
-        parser = build_parser()
+        parser = build_parser(_command_named(sys.argv[1:] if argv is None else argv))
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
             parser.print_help(sys.stderr)

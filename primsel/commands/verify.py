@@ -85,10 +85,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from primsel.datasets import DatasetError, load_tasks, resolve_dataset
-    from primsel.eval.explain import explained_rows
-    from primsel.simulator.library import build_library
     from primsel.checks import MAX_TIMEOUT
+    from primsel.datasets import DatasetError, load_tasks, resolve_dataset
     from primsel.simulator.sandbox import MAX_WORKERS_PER_CPU, Sandbox
 
     if args.workers is not None and args.workers < 1:
@@ -128,6 +126,10 @@ def _verify(args: argparse.Namespace) -> int:
         out = output_stream(stack, args.out)
         sandbox = stack.enter_context(Sandbox(workers=args.workers, timeout=args.timeout))
         if getattr(args, "explain", False):
+            # imported only here: the library imports the apps, which verify alone never needs
+            from primsel.eval.explain import explained_rows
+            from primsel.simulator.library import build_library
+
             rows = explained_rows(sandbox, tasks, jobs, build_library())
         else:
             rows = verdict_rows(sandbox, tasks, jobs)

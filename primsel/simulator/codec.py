@@ -224,10 +224,16 @@ class Codec:
 
     def _encode_items(self, values: Any, depth: int, budget: list[int], where: str) -> list[Any]:
         """``[self._encode(item, depth, ...) for item in values]``, with strings, ``None`` and
-        bools (most of a world state) taken as they are without a call each: the same values,
-        counts and errors, in a fraction of the time."""
+        bools (most of a world state) taken as they are without a call each, and a collection
+        holding only those, or only ints of at most :data:`_INT_BITS` bits (a ``random``
+        state), copied whole: the same values, counts and errors, in a fraction of the time."""
         if depth > self.max_depth:
             return [self._encode(item, depth, budget, where) for item in values]
+        if _len(values) >= _WHOLE and _all_plain(values, _ENCODE_PLAIN):
+            budget[0] -= _len(values)
+            if budget[0] < 0:
+                raise CodecError(f"{where} holds more than {self.max_nodes} values")
+            return list(values)
         out = []
         for item in values:
             kind = type(item)
@@ -367,9 +373,15 @@ class Codec:
 
     def _decode_items(self, data: list[Any], depth: int, budget: list[int]) -> list[Any]:
         """``[self._decode(item, depth, ...) for item in data]``, with strings, ``None``, bools
-        and floats taken as they are without a call each (as :meth:`_encode_items`)."""
+        and floats taken as they are without a call each, and a list of only those, or only
+        ints, copied whole (as :meth:`_encode_items`)."""
         if depth > self.max_depth:
             return [self._decode(item, depth, budget) for item in data]
+        if _len(data) >= _WHOLE and _all_plain(data, _DECODE_PLAIN):
+            budget[0] -= _len(data)
+            if budget[0] < 0:
+                raise CodecError(f"more than {self.max_nodes} values")
+            return list(data)
         out = []
         for item in data:
             kind = type(item)
@@ -388,6 +400,28 @@ class Codec:
         if entry is None or (category is not None and entry[1] != category):
             raise CodecError(f"unknown library type {name!r}")
         return entry[0]
+
+
+#: Types :meth:`Codec._encode_items` takes as they are; :meth:`Codec._decode_items` takes floats
+#: too (a nan or infinity never reaches the decoder as a float: JSON has none).
+_ENCODE_PLAIN = frozenset({str, bool, type(None)})
+_DECODE_PLAIN = _ENCODE_PLAIN | {float}
+#: Ints and bools: taken as they are when every one has at most :data:`_INT_BITS` bits.
+_INTEGRAL = frozenset({int, bool})
+_INT_BOUND = 1 << _INT_BITS
+#: Collections at least this long are checked whole first (shorter ones, a row's fields, mostly
+#: mix types: the check would cost more than it saves).
+_WHOLE = 64
+
+
+def _all_plain(values: Any, plain: frozenset[type]) -> bool:
+    """Whether every item of ``values`` (a list, tuple, set, frozenset or dict view) is of a type
+    in ``plain``, or every one is an int or bool of at most :data:`_INT_BITS` bits; checked in
+    C, one pass over the items (two more for ints)."""
+    kinds = set(map(type, values))
+    if kinds <= plain:
+        return True
+    return kinds <= _INTEGRAL and -_INT_BOUND < min(values) and max(values) < _INT_BOUND
 
 
 #: The encoder of each type :meth:`Codec._encode` does not take itself, by exact type.

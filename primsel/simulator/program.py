@@ -247,6 +247,9 @@ class _SpawnerState:
         self.own = own
         self.apps = apps
         self.codec = codec
+        # the library wrapped to record program calls, once for every program process
+        self.recorder = _Recorder()
+        self.exports = traced_exports(apps, self.recorder)
         self.user = user
         self.broken: list[tuple[str, str]] = []  # (layer, why): a program asking for it refuses to run
         self.ruleset: int | None = None
@@ -389,8 +392,8 @@ def _spawn(control: socket.socket, state: _SpawnerState, request: dict[str, Any]
                 _refuse(fds[1], reason)
         # the first process of a pid namespace has no parent it can see: its parent pid reads 0
         parent = 0 if in_namespace else state.own
-        run_program_process(fds[0], fds[1], {**request, "user": state.user}, state.ruleset, state.apps,
-                            state.codec, parent, state.template, state.proc)
+        run_program_process(fds[0], fds[1], {**request, "user": state.user}, state.ruleset, state.exports,
+                            state.recorder, state.codec, parent, state.template, state.proc)
     return {"pid": pid}
 
 
@@ -444,7 +447,8 @@ def run_program_process(
     fd_out: int,
     limits: dict[str, Any],
     ruleset: int | None,
-    apps: dict[str, types.ModuleType],
+    exports: dict[str, dict[str, Any]],
+    recorder: _Recorder,
     codec: codec_module.Codec,
     parent: int,
     template: Any,
@@ -452,10 +456,12 @@ def run_program_process(
 ) -> None:
     """Body of a program process: confine, then serve the judge (never returns).
 
-    ``ruleset`` is the Landlock ruleset descriptor (None where Landlock is unavailable),
-    ``template`` the compiled seccomp filter (None where libseccomp is missing), ``parent`` the
-    parent's pid as this process sees it (0 in a pid namespace of its own) and ``proc`` a proc
-    descriptor for the setup (:func:`primsel.simulator.isolation.private_proc`; None: ``/proc``).
+    ``exports`` and ``recorder`` are the library as program code sees it and where its calls
+    are recorded (:func:`traced_exports`), ``ruleset`` is the Landlock ruleset descriptor (None
+    where Landlock is unavailable), ``template`` the compiled seccomp filter (None where
+    libseccomp is missing), ``parent`` the parent's pid as this process sees it (0 in a pid
+    namespace of its own) and ``proc`` a proc descriptor for the setup
+    (:func:`primsel.simulator.isolation.private_proc`; None: ``/proc``).
     """
     code = 0
     try:
@@ -475,7 +481,7 @@ def run_program_process(
     except BaseException as exc:
         _refuse(fd_out, f"the sandbox could not be set up: {_text(exc)}")
     try:
-        server = _Server(fd_in, fd_out, apps, codec, output)
+        server = _Server(fd_in, fd_out, exports, recorder, codec, output)
         # Confined, and nothing read yet: the only frame the judge takes as the sandbox's own.
         # From here on the program's code may run, and whatever comes is the program's.
         codec_module.write_frame(fd_out, READY)
@@ -493,28 +499,99 @@ def _refuse(fd_out: int, message: str) -> None:
     os._exit(71)
 
 
+class _Recorder:
+    """What the library calls made by program code left in one program process: the ``trace``,
+    the number of ``calls`` and the ``path`` of executed lines (see the module docstring).
+
+    Made empty in the spawner, which never calls the library: every program process starts
+    with it empty, and only its own calls fill it.
+    """
+
+    def __init__(self) -> None:
+        self.trace: list[list[Any]] = []
+        self.calls = 0
+        self.path: list[int] = []
+
+    def recording(self, function: Callable[..., Any], primitive_id: str, skip_first: bool = False) -> Callable[..., Any]:
+        """``function`` recording its calls made from program code (``skip_first``: a
+        constructor, whose first argument, the class or the new instance, is not shown)."""
+        getframe = sys._getframe
+        recorder = self
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            caller = getframe(1)
+            if caller.f_code.co_filename == PROGRAM_FILE:
+                recorder.calls += 1
+                if len(recorder.trace) < TRACE_CAP:
+                    shown = ", ".join([summarise(a) for a in args[1 if skip_first else 0:]]
+                                      + [f"{k}={summarise(v)}" for k, v in kwargs.items()])  # fmt: skip
+                    recorder.trace.append([primitive_id, caller.f_lineno, shown[:ARGS_CAP]])
+                    if len(recorder.path) < PATH_CAP:
+                        recorder.path.append(0)
+            return function(*args, **kwargs)
+
+        return wrapper
+
+
+def traced_exports(apps: dict[str, types.ModuleType], recorder: _Recorder) -> dict[str, dict[str, Any]]:
+    """``{app: star-exports}``, the library functions wrapped to record calls from program code
+    in ``recorder``, and every library class's constructor too (enums aside).
+
+    The modules' own attributes and classes are changed as well, so calls through ``import
+    work_calendar`` style access are recorded too: done once, in the spawner, whose copies of
+    the modules only program processes use (it never calls the library), so that a program
+    process does not redo it.
+    """
+    classes: set[type] = set()
+    return {name: _traced(module, recorder, classes) for name, module in apps.items()}
+
+
+def _traced(module: types.ModuleType, recorder: _Recorder, classes: set[type]) -> dict[str, Any]:
+    """The module's star-exports, library functions wrapped (:func:`traced_exports`); a class
+    in ``classes`` is already wrapped (one module may export another's)."""
+    exports = star_exports(module)
+    prefix = "primsel.simulator.apps."
+    for name, value in list(exports.items()):
+        owner = getattr(value, "__module__", "") or ""
+        if not owner.startswith(prefix):
+            continue
+        primitive_id = f"{owner[len(prefix):]}.{value.__name__}"
+        if isinstance(value, types.FunctionType):
+            wrapped = recorder.recording(value, primitive_id)
+            exports[name] = wrapped
+            if getattr(module, name, None) is value:
+                setattr(module, name, wrapped)
+        elif isinstance(value, type) and not issubclass(value, enum.Enum) and value not in classes:
+            # a class stays itself (isinstance, annotations, attributes); its constructor records
+            classes.add(value)
+            method = "__new__" if issubclass(value, tuple) else "__init__"
+            setattr(value, method, recorder.recording(getattr(value, method), primitive_id, skip_first=True))
+    return exports
+
+
 class _Server:
-    """The program process's side of the protocol (see the module docstring)."""
+    """The program process's side of the protocol (see the module docstring).
+
+    ``exports`` and ``recorder`` are :func:`traced_exports` and its recorder, made in the spawner.
+    """
 
     def __init__(
         self,
         fd_in: int,
         fd_out: int,
-        apps: dict[str, types.ModuleType],
+        exports: dict[str, dict[str, Any]],
+        recorder: _Recorder,
         codec: codec_module.Codec,
         output: isolation.CappedOutput,
     ) -> None:
         self.fd_in = fd_in
         self.fd_out = fd_out
-        self.apps = apps
         self.codec = codec
         self.output = output
-        self.trace: list[list[Any]] = []
-        self.calls = 0
-        self.path: list[int] = []
+        self.recorder = recorder
         self.entry: Callable[..., Any] | None = None
-        self._classes: set[type] = set()
-        self.exports = {name: self._traced(module) for name, module in apps.items()}
+        self.exports = exports
         note = codec_module.dumps({"note": "stdout_truncated"})
         output.on_truncate = lambda: codec_module.write_frame(fd_out, note)  # known even on a timeout
 
@@ -526,51 +603,6 @@ class _Server:
             message = codec_module.loads(frame)
             answer = self.load(message) if message.get("op") == "load" else self.call(message)
             codec_module.write_frame(self.fd_out, codec_module.dumps(answer))
-
-    def _traced(self, module: types.ModuleType) -> dict[str, Any]:
-        """The module's star-exports, library functions wrapped to record calls from program code.
-
-        The module's own attributes are replaced too (this process is thrown away), so calls
-        through ``import work_calendar`` style access are recorded as well.
-        """
-        exports = star_exports(module)
-        prefix = "primsel.simulator.apps."
-        for name, value in list(exports.items()):
-            owner = getattr(value, "__module__", "") or ""
-            if not owner.startswith(prefix):
-                continue
-            primitive_id = f"{owner[len(prefix):]}.{value.__name__}"
-            if isinstance(value, types.FunctionType):
-                wrapped = self._recording(value, primitive_id)
-                exports[name] = wrapped
-                if getattr(module, name, None) is value:
-                    setattr(module, name, wrapped)
-            elif isinstance(value, type) and not issubclass(value, enum.Enum) and value not in self._classes:
-                # a class stays itself (isinstance, annotations, attributes); its constructor records
-                self._classes.add(value)
-                method = "__new__" if issubclass(value, tuple) else "__init__"
-                setattr(value, method, self._recording(getattr(value, method), primitive_id, skip_first=True))
-        return exports
-
-    def _recording(self, function: Callable[..., Any], primitive_id: str, skip_first: bool = False) -> Callable[..., Any]:
-        """``function`` recording its calls made from program code (``skip_first``: a
-        constructor, whose first argument, the class or the new instance, is not shown)."""
-        getframe = sys._getframe
-
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            caller = getframe(1)
-            if caller.f_code.co_filename == PROGRAM_FILE:
-                self.calls += 1
-                if len(self.trace) < TRACE_CAP:
-                    shown = ", ".join([summarise(a) for a in args[1 if skip_first else 0:]]
-                                      + [f"{k}={summarise(v)}" for k, v in kwargs.items()])  # fmt: skip
-                    self.trace.append([primitive_id, caller.f_lineno, shown[:ARGS_CAP]])
-                    if len(self.path) < PATH_CAP:
-                        self.path.append(0)
-            return function(*args, **kwargs)
-
-        return wrapper
 
     def load(self, message: dict[str, Any]) -> dict[str, Any]:
         from primsel.simulator.state import new_context
@@ -604,9 +636,10 @@ class _Server:
         random.setstate(codec.decode(message["random"]))
         args = codec.decode(message["args"])
         kwargs = codec.decode(message["kwargs"])
-        self.trace = []
-        self.calls = 0
-        self.path = path = []
+        recorder = self.recorder
+        recorder.trace = []
+        recorder.calls = 0
+        recorder.path = path = []
 
         def lines(frame: types.FrameType, event: str, arg: Any) -> Any:
             if event == "line" and len(path) < PATH_CAP:
@@ -637,9 +670,9 @@ class _Server:
             answer.pop("return", None)
             answer["unsupported"] = f"the program left the world state holding a value that cannot be checked: {_text(exc)}"
             answer["state"] = answer["random"] = None
-        answer["trace"] = self.trace
-        answer["path"] = self.path
-        answer["calls"] = self.calls
+        answer["trace"] = recorder.trace
+        answer["path"] = recorder.path
+        answer["calls"] = recorder.calls
         answer["stdout_truncated"] = self.output.truncated
         return answer
 

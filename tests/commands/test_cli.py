@@ -98,6 +98,31 @@ def test_log_messages_are_warning_and_up_unless_verbose(monkeypatch, capsys):
     assert not [h for h in logging.getLogger("primsel").handlers if type(h).__name__ == "_StderrHandler"]
 
 
+def test_one_subcommand_builds_only_its_own_options(tmp_path):
+    # verify needs neither the retrievers (numpy) nor the local model's module to parse its
+    # options, nor the prompt-facing library to run: a bad --programs file ends it at once
+    code = ("import sys; from primsel.cli import main; status = main(['verify', '--programs', sys.argv[1]]); "
+            "print(status, sorted(m for m in ('numpy', 'primsel.retrieval', 'primsel.llm.local', "
+            "'primsel.simulator.library') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing.jsonl")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout == "2 []\n", done.stderr
+    assert "missing.jsonl" in done.stderr
+
+
+def test_help_without_a_subcommand_lists_every_one(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in ("verify", "retrieve", "local", "explore"))
+
+
+def test_a_subcommand_keeps_its_own_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["-v", "retrieve", "--help"])
+    assert "--retriever" in capsys.readouterr().out
+
+
 def test_building_the_parser_imports_no_heavy_package():
     code = ("import sys; from primsel.cli import build_parser; build_parser().format_help(); "
             "print(sorted(m for m in ('torch', 'faiss', 'sentence_transformers', 'transformers', 'openai') "

@@ -173,6 +173,34 @@ def test_synthetic_archive_loads_sorted_and_skips_artefacts(tmp_path):
     assert task.entry_point == "answer"
 
 
+def test_parsed_shards_are_cached_by_content(tmp_path, monkeypatch):
+    from primsel.datasets import asperbench
+    from primsel.files import cache_dir, caches_disabled
+
+    path = tmp_path / "a.tgz"
+    build_archive(path, {"plans/q1.nt": synthetic_task("2") + synthetic_task("1"), "plans/q2.nt": synthetic_task("3")})
+    with caches_disabled():
+        parsed = load_asper_bench(path, sha256=None)
+    assert not (cache_dir() / "datasets").exists()  # nothing written while caches are off
+    assert load_asper_bench(path, sha256=None) == parsed  # parsed, and the parse kept
+    [entry] = (cache_dir() / "datasets").iterdir()
+    assert entry.name == f"asper-bench-{sha256_of(path)}-{asperbench.SHARD_CACHE_FORMAT}.json"
+
+    def no_parsing(text, where):
+        raise AssertionError(f"{where} parsed again")
+
+    parse = asperbench._parsed
+    monkeypatch.setattr(asperbench, "_parsed", no_parsing)
+    assert load_asper_bench(path, sha256=None) == parsed  # from the cache, the same tasks
+    monkeypatch.setattr(asperbench, "_parsed", parse)
+    entry.write_text("[[\"plans/q1.nt\"", encoding="utf-8")  # cut off: parsed again
+    assert load_asper_bench(path, sha256=None) == parsed
+    other = tmp_path / "b.tgz"
+    build_archive(other, {"plans/q1.nt": synthetic_task("5")})  # other content, its own entry
+    assert [t.id for t in load_asper_bench(other, sha256=None)] == ["5"]
+    assert len(list((cache_dir() / "datasets").iterdir())) == 2
+
+
 def test_malformed_shard_names_the_member(tmp_path):
     path = tmp_path / "a.tgz"
     build_archive(path, {"plans/queries_003.nt": "-\n    query_id: 1\n   program: x\n"})

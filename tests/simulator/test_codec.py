@@ -121,6 +121,42 @@ def test_depth_cycles_and_size_are_capped(c):
         c.encode(10**5000)
 
 
+def test_long_collections_of_plain_values_are_checked_as_item_by_item():
+    # the random state and long lists are taken whole when every item is plain: the same wire
+    # form, the same values, the same counts and refusals as item by item
+    import random
+    import sys
+
+    c = codec.Codec(program.load_apps())
+    state = random.Random(5).getstate()
+    wire = c.encode(state)
+    assert wire == {"t": [3, {"t": list(state[1])}, None]}
+    assert c.decode(codec.loads(codec.dumps(wire))) == state
+    words = [True, None, "x"] * 30
+    assert c.encode(words) == words and c.decode(words) == words
+    mixed = list(range(100)) + [2**64, -(2**64), 2**63]  # past 64 bits: each checked, still exact
+    assert roundtrip(c, mixed) == mixed
+    assert [type(v) for v in roundtrip(c, [1.5] * 70 + [True])] == [float] * 70 + [bool]
+    with pytest.raises(codec.CodecError, match="digits"):
+        c.encode(list(range(100)) + [10**5000])
+    with pytest.raises(codec.CodecError, match="int of more than"):
+        c.decode(list(range(100)) + [10**5000])
+    class Count(int):
+        pass
+
+    with pytest.raises(codec.CodecError, match="Count"):
+        c.encode([1] * 100 + [Count(1)])  # a subclass of int is no plain value
+    assert c.encode([Team.Finance] * 70)[0] == {"enum": ["company_directory.Team", "Finance"]}
+    assert c.encode([math.nan] + [1.0] * 100)[0] == {"fl": "nan"}  # floats encoded one by one
+    small = codec.Codec(program.load_apps(), max_nodes=100)
+    assert small.encode(["a"] * 99) == ["a"] * 99  # the list itself is the 100th value
+    with pytest.raises(codec.CodecError, match="more than 100 values"):
+        small.encode(["a"] * 100)
+    with pytest.raises(codec.CodecError, match="more than 100 values"):
+        small.decode(list(range(100)))
+    assert sys.maxsize in roundtrip(c, [sys.maxsize] * 64)
+
+
 @pytest.mark.parametrize(
     "data",
     [
