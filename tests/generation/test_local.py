@@ -598,7 +598,13 @@ def test_the_child_entry_loads_the_model_with_the_settings_and_stops_on_sigterm(
     server = LocalServer(gguf, name="tiny-abc", port=0, startup_timeout=120,
                          settings=ServerSettings(threads=2, n_ctx=8192, n_cache_reuse=128, n_batch=1024))
     with server:
-        assert f"primsel: serving tiny-abc on 127.0.0.1:{server.port}" in server.output_tail()
+        # the child prints its line after the server listens, and a thread reads it: the health
+        # check may answer first (on a loaded machine, by seconds), so the line is waited for
+        line = f"primsel: serving tiny-abc on 127.0.0.1:{server.port}"
+        deadline = time.monotonic() + 60
+        while line not in server.output_tail() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert line in server.output_tail()
     assert server.process.returncode == 0  # SIGTERM: the child ends itself
     params = json.loads((tmp_path / "params.json").read_text())
     assert params == {"model_alias": "tiny-abc", "port": server.port, "n_ctx": 8192, "n_parallel": 1,
