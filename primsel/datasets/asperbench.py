@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tarfile
 from collections.abc import Iterable, Mapping
@@ -151,8 +152,6 @@ def _shard_records(path: Path) -> list[tuple[str, Any]]:
     ------
     DatasetError : see :func:`_read_shards`; a shard that is not valid NestedText.
     """
-    import json
-
     from primsel.files import cache_dir, caches_enabled, write_atomic
 
     entry = cache_dir() / "datasets" / f"asper-bench-{sha256_of(path)}-{SHARD_CACHE_FORMAT}.json"
@@ -168,7 +167,6 @@ def _shard_records(path: Path) -> list[tuple[str, Any]]:
         except OSError:
             pass
     return shards
-
 
 
 def _read_shards(path: Path) -> Iterable[tuple[str, str]]:
